@@ -1,0 +1,45 @@
+# Quick start: `make demo` (a notebook session on the offline model) and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.ocw-installed
+HEADLESS ?=
+PORT   ?= 8888
+
+.PHONY: demo test test-js test-py install bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(STAMP): $(PY) pyproject.toml hatch_build.py
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+js/node_modules/.package-lock.json: js/package.json js/package-lock.json
+	cd js && npm ci --no-audit --no-fund --loglevel=error
+
+test-js: js/node_modules/.package-lock.json
+	cd js && npm test
+
+test-py: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# JS first, pytest last: the CI log reader reads pytest's closing line.
+test: install test-js
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: install
+ifeq ($(HEADLESS),1)
+	$(PY) -m ocw.demo --headless
+else
+	$(PY) -m ocw.demo --port $(PORT)
+endif
+
+bench: install
+	$(PY) -m ocw.bench all
+
+clean:
+	rm -rf $(VENV) js/node_modules dist build test-artifacts ocw/static

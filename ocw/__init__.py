@@ -1,0 +1,38 @@
+"""ocw — keep long LLM conversations in a notebook healthy.
+
+`%load_ext ocw` in a notebook; from Python, `ocw.Store(path).create_session(...)`.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .errors import OcwError  # noqa: E402
+from .store import Store  # noqa: E402
+
+
+def __getattr__(name):
+    # Lazy: importing ocw must stay cheap (no tokenizer, no widgets) until used.
+    if name == "Session":
+        from .session import Session
+
+        return Session
+    if name == "tool":
+        from .tools import tool
+
+        return tool
+    raise AttributeError(name)
+
+
+def load_ipython_extension(ipython):
+    from .magics import load_ipython_extension as _load
+
+    _load(ipython)
+
+
+def unload_ipython_extension(ipython):
+    from .magics import unload_ipython_extension as _unload
+
+    _unload(ipython)
+
+
+__all__ = ["Store", "OcwError", "__version__"]

