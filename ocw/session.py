@@ -342,7 +342,9 @@ class Session:
         cap, enc = self.tool_result_cap, self.encoding.name
         for nid in tail:
             m = self._nodes[nid]
-            msg = {"id": nid, "role": m.role, "content": render_blocks(contents[nid], cap, enc), "tokens": m.tokens}
+            # A message within the cap as a whole cannot hold a result over it.
+            blocks = render_blocks(contents[nid], cap, enc) if m.tokens > cap else contents[nid]
+            msg = {"id": nid, "role": m.role, "content": blocks, "tokens": m.tokens}
             if m.name:
                 msg["name"] = m.name
             out.append(msg)

@@ -22,6 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
 
+# The compaction engine starts a summary request's system prompt with this marker,
+# so the offline model knows to summarize instead of chatting.
+SUMMARY_MARKER = "<ocw:summarize>"
+
+
 @dataclass
 class Usage:
     """What the provider reported for one request."""

@@ -1,0 +1,70 @@
+"""Cut selection (DESIGN.md §4, seed 004): which older messages fold into the summary.
+
+Pure: it sees token counts and blocks, never the store or a provider, so the
+no-op decision is made before any LLM call.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIN_MESSAGES = 4  # fewer than this in the uncovered tail: nothing to compact
+MIN_TAIL_MESSAGES = 5  # the default tail keeps at least this many nonempty messages
+
+
+@dataclass(frozen=True)
+class Cut:
+    index: int  # messages[:index] fold into the summary; 0 means nothing to compact
+    reason: str = ""
+
+
+def default_tail_budget(window: int) -> int:
+    """10 % of the window clamped to 8k–40k, but on a small window never more than
+    window − min(8k, 25 % of window), so a compaction always frees something."""
+    budget = min(max(int(window * 0.10), 8_000), 40_000)
+    return max(0, min(budget, window - min(8_000, int(window * 0.25))))
+
+
+def _nonempty(msg: dict) -> bool:
+    for b in msg.get("content", []):
+        if b.get("type") == "text" and b.get("text", "").strip():
+            return True
+        if b.get("type") in ("tool_use", "tool_result", "thinking"):
+            return True
+    return False
+
+
+def _tool_use_ids(msgs: list[dict]) -> set[str]:
+    return {b["id"] for m in msgs for b in m.get("content", []) if b.get("type") == "tool_use"}
+
+
+def _tool_result_ids(msgs: list[dict]) -> set[str]:
+    return {b["tool_use_id"] for m in msgs for b in m.get("content", []) if b.get("type") == "tool_result"}
+
+
+def find_cut_index(messages: list[dict], window: int, keep_recent_tokens: int | None = None) -> Cut:
+    """`messages` is the uncovered tail of rendered_history (no system prompt, no
+    summary), each with `tokens` and `content`. Returns how many to fold."""
+    if len(messages) < MIN_MESSAGES:
+        return Cut(0, f"fewer than {MIN_MESSAGES} messages to compact")
+    if keep_recent_tokens is not None:
+        budget, min_tail = max(0, int(keep_recent_tokens)), 0
+    else:
+        budget, min_tail = default_tail_budget(window), MIN_TAIL_MESSAGES
+    # Keep the longest suffix within the token budget, then widen it to hold at
+    # least `min_tail` nonempty messages.
+    cut = len(messages)
+    kept_tokens = 0
+    while cut > 0 and kept_tokens + messages[cut - 1].get("tokens", 0) <= budget:
+        cut -= 1
+        kept_tokens += messages[cut].get("tokens", 0)
+    nonempty_kept = sum(1 for m in messages[cut:] if _nonempty(m))
+    while cut > 0 and nonempty_kept < min_tail:
+        cut -= 1
+        nonempty_kept += _nonempty(messages[cut])
+    # Never separate a tool call from its result: move the cut earlier (keeping
+    # more) until no kept result answers a folded call.
+    while cut > 0 and _tool_use_ids(messages[:cut]) & _tool_result_ids(messages[cut:]):
+        cut -= 1
+    if cut <= 0:
+        return Cut(0, "the recent tail already holds everything; nothing older to fold")
+    return Cut(cut)
