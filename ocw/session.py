@@ -175,34 +175,47 @@ class Session:
     # -- writing ----------------------------------------------------------------
     def append(self, role: str, content, *, name: str | None = None) -> str:
         """Append a message under HEAD and move HEAD to it. Returns the node id."""
-        if role not in ROLES:
-            raise OcwError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
-        if role == "llm" and name == SUMMARY_NAME:
-            raise OcwError("summary nodes are written by compaction, not append()")
-        blocks = normalize_content(content)
-        tokens = count_message(role, render_blocks(blocks, self.tool_result_cap, self.encoding.name),
-                               self.encoding.name, name)
-        nid = new_id("n_")
+        return self.append_many([(role, content, name)])[-1]
+
+    def append_many(self, messages: list[tuple]) -> list[str]:
+        """Append (role, content[, name]) messages as a chain under HEAD, in one
+        transaction: a turn's user message and reply land together or not at all."""
+        prepared = []
+        for item in messages:
+            role, content, name = (tuple(item) + (None,))[:3]
+            if role not in ROLES:
+                raise OcwError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+            if role == "llm" and name == SUMMARY_NAME:
+                raise OcwError("summary nodes are written by compaction, not append()")
+            blocks = normalize_content(content)
+            tokens = count_message(role, render_blocks(blocks, self.tool_result_cap, self.encoding.name),
+                                   self.encoding.name, name)
+            prepared.append((new_id("n_"), role, name, blocks, tokens))
         with self._lock:
+            written = []
             with self.store.db.transaction() as con:
                 self._sync(con)
                 parent = self.head
-                (seq,) = con.execute(
-                    "INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
-                    [nid, self.id, parent, role, name, json.dumps(blocks, ensure_ascii=False), tokens,
-                     self.encoding.name],
-                ).fetchone()
-                self._bump(con, head=nid)
+                for nid, role, name, blocks, tokens in prepared:
+                    (seq,) = con.execute(
+                        "INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+                        [nid, self.id, parent, role, name, json.dumps(blocks, ensure_ascii=False), tokens,
+                         self.encoding.name],
+                    ).fetchone()
+                    written.append(NodeMeta(nid, seq, parent, role, name, tokens))
+                    parent = nid
+                self._bump(con, head=parent)
             # Adopt the write only once it is committed.
-            self._nodes[nid] = NodeMeta(nid, seq, parent, role, name, tokens)
-            self._last_seq = max(self._last_seq, seq)
-            self._content[nid] = blocks
+            for meta, (_, _, _, blocks, _) in zip(written, prepared):
+                self._nodes[meta.id] = meta
+                self._content[meta.id] = blocks
+                self._last_seq = max(self._last_seq, meta.seq)
             self._rev += 1
-            self._row["head_id"] = nid
-            self._set_head_path(nid)
+            self._row["head_id"] = parent
+            self._set_head_path(parent)
         self._publish()
-        return nid
+        return [m.id for m in written]
 
     def _bump(self, con, *, head=..., metadata: dict | None = None, generation_delta: int = 0) -> None:
         sets = ["rev = rev + 1", "updated_at = current_timestamp"]

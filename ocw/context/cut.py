@@ -41,15 +41,22 @@ def _tool_result_ids(msgs: list[dict]) -> set[str]:
     return {b["tool_use_id"] for m in msgs for b in m.get("content", []) if b.get("type") == "tool_result"}
 
 
-def find_cut_index(messages: list[dict], window: int, keep_recent_tokens: int | None = None) -> Cut:
+def find_cut_index(messages: list[dict], window: int, keep_recent_tokens: int | None = None,
+                   max_tail_tokens: int | None = None) -> Cut:
     """`messages` is the uncovered tail of rendered_history (no system prompt, no
-    summary), each with `tokens` and `content`. Returns how many to fold."""
+    summary), each with `tokens` and `content`. Returns how many to fold.
+
+    `max_tail_tokens` caps the default tail (the five-message floor still holds);
+    automatic compaction uses it on small windows, where the default tail can be
+    75 % of the window and would leave the next turn over the threshold again."""
     if len(messages) < MIN_MESSAGES:
         return Cut(0, f"fewer than {MIN_MESSAGES} messages to compact")
     if keep_recent_tokens is not None:
         budget, min_tail = max(0, int(keep_recent_tokens)), 0
     else:
         budget, min_tail = default_tail_budget(window), MIN_TAIL_MESSAGES
+        if max_tail_tokens is not None:
+            budget = min(budget, max(0, int(max_tail_tokens)))
     # Keep the longest suffix within the token budget, then widen it to hold at
     # least `min_tail` nonempty messages.
     cut = len(messages)

@@ -75,13 +75,19 @@ class Plan:
     generation: int
 
 
-def plan_compaction(session, keep_recent_tokens: int | None = None) -> Plan | str:
+AUTO_TAIL_SHARE = 0.4  # automatic/reactive compaction keeps at most this share of the window
+
+
+def plan_compaction(session, keep_recent_tokens: int | None = None, trigger: str = "manual") -> Plan | str:
     """Read rendered history and choose the cut. Returns a Plan, or the reason
     there is nothing to compact. Makes no LLM call and writes nothing."""
     history = session.rendered_history()
     summary = next((m for m in history if m.get("name") == "context/summary"), None)
     tail = [m for m in history if m.get("id") and m is not summary]
-    cut = find_cut_index(tail, session.context_window, keep_recent_tokens)
+    # An automatic compaction must bring the next turn well under the threshold,
+    # or it would run again every turn (a loop); the manual default follows the seed.
+    cap = int(session.context_window * AUTO_TAIL_SHARE) if trigger != "manual" else None
+    cut = find_cut_index(tail, session.context_window, keep_recent_tokens, max_tail_tokens=cap)
     if cut.index <= 0:
         return cut.reason
     folded = tail[: cut.index]
@@ -179,8 +185,10 @@ def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "m
 
 def _compact_locked(session, keep_recent_tokens, trigger, provider) -> CompactionResult:
     session.sync()
-    tokens_before = session.occupancy()["total"]
-    plan = plan_compaction(session, keep_recent_tokens)
+    # Both figures come from the same estimate (estimate_total_used): a measured
+    # figure before and an estimate after would compare two different rulers.
+    tokens_before = session.occupancy()["estimated_total"]
+    plan = plan_compaction(session, keep_recent_tokens, trigger)
     if isinstance(plan, str):
         payload = {"no_op": True, "reason": plan, "trigger": trigger,
                    "tokens_before": tokens_before, "tokens_after": tokens_before}

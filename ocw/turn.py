@@ -1,0 +1,208 @@
+"""One agent turn: prepare → maybe compact → request (stream) → persist → refresh.
+
+What a turn stores, and why:
+- Nothing until the first reply is complete. The user message and the reply
+  are appended together in one transaction, so a failed request, an overflow
+  that cannot be recovered, or the stop button mid-stream leaves the session
+  exactly as it was (the partial text stays visible in the cell only).
+- In a tool loop each finished step is stored as it completes: the assistant's
+  tool calls together with their results, so the branch never holds a call
+  without its result, and compaction between steps sees real history.
+- The provider's usage is recorded against the HEAD the request produced.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .context.engine import CompactionResult, auto_compact_paused
+from .context.snip import snip
+from .errors import ContextOverflowError, OcwError
+from .i18n import text as i18n_text
+from .render import normalize_content
+from .tokens import count_message
+
+SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"
+
+
+@dataclass
+class TurnResult:
+    text: str = ""
+    node_ids: list[str] = field(default_factory=list)
+    usage: object = None
+    compactions: list[CompactionResult] = field(default_factory=list)
+    snipped: int = 0
+    retried_after_overflow: bool = False
+    tool_steps: int = 0
+    step_limit_reached: bool = False
+    interrupted: bool = False
+
+
+def to_provider_messages(history: list[dict]) -> tuple[str, list[dict]]:
+    """Rendered history → (system prompt, provider messages). The summary travels
+    as a user message; a tool-role message carries its results as a user message;
+    a system note in mid-conversation becomes user text (Anthropic allows no other)."""
+    system_parts: list[str] = []
+    out: list[dict] = []
+    for i, m in enumerate(history):
+        role, content = m["role"], m["content"]
+        if role == "system" and i == 0 and "id" not in m:
+            system_parts.append("\n".join(b.get("text", "") for b in content))
+            continue
+        if role == "llm" and m.get("name") == "context/summary":
+            text = SUMMARY_PREFIX + "\n".join(b.get("text", "") for b in content)
+            role, content = "user", [{"type": "text", "text": text}]
+        elif role == "system":
+            role, content = "user", [{"type": "text", "text": "[system note] " + "\n".join(b.get("text", "") for b in content)}]
+        elif role in ("tool", "llm"):
+            role = "user"
+        if out and out[-1]["role"] == role:
+            out[-1] = {"role": role, "content": out[-1]["content"] + list(content)}
+        else:
+            out.append({"role": role, "content": list(content)})
+    return "\n\n".join(p for p in system_parts if p), out
+
+
+class Turn:
+    """Runs one `%%chat` cell against a session and a provider."""
+
+    def __init__(self, session, provider, *, threshold: float = 0.8, lang: str = "en",
+                 tools=None, max_steps: int = 8, max_output_tokens: int | None = None,
+                 on_text: Callable[[str], None] | None = None,
+                 on_system: Callable[[str], None] | None = None,
+                 on_tool: Callable[[dict, dict], None] | None = None):
+        self.session = session
+        self.provider = provider
+        self.threshold = threshold
+        self.lang = lang
+        self.tools = tools  # a ToolRegistry or None
+        self.max_steps = max_steps
+        self.max_output_tokens = max_output_tokens
+        self.on_text = on_text or (lambda s: None)
+        self.on_system = on_system or (lambda s: None)
+        self.on_tool = on_tool or (lambda call, result: None)
+        self.result = TurnResult()
+        self._overflow_retry_used = False
+
+    # -- prepare --------------------------------------------------------------------
+    def _compact(self, trigger: str) -> CompactionResult | None:
+        s = self.session
+        if trigger == "auto" and auto_compact_paused(s):
+            return None
+        unsubscribe = s.events.subscribe(self._relay_compaction_event)
+        try:
+            res = s.compact(trigger=trigger, provider=self.provider)
+        finally:
+            unsubscribe()
+        self.result.compactions.append(res)
+        if trigger == "auto" and res.outcome == "failed" and auto_compact_paused(s):
+            self.on_system(i18n_text("auto_paused", self.lang))
+        return res
+
+    def _relay_compaction_event(self, name: str, payload: dict) -> None:
+        if name.startswith("compaction_"):
+            from .i18n import system_message
+
+            self.on_system(system_message(name, payload, self.lang))
+
+    def _outgoing(self, pending: list[tuple]) -> tuple[str, list[dict]]:
+        """Rendered history plus the not-yet-stored messages of this turn, snipped
+        to the window if compaction could not bring it under."""
+        s = self.session
+        history = s.rendered_history()
+        parts = s.occupancy_parts()
+        if history and history[0]["role"] == "system" and "id" not in history[0]:
+            history[0] = {**history[0], "tokens": parts["system"]}
+        enc = s.encoding.name
+        for role, content in pending:
+            blocks = normalize_content(content)
+            history.append({"role": role, "content": blocks, "tokens": count_message(role, blocks, enc)})
+        limit = int(s.context_window * (self.threshold or 1.0)) - parts["tools"]
+        history, dropped = snip(history, max(1, limit))
+        if dropped:
+            self.result.snipped += dropped
+            self.on_system(i18n_text("snipped", self.lang, n=dropped))
+        return to_provider_messages(history)
+
+    def _budget_ratio(self, pending: list[tuple]) -> float:
+        s = self.session
+        enc = s.encoding.name
+        extra = sum(count_message(r, normalize_content(c), enc) for r, c in pending)
+        return (s.occupancy()["total"] + extra) / s.context_window
+
+    # -- request ----------------------------------------------------------------------
+    def _request(self, pending: list[tuple]):
+        s = self.session
+        if self.threshold and self._budget_ratio(pending) >= self.threshold:
+            self._compact("auto")
+        tool_defs = self.tools.definitions() if self.tools else None
+        s.tool_definitions = tool_defs or []
+        while True:
+            system, messages = self._outgoing(pending)
+            try:
+                return self.provider.stream(
+                    messages, system=system or None, tools=tool_defs or None,
+                    max_tokens=self.max_output_tokens, on_event=self._on_stream_event,
+                )
+            except ContextOverflowError:
+                if self._overflow_retry_used:
+                    raise ContextOverflowError(
+                        "the request is still too long for the model after compacting once this turn",
+                        hint="start a new session with %new, or compact harder with %compact 2000",
+                    ) from None
+                self._overflow_retry_used = True
+                self.result.retried_after_overflow = True
+                self._compact("reactive")
+
+    def _on_stream_event(self, kind: str, data) -> None:
+        if kind == "text":
+            self.result.text += data
+            self.on_text(data)
+
+    # -- the turn -------------------------------------------------------------------------
+    def run(self, user_content) -> TurnResult:
+        s = self.session
+        s.sync()
+        pending: list[tuple] = [("user", user_content)]
+        steps = 0
+        while True:
+            try:
+                reply = self._request(pending)
+            except KeyboardInterrupt:
+                self.result.interrupted = True
+                raise
+            steps += 1
+            calls = reply.tool_uses if self.tools else []
+            assistant = reply.content or [{"type": "text", "text": ""}]
+            if not calls:
+                ids = s.append_many([*pending, ("assistant", assistant)])
+                self.result.node_ids += ids
+                self._record_usage(reply)
+                break
+            results = [self.tools.run(call) for call in calls]
+            for call, res in zip(calls, results):
+                self.on_tool(call, res)
+            # The call and its results land together: never one without the other.
+            ids = s.append_many([*pending, ("assistant", assistant), ("user", results)])
+            self.result.node_ids += ids
+            self._record_usage(reply)
+            pending = []
+            self.result.tool_steps = steps
+            if steps >= self.max_steps:
+                self.result.step_limit_reached = True
+                self.on_system(f"Stopped after {steps} tool steps (the limit, %config Ocw.max_tool_steps); "
+                               "ask again to continue.")
+                break
+        self.result.usage = reply.usage
+        return self.result
+
+    def _record_usage(self, reply) -> None:
+        used = reply.usage.context_tokens if reply.usage else None
+        if used is not None:
+            self.session.record_usage(used)
+
+
+def run_turn(session, user_content, provider, **kw) -> TurnResult:
+    if isinstance(user_content, str) and not user_content.strip():
+        raise OcwError("the message is empty", hint="write your message in the %%chat cell")
+    return Turn(session, provider, **kw).run(user_content)
