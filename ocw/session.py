@@ -292,19 +292,32 @@ class Session:
         self._publish()
         return inferred
 
-    def reset_context(self, model: str | None = None, context_window: int | None = None) -> None:
+    def reset_context(self, model: str | None = None, context_window: int | None = None,
+                      provider: str | None = None) -> None:
         """Change model (or just reset): clears the usage baseline, keeps the count."""
         with self._lock:
             with self.store.db.transaction() as con:
                 self._sync(con)
                 meta = count_rules.clear_baseline(self._row["metadata"])
                 con.execute(
-                    "UPDATE sessions SET model = coalesce(?, model), context_window = coalesce(?, context_window)"
-                    " WHERE id = ?", [model, context_window, self.id])
+                    "UPDATE sessions SET model = coalesce(?, model), context_window = coalesce(?, context_window),"
+                    " provider = coalesce(?, provider) WHERE id = ?", [model, context_window, provider, self.id])
                 self._bump(con, metadata=meta)
             self._rev = -1  # reload the row (and recount if the tokenizer changed)
             self.sync()
         self._publish()
+
+    def rename(self, new_name: str) -> None:
+        """Rename the session (`%new` files the old one away under a dated name)."""
+        with self._lock:
+            with self.store.db.transaction() as con:
+                self._sync(con)
+                if con.execute("SELECT 1 FROM sessions WHERE name = ? AND id <> ?", [new_name, self.id]).fetchone():
+                    raise StoreError(f"a session named {new_name!r} already exists")
+                con.execute("UPDATE sessions SET name = ? WHERE id = ?", [new_name, self.id])
+                self._bump(con)
+            self._rev += 1
+            self._row["name"] = new_name
 
     def set_metadata(self, **values) -> None:
         with self._lock:

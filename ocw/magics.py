@@ -1,0 +1,254 @@
+"""`%%chat`, `%compact`, `%context`, `%rewind`, `%branch`, `%new`, `%clear`,
+`%sessions`, `%ocw help|doctor|tools` — thin bodies that call the Runtime.
+
+Errors follow one path: an OcwError becomes a one-line UsageError that says
+what to do (no traceback); OCW_DEBUG=1 (or %config Ocw.debug = True) shows
+tracebacks instead.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+import time
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from . import report
+from .config import Ocw
+from .errors import OcwError
+from .runtime import Runtime
+
+HELP = [
+    ("%%chat [--session NAME] [--new] [--model M] [--provider P] [--tools]", "send the cell to the model; the reply streams below"),
+    ("%compact [keep_recent_tokens]", "fold older turns into the rolling summary now"),
+    ("%context [--text]", "show the occupancy ring and breakdown panel (text table with --text)"),
+    ("%rewind [N | node_id]", "move HEAD back N turns (default 1) or to a node; the next %%chat forks"),
+    ("%branch [node_id]", "list the branches, or switch HEAD to one"),
+    ("%new [--name NAME]", "start a fresh session for this notebook (the old one is kept)"),
+    ("%clear", "same as %new"),
+    ("%sessions", "list sessions with size and last use"),
+    ("%ocw help", "this list"),
+    ("%ocw doctor", "provider, key present or not, base URL reachability, tokenizer, database, versions"),
+    ("%ocw tools", "the tools the model can call"),
+]
+
+
+def friendly(fn):
+    """Turn ocw's typed errors into one-line UsageErrors (tracebacks with debug on)."""
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return fn(self, *args, **kwargs)
+        except OcwError as e:
+            if self.runtime.config.debug:
+                raise
+            raise UsageError(e.user_message()) from None
+
+    return wrapper
+
+
+class _StreamView:
+    """Streams a reply: Markdown updated in place in a notebook, text in a terminal."""
+
+    def __init__(self, rich: bool):
+        self.rich = rich
+        self.text = ""
+        self.handle = None
+        self._last = 0.0
+
+    def on_text(self, delta: str) -> None:
+        self.text += delta
+        if not self.rich:
+            sys.stdout.write(delta)
+            sys.stdout.flush()
+            return
+        from IPython.display import Markdown, display
+
+        if self.handle is None:
+            self.handle = display(Markdown(self.text), display_id=True)
+        elif time.monotonic() - self._last > 0.05:
+            self.handle.update(Markdown(self.text))
+            self._last = time.monotonic()
+
+    def on_system(self, message: str) -> None:
+        print(message, flush=True)
+
+    def on_tool(self, call: dict, result: dict) -> None:
+        report.show_tool_call(call, result, rich=self.rich)
+
+    def finish(self, note: str | None = None) -> None:
+        if self.rich and self.handle is not None:
+            from IPython.display import Markdown
+
+            self.handle.update(Markdown(self.text + (f"\n\n*{note}*" if note else "")))
+        elif not self.rich:
+            if self.text:
+                sys.stdout.write("\n")
+            if note:
+                print(note)
+
+
+@magics_class
+class OcwMagics(Magics):
+    def __init__(self, shell, runtime: Runtime):
+        super().__init__(shell)
+        self.runtime = runtime
+
+    @property
+    def rich(self) -> bool:
+        return type(self.shell).__name__ == "ZMQInteractiveShell"
+
+    @magic_arguments()
+    @argument("--session", "-s", default=None, help="session name or id (default: named after the notebook)")
+    @argument("--new", action="store_true", help="start a fresh session first")
+    @argument("--model", "-m", default=None, help="model to use from now on in this session")
+    @argument("--provider", "-p", default=None, choices=["offline", "openai", "anthropic"], help="provider")
+    @argument("--tools", action="store_true", default=None, help="offer the built-in read-only tools")
+    @cell_magic
+    @friendly
+    def chat(self, line, cell):
+        """Send the cell to the model as the user message; the reply streams below."""
+        args = parse_argstring(self.chat, line)
+        if not cell or not cell.strip():
+            raise UsageError("The %%chat cell is empty: write your message below the %%chat line.")
+        view = _StreamView(self.rich)
+        try:
+            result = self.runtime.chat(cell, session=args.session, new=args.new, model=args.model,
+                                       provider=args.provider, tools=args.tools,
+                                       on_text=view.on_text, on_system=view.on_system, on_tool=view.on_tool)
+        except KeyboardInterrupt:
+            view.finish("Interrupted — nothing of this turn was saved; run the cell again to resend it.")
+            raise UsageError("Interrupted: the session is as it was before this cell.") from None
+        view.finish()
+        if result.step_limit_reached:
+            pass  # already said by the turn's system message
+
+    @line_magic
+    @friendly
+    def compact(self, line):
+        """%compact [keep_recent_tokens] — fold older turns into the summary now."""
+        arg = line.strip()
+        keep = None
+        if arg:
+            if not arg.isdigit():
+                raise UsageError(f"%compact takes a whole number of tokens to keep, e.g. %compact 2000 (got {arg!r}).")
+            keep = int(arg)
+        if self.runtime.current_session() is None:
+            print(report.no_session(self.runtime.config.lang))
+            return
+        print(self.runtime.compact(keep).message(self.runtime.config.lang))
+
+    @magic_arguments()
+    @argument("--text", action="store_true", help="plain-text table instead of the widget")
+    @line_magic
+    @friendly
+    def context(self, line):
+        """%context — the ring and breakdown panel (a text table in a terminal)."""
+        args = parse_argstring(self.context, line)
+        s = self.runtime.current_session()
+        if self.rich and not args.text:
+            from IPython.display import display
+
+            display(self.runtime.context_widget())
+            return
+        if s is None:
+            print(report.no_session(self.runtime.config.lang))
+            return
+        print(report.context_table(s))
+
+    @line_magic
+    @friendly
+    def rewind(self, line):
+        """%rewind [N | node_id] — HEAD back N turns (default 1) or to a node."""
+        s = self.runtime.require_session()
+        arg = line.strip() or "1"
+        if arg.isdigit():
+            target = s.rewind_turns(int(arg))
+            what = f"{arg} turn{'s' if arg != '1' else ''}"
+        else:
+            s.rewind(arg)
+            target, what = arg, arg
+        print(f"Rewound {what}; HEAD is now {target or 'the start'}. The next %%chat starts a new branch "
+              f"(the old turns are kept: %branch).")
+
+    @line_magic
+    @friendly
+    def branch(self, line):
+        """%branch [node_id] — list branches, or switch to one."""
+        s = self.runtime.require_session()
+        arg = line.strip()
+        if arg:
+            s.checkout(arg)
+            print(f"Switched to {arg}.")
+        print(report.branches_table(s))
+
+    @magic_arguments()
+    @argument("--name", default=None, help="name of the new session (default: the notebook's)")
+    @line_magic
+    @friendly
+    def new(self, line):
+        """%new [--name NAME] — a fresh session; the old one is kept."""
+        args = parse_argstring(self.new, line)
+        s = self.runtime.new_session(args.name)
+        print(f"New session {s.name!r} ({s.id}) — model {s.model}, window {s.context_window:,} tokens.")
+
+    @line_magic
+    @friendly
+    def clear(self, line):
+        """%clear — same as %new."""
+        return self.new(line)
+
+    @line_magic
+    @friendly
+    def sessions(self, line):
+        """%sessions — list sessions with size and last use."""
+        print(report.sessions_table(self.runtime.store.sessions(), self.runtime.current))
+
+    @line_magic
+    @friendly
+    def ocw(self, line):
+        """%ocw help | doctor | tools"""
+        cmd = (line.strip().split() or ["help"])[0]
+        if cmd == "help":
+            width = max(len(c) for c, _ in HELP)
+            print("\n".join(f"{c.ljust(width)}  {d}" for c, d in HELP))
+        elif cmd == "doctor":
+            print(report.doctor(self.runtime))
+        elif cmd == "tools":
+            print(report.tools_table(self.runtime.tool_registry().active(builtins=self.runtime.config.tools)))
+        else:
+            raise UsageError(f"unknown %ocw command {cmd!r}; try %ocw help")
+
+
+_state: dict = {}
+
+
+def load_ipython_extension(ipython):
+    if "runtime" in _state and _state.get("shell") is ipython:
+        return  # loading twice is harmless
+    ipython.configurables.append(cfg := Ocw(parent=ipython))
+    runtime = Runtime(ipython, cfg)
+    ipython.register_magics(OcwMagics(ipython, runtime))
+    _state.update(runtime=runtime, shell=ipython, config=cfg)
+
+
+def unload_ipython_extension(ipython):
+    runtime = _state.pop("runtime", None)
+    cfg = _state.pop("config", None)
+    _state.pop("shell", None)
+    if runtime is not None:
+        runtime.close()
+    mm = ipython.magics_manager
+    for kind, names in (("cell", ["chat"]),
+                        ("line", ["compact", "context", "rewind", "branch", "new", "clear", "sessions", "ocw"])):
+        for n in names:
+            mm.magics[kind].pop(n, None)
+    if cfg in getattr(ipython, "configurables", []):
+        ipython.configurables.remove(cfg)
+
+
+def get_runtime() -> Runtime | None:
+    return _state.get("runtime")

@@ -1,0 +1,170 @@
+"""Plain-text views for the magics: the context table, branches, sessions,
+the doctor report, tool calls. No secrets: the doctor says whether a key is
+present, never its value."""
+from __future__ import annotations
+
+import html
+import importlib.metadata
+import json
+import os
+import platform
+
+from . import i18n
+
+CATEGORY_LABELS = {"system": "System prompt", "tools": "Tool definitions", "summary": "Summary",
+                   "messages": "Messages", "free": "Free space"}
+
+
+def no_session(lang: str | None = None) -> str:
+    return i18n.text("no_session", lang)
+
+
+def _pct(n: int, window: int) -> str:
+    return f"{100 * n / window:5.1f}%" if window else "  -  "
+
+
+def context_table(session) -> str:
+    occ = session.occupancy()
+    w = occ["window"]
+    lines = [f"Context — session {occ['session_name']!r} ({occ['session_id']}), model {session.model}"]
+    for cat, n in occ["breakdown"].items():
+        lines.append(f"  {CATEGORY_LABELS.get(cat, cat):<18} {n:>9,}  {_pct(n, w)}")
+    lines.append(f"  {'Total':<18} {occ['total']:>9,} / {w:,} tokens ({100 * occ['ratio']:.1f}%)")
+    lines.append(f"  {'Auto-compact at':<18} {occ['reserve']:>9,}  (80% line)")
+    basis = occ["basis"]
+    if occ.get("calibration"):
+        basis += f" (measured ÷ estimated = {occ['calibration']:.2f})"
+    lines.append(f"  Basis: {basis}; encoding: {occ['encoding']}")
+    lines.append(f"  Compactions: {occ['compaction_count']} (counts inferred from usage drops are approximate)")
+    return "\n".join(lines)
+
+
+def branches_table(session) -> str:
+    rows = session.branches()
+    if not rows:
+        return "No messages yet."
+    lines = ["Branches (leaves of the conversation):"]
+    for b in rows:
+        mark = "*" if b["current"] else " "
+        lines.append(f" {mark} {b['id']}  {b['depth']:>4} messages  ends with {b['role']}")
+    if session.head is not None and not any(b["current"] for b in rows):
+        lines.append(f" * HEAD is at {session.head} (inside a branch; the next %%chat forks here)")
+    lines.append("Switch with %branch <id>.")
+    return "\n".join(lines)
+
+
+def sessions_table(rows: list[dict], current=None) -> str:
+    if not rows:
+        return "No sessions yet; start one with %%chat."
+    lines = [f"   {'name':<30} {'id':<15} {'model':<18} {'messages':>8} {'tokens':>9}  last use"]
+    for r in rows:
+        mark = "*" if current is not None and r["id"] == current.id else " "
+        last = r["updated_at"].strftime("%Y-%m-%d %H:%M") if r.get("updated_at") else "-"
+        lines.append(f" {mark} {str(r['name'])[:30]:<30} {r['id']:<15} {str(r['model'])[:18]:<18} "
+                     f"{r['messages']:>8,} {r['tokens']:>9,}  {last}")
+    return "\n".join(lines)
+
+
+def _version(pkg: str) -> str:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _reachable(base_url: str, timeout: float = 3.0) -> str:
+    import httpx
+
+    try:
+        r = httpx.get(base_url, timeout=timeout, follow_redirects=False)
+        return f"reachable (HTTP {r.status_code})"
+    except httpx.HTTPError as e:
+        return f"NOT reachable ({type(e).__name__})"
+
+
+def doctor(runtime) -> str:
+    from .tokens import encoding_for_model, get_encoding
+
+    cfg = runtime.config
+    s = runtime.current_session()
+    provider = s.provider_name if s is not None else cfg.provider
+    model = s.model if s is not None else cfg.resolved_model()
+    lines = ["ocw doctor"]
+    lines.append(f"  provider:      {provider}" + (" (built in, no network, no key)" if provider == "offline" else ""))
+    lines.append(f"  model:         {model}")
+    if provider != "offline":
+        from .providers import KEY_ENV
+
+        env = KEY_ENV.get(provider)
+        present = bool(cfg.api_key or (env and os.environ.get(env)))
+        lines.append(f"  API key:       {'present' if present else 'MISSING'} ({'%config Ocw.api_key' if cfg.api_key else env})")
+        default_url = "https://api.openai.com/v1" if provider == "openai" else "https://api.anthropic.com"
+        url = cfg.base_url or default_url
+        lines.append(f"  base URL:      {url} — {_reachable(url)}")
+    else:
+        lines.append("  API key:       not needed")
+        lines.append("  base URL:      none (offline)")
+    enc = encoding_for_model(model)
+    try:
+        get_encoding(enc.name)
+        status = "loaded offline"
+    except Exception as e:  # pragma: no cover - reported, not raised
+        status = f"FAILED to load: {e}"
+    lines.append(f"  tokenizer:     {enc.label} — {status}")
+    lines.append(f"  database:      {runtime.store.path}")
+    if s is not None:
+        lines.append(f"  session:       {s.name!r} ({s.id}), window {s.context_window:,} tokens")
+    lines.append(f"  auto-compact:  {'off' if not cfg.auto_compact else f'at {cfg.auto_compact:.0%}'}; language {cfg.lang}")
+    reg = runtime.tools
+    if reg is not None and getattr(reg, "code_execution_enabled", lambda: False)():
+        lines.append("  tools:         CODE EXECUTION IS ON for this session (run_python can run code in this kernel)")
+    else:
+        lines.append("  tools:         read-only" + (" built-ins on" if cfg.tools else " built-ins off") + "; no code execution")
+    vers = ", ".join(f"{p} {_version(p)}" for p in ("ocw", "duckdb", "httpx", "tiktoken", "anywidget", "ipywidgets"))
+    lines.append(f"  versions:      Python {platform.python_version()}, {vers}")
+    return "\n".join(lines)
+
+
+def tools_table(registry) -> str:
+    if registry is None:
+        return "No tools: register one with @ocw.tool, or turn on the built-ins with %config Ocw.tools = True."
+    lines = ["Tools the model can call:"]
+    for d in registry.definitions():
+        params = ", ".join(d.get("input_schema", {}).get("properties", {}))
+        lines.append(f"  {d['name']}({params}) — {d.get('description', '').splitlines()[0] if d.get('description') else ''}")
+    return "\n".join(lines)
+
+
+_SECRET_NAMES = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+
+
+def redact(text: str) -> str:
+    """Replace the value of every secret-looking environment variable with [redacted]."""
+    for name, value in os.environ.items():
+        if len(value) >= 8 and any(k in name.upper() for k in _SECRET_NAMES) and value in text:
+            text = text.replace(value, "[redacted]")
+    return text
+
+
+def preview(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def show_tool_call(call: dict, result: dict, *, rich: bool) -> None:
+    """One compact line per call — name, arguments, a result preview — and the full
+    result one click away (a <details> element) in a notebook."""
+    args = redact(json.dumps(call.get("input", {}), ensure_ascii=False))
+    status = "error" if result.get("is_error") else "ok"
+    content = redact(str(result.get("content", "")))
+    line = f"🔧 {call.get('name')}({preview(args, 120)}) → {status}: {preview(content)}"
+    if not rich:
+        print(line)
+        return
+    from IPython.display import display
+
+    display({
+        "text/plain": line,
+        "text/html": f"<details class='ocw-tool-call'><summary><code>{html.escape(line)}</code></summary>"
+                     f"<pre style='max-height:24em;overflow:auto'>{html.escape(content)}</pre></details>",
+    }, raw=True)

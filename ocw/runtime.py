@@ -1,0 +1,195 @@
+"""The kernel-side controller the magics and widgets call.
+
+It owns the configuration, the store, the current session and the providers,
+so `%compact` and the panel's Compact now button run the same code
+(`Runtime.compact`). Magics stay a dozen lines each.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import threading
+
+from . import i18n
+from .config import Ocw
+from .errors import OcwError, SessionNotFound
+from .store import Store
+from .turn import run_turn
+
+
+def notebook_session_name() -> str:
+    """A notebook's session is named after the notebook (Jupyter tells the kernel
+    its path in JPY_SESSION_NAME), so reopening it resumes the conversation."""
+    path = os.environ.get("JPY_SESSION_NAME", "").strip()
+    return path or "default"
+
+
+class Runtime:
+    def __init__(self, shell=None, config: Ocw | None = None):
+        self.shell = shell
+        self.config = config or Ocw(parent=getattr(shell, "config", None) and shell)
+        self._store: Store | None = None
+        self._store_path: str | None = None
+        self.current = None
+        self._providers: dict = {}
+        self._lock = threading.RLock()
+        self.widgets: list = []
+        self.tools = None  # a ToolRegistry, created on first use
+
+    # -- store and sessions -----------------------------------------------------------
+    @property
+    def store(self) -> Store:
+        with self._lock:
+            if self._store is None or self._store_path != self.config.db:
+                if self._store is not None:
+                    self._store.close()
+                self._store = Store(self.config.db)
+                self._store_path = self.config.db
+                self.current = None
+            return self._store
+
+    def current_session(self):
+        """The session `%compact`, `%context`, `%rewind` act on: the one this kernel
+        used last, else the notebook's stored session; None if there is none yet."""
+        if self.current is not None:
+            self.current.sync()
+            return self.current
+        try:
+            s = self.store.open_session(notebook_session_name())
+        except SessionNotFound:
+            return None
+        self._make_current(s)
+        return s
+
+    def require_session(self):
+        s = self.current_session()
+        if s is None:
+            raise OcwError(i18n.text("no_session", self.config.lang), hint="run a %%chat cell")
+        return s
+
+    def session_for(self, name: str | None = None, *, new: bool = False, model: str | None = None,
+                    provider: str | None = None):
+        cfg = self.config
+        provider = provider or cfg.provider
+        name = name or (self.current.name if self.current is not None else notebook_session_name())
+        if new:
+            self._file_away(name)
+        s = None
+        if not new:
+            try:
+                s = self.store.open_session(name)
+            except SessionNotFound:
+                s = None
+        if s is None:
+            want = model or cfg.model or self._default_model(provider)
+            s = self.store.create_session(
+                name=name, model=want, provider=provider, context_window=cfg.context_window or cfg.resolved_window(want),
+                system_prompt=cfg.system_prompt, metadata={"tool_result_cap": cfg.tool_result_cap},
+            )
+        else:
+            same_provider = s.provider_name == provider
+            want = model or cfg.model or (s.model if same_provider else self._default_model(provider))
+            window = cfg.context_window or (s.context_window if want == s.model else cfg.resolved_window(want))
+            if want != s.model or not same_provider or window != s.context_window:
+                s.reset_context(model=want, context_window=window, provider=provider)
+        self._make_current(s)
+        return s
+
+    def _default_model(self, provider: str) -> str:
+        from .providers import DEFAULT_MODELS
+
+        return DEFAULT_MODELS[provider]
+
+    def _file_away(self, name: str) -> None:
+        try:
+            old = self.store.open_session(name)
+        except SessionNotFound:
+            return
+        stamp = _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+        old.rename(f"{name} @ {stamp} ({old.id})")
+
+    def _make_current(self, s) -> None:
+        self.current = s
+        s.lang = self.config.lang
+        for w in list(self.widgets):
+            w.attach(s)
+
+    def new_session(self, name: str | None = None):
+        return self.session_for(name, new=True)
+
+    # -- providers --------------------------------------------------------------------
+    def provider_for(self, session):
+        from .providers import make_provider
+
+        cfg = self.config
+        key = (session.provider_name, session.model, cfg.base_url, cfg.api_key, session.context_window,
+               cfg.timeout, cfg.max_retries)
+        p = self._providers.get(key)
+        if p is None:
+            p = make_provider(session.provider_name, model=session.model, base_url=cfg.base_url,
+                              api_key=cfg.api_key, timeout=cfg.timeout, max_retries=cfg.max_retries,
+                              context_window=session.context_window)
+            self._providers[key] = p
+        session.provider = p
+        return p
+
+    # -- actions ----------------------------------------------------------------------
+    def chat(self, text: str, *, session: str | None = None, new: bool = False, model: str | None = None,
+             provider: str | None = None, tools: bool | None = None, on_text=None, on_system=None, on_tool=None):
+        if not text or not text.strip():
+            raise OcwError("the %%chat cell is empty", hint="write your message below the %%chat line")
+        s = self.session_for(session, new=new, model=model, provider=provider)
+        # The model sees the user's @ocw.tool functions, plus the built-in read-only
+        # tools when turned on (%%chat --tools or %config Ocw.tools = True).
+        registry = self.tool_registry().active(builtins=self.config.tools if tools is None else tools)
+        return run_turn(
+            s, text, self.provider_for(s), threshold=self.config.auto_compact, lang=self.config.lang,
+            tools=registry, max_steps=self.config.max_tool_steps, max_output_tokens=self.config.max_output_tokens,
+            on_text=on_text, on_system=on_system, on_tool=on_tool,
+        )
+
+    def tool_registry(self):
+        from .tools import ToolRegistry
+
+        if self.tools is None:
+            self.tools = ToolRegistry(self.shell, self.config)
+        return self.tools
+
+    def compact(self, keep_recent_tokens: int | None = None, session_id: str | None = None):
+        """The one manual-compaction path: `%compact` and the panel's button."""
+        s = self.require_session()
+        if session_id is not None and s.id != session_id:
+            s = self.store.open_session(session_id)
+        return s.compact(keep_recent_tokens=keep_recent_tokens, trigger="manual", provider=self.provider_for(s))
+
+    def compact_action(self, session_id: str) -> str:
+        """The panel's Compact now: same path as %compact; returns the system message."""
+        try:
+            return self.compact(session_id=session_id).message(self.config.lang)
+        except OcwError as e:
+            return e.user_message()
+
+    def context_widget(self):
+        from .widgets import ContextWidget
+
+        w = ContextWidget(session=self.current_session(), compact=self.compact_action, lang=self.config.lang)
+        self.widgets.append(w)
+        return w
+
+    def forget_widget(self, w) -> None:
+        if w in self.widgets:
+            self.widgets.remove(w)
+
+    def close(self) -> None:
+        for p in self._providers.values():
+            try:
+                p.close()
+            except Exception:
+                pass
+        self._providers.clear()
+        for w in list(self.widgets):
+            w.detach()
+        self.widgets.clear()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
