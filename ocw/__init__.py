@@ -23,6 +23,24 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
+def current_session():
+    """The session the notebook's %%chat cells use (None before the first one)."""
+    from .magics import get_runtime
+
+    rt = get_runtime()
+    return rt.current_session() if rt is not None else None
+
+
+def config():
+    """The live `Ocw` configuration of this kernel (same object as %config Ocw)."""
+    from .magics import get_runtime
+
+    rt = get_runtime()
+    if rt is None:
+        raise OcwError("ocw is not loaded", hint="run %load_ext ocw first")
+    return rt.config
+
+
 def load_ipython_extension(ipython):
     from .magics import load_ipython_extension as _load
 
@@ -35,4 +53,4 @@ def unload_ipython_extension(ipython):
     _unload(ipython)
 
 
-__all__ = ["Store", "OcwError", "__version__"]
+__all__ = ["Store", "OcwError", "current_session", "config", "__version__"]

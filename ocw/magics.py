@@ -193,7 +193,7 @@ class OcwMagics(Magics):
         """%new [--name NAME] — a fresh session; the old one is kept."""
         args = parse_argstring(self.new, line)
         s = self.runtime.new_session(args.name)
-        print(f"New session {s.name!r} ({s.id}) — model {s.model}, window {s.context_window:,} tokens.")
+        print(f"New session {s.name!r} — model {s.model}, window {s.context_window:,} tokens (older sessions: %sessions).")
 
     @line_magic
     @friendly

@@ -26,7 +26,7 @@ def _pct(n: int, window: int) -> str:
 def context_table(session) -> str:
     occ = session.occupancy()
     w = occ["window"]
-    lines = [f"Context — session {occ['session_name']!r} ({occ['session_id']}), model {session.model}"]
+    lines = [f"Context — session {occ['session_name']!r}, model {session.model}"]
     for cat, n in occ["breakdown"].items():
         lines.append(f"  {CATEGORY_LABELS.get(cat, cat):<18} {n:>9,}  {_pct(n, w)}")
     lines.append(f"  {'Total':<18} {occ['total']:>9,} / {w:,} tokens ({100 * occ['ratio']:.1f}%)")
