@@ -30,7 +30,7 @@ def context_table(session) -> str:
     for cat, n in occ["breakdown"].items():
         lines.append(f"  {CATEGORY_LABELS.get(cat, cat):<18} {n:>9,}  {_pct(n, w)}")
     lines.append(f"  {'Total':<18} {occ['total']:>9,} / {w:,} tokens ({100 * occ['ratio']:.1f}%)")
-    lines.append(f"  {'Auto-compact at':<18} {occ['reserve']:>9,}  (80% line)")
+    lines.append(f"  {'Auto-compact at':<18} {occ['reserve']:>9,}  ({occ['reserve_ratio']:.0%} line)")
     basis = occ["basis"]
     if occ.get("calibration"):
         basis += f" (measured ÷ estimated = {occ['calibration']:.2f})"

@@ -111,6 +111,7 @@ class Runtime:
     def _make_current(self, s) -> None:
         self.current = s
         s.lang = self.config.lang
+        s.reserve_ratio = self.config.auto_compact or 0.8
         for w in list(self.widgets):
             w.attach(s)
 

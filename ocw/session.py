@@ -396,8 +396,11 @@ class Session:
             "messages": self._prefix[-1] - self._prefix[start],
         }
 
-    def occupancy(self, reserve_ratio: float = 0.8) -> dict:
+    reserve_ratio = 0.8  # the automatic-compaction line the panel draws; the notebook layer sets it
+
+    def occupancy(self, reserve_ratio: float | None = None) -> dict:
         """The one occupancy metric over rendered_history (see ocw.context.occupancy)."""
+        reserve_ratio = reserve_ratio if reserve_ratio is not None else self.reserve_ratio
         with self._lock:
             occ = compute_breakdown(
                 self.occupancy_parts(),

@@ -62,6 +62,7 @@ def compute_breakdown(
         "basis": basis,
         "calibration": calibration,
         "reserve": int(window * reserve_ratio),
+        "reserve_ratio": reserve_ratio,
         "generation": generation,
         "head": head,
     }

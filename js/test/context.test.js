@@ -1,0 +1,402 @@
+// Drives widgets/context.js (the browser side of ocw.widgets.ContextWidget)
+// in jsdom with a fake anywidget model.
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import widget, { colorClass, formatInt, formatPercent } from "../../widgets/context.js";
+
+/** A fake anywidget model: get/set/on/off/save_changes/send, Backbone-like events. */
+function fakeModel(initial = {}) {
+  const state = {
+    session_id: "s1",
+    session_name: "default",
+    total: 3992,
+    window: 8000,
+    ratio: 0.499,
+    breakdown: { system: 120, tools: 0, summary: 0, messages: 3872, free: 4008 },
+    basis: "estimated",
+    encoding: "o200k_base",
+    calibration: null,
+    generation: 0,
+    compaction_count: 0,
+    busy: false,
+    message: "",
+    panel_open: false,
+    reserve_ratio: 0.8,
+    lang: "en",
+    labels: {},
+    ...initial,
+  };
+  const listeners = new Map();
+  const model = {
+    sent: [],
+    saves: 0,
+    get: (k) => state[k],
+    set(k, v) {
+      const old = state[k];
+      state[k] = v;
+      if (old !== v) model.trigger(`change:${k}`);
+    },
+    on(name, fn) {
+      if (!listeners.has(name)) listeners.set(name, []);
+      listeners.get(name).push(fn);
+    },
+    off(name, fn) {
+      const fns = listeners.get(name) || [];
+      const i = fns.indexOf(fn);
+      if (i >= 0) fns.splice(i, 1);
+    },
+    trigger(name) {
+      for (const fn of [...(listeners.get(name) || [])]) fn();
+    },
+    save_changes() {
+      model.saves += 1;
+    },
+    send(content) {
+      model.sent.push(content);
+    },
+    listenerCount: () => [...listeners.values()].reduce((n, fns) => n + fns.length, 0),
+  };
+  return model;
+}
+
+let el;
+let cleanup;
+
+function mount(initial) {
+  const model = fakeModel(initial);
+  cleanup = widget.render({ model, el });
+  return model;
+}
+
+const $ = (sel) => el.querySelector(sel);
+const $$ = (sel) => [...el.querySelectorAll(sel)];
+const colorsOf = (node) =>
+  ["ocw-ring-green", "ocw-ring-yellow", "ocw-ring-red"].filter((c) => node.classList.contains(c));
+
+beforeEach(() => {
+  el = document.createElement("div");
+  document.body.append(el);
+});
+
+afterEach(() => {
+  if (cleanup) cleanup();
+  cleanup = undefined;
+  el.remove();
+});
+
+describe("module shape", () => {
+  it("exports an anywidget render function", () => {
+    expect(typeof widget.render).toBe("function");
+  });
+
+  it("formats numbers and percents", () => {
+    expect(formatInt(3992)).toBe("3,992");
+    expect(formatInt(1234567)).toBe("1,234,567");
+    expect(formatInt(0)).toBe("0");
+    expect(formatPercent(0.499)).toBe("49.9%");
+    expect(formatPercent(0.5)).toBe("50.0%");
+    expect(formatPercent(1.2)).toBe("120.0%");
+  });
+
+  it("picks the color class by ratio", () => {
+    expect(colorClass(0)).toBe("ocw-ring-green");
+    expect(colorClass(0.499)).toBe("ocw-ring-green");
+    expect(colorClass(0.5)).toBe("ocw-ring-yellow");
+    expect(colorClass(0.799)).toBe("ocw-ring-yellow");
+    expect(colorClass(0.8)).toBe("ocw-ring-red");
+    expect(colorClass(1.3)).toBe("ocw-ring-red");
+  });
+});
+
+describe("ring", () => {
+  it.each([
+    [0.499, "ocw-ring-green", "49.9%"],
+    [0.5, "ocw-ring-yellow", "50.0%"],
+    [0.799, "ocw-ring-yellow", "79.9%"],
+    [0.8, "ocw-ring-red", "80.0%"],
+    [0.95, "ocw-ring-red", "95.0%"],
+  ])("ratio %s -> %s and %s", (ratio, cls, text) => {
+    mount({ ratio });
+    const arc = $(".ocw-ring-arc");
+    expect(colorsOf(arc)).toEqual([cls]);
+    expect($(".ocw-ring-percent").textContent).toBe(text);
+  });
+
+  it("has a neutral base, used/window text and an accessible label", () => {
+    mount();
+    expect($(".ocw-ring-base")).not.toBeNull();
+    expect(colorsOf($(".ocw-ring-base"))).toEqual([]);
+    expect($(".ocw-ring-used").textContent).toBe("3,992 / 8,000");
+    const ring = $(".ocw-ring");
+    expect(ring.getAttribute("role")).toBe("button");
+    expect(ring.getAttribute("tabindex")).toBe("0");
+    expect(ring.getAttribute("aria-label")).toBe("Context 49.9% full: 3,992 of 8,000 tokens");
+    expect(ring.getAttribute("aria-expanded")).toBe("false");
+  });
+
+  it("draws the arc length from the ratio, clamped to 100 %", () => {
+    const model = mount({ ratio: 0.25 });
+    expect($(".ocw-ring-arc").getAttribute("stroke-dasharray")).toBe("25 75");
+    model.set("ratio", 1.4);
+    expect($(".ocw-ring-arc").getAttribute("stroke-dasharray")).toBe("100 0");
+    expect($(".ocw-ring-percent").textContent).toBe("140.0%");
+  });
+
+  it("never shows a suggestion border at any ratio", () => {
+    const model = mount({ ratio: 0 });
+    for (const ratio of [0, 0.1, 0.49, 0.5, 0.79, 0.8, 0.9, 1, 1.5]) {
+      model.set("ratio", ratio);
+      for (const node of el.querySelectorAll("*")) {
+        const cls = node.getAttribute("class") || "";
+        expect(cls).not.toMatch(/suggest|border/i);
+      }
+      expect(colorsOf($(".ocw-ring-arc"))).toHaveLength(1);
+    }
+  });
+
+  it("shows and clears the busy state", () => {
+    const model = mount();
+    const ring = $(".ocw-ring");
+    const button = $(".ocw-compact");
+    expect(ring.classList.contains("ocw-busy")).toBe(false);
+    expect(ring.getAttribute("aria-busy")).toBe("false");
+    expect(button.disabled).toBe(false);
+
+    model.set("busy", true);
+    expect(ring.classList.contains("ocw-busy")).toBe(true);
+    expect(ring.getAttribute("aria-busy")).toBe("true");
+    expect(button.disabled).toBe(true);
+
+    model.set("busy", false);
+    expect(ring.classList.contains("ocw-busy")).toBe(false);
+    expect(ring.getAttribute("aria-busy")).toBe("false");
+    expect(button.disabled).toBe(false);
+  });
+
+  it("toggles the panel on click", () => {
+    const model = mount();
+    const ring = $(".ocw-ring");
+    expect($(".ocw-panel").hidden).toBe(true);
+    ring.click();
+    expect(model.get("panel_open")).toBe(true);
+    expect(model.saves).toBe(1);
+    expect($(".ocw-panel").hidden).toBe(false);
+    expect(ring.getAttribute("aria-expanded")).toBe("true");
+    ring.click();
+    expect(model.get("panel_open")).toBe(false);
+    expect(model.saves).toBe(2);
+    expect($(".ocw-panel").hidden).toBe(true);
+  });
+
+  it.each(["Enter", " "])("toggles the panel with %j", (key) => {
+    const model = mount();
+    const ring = $(".ocw-ring");
+    const ev = new KeyboardEvent("keydown", { key, bubbles: true, cancelable: true });
+    ring.dispatchEvent(ev);
+    expect(ev.defaultPrevented).toBe(true);
+    expect(model.get("panel_open")).toBe(true);
+    expect(model.saves).toBe(1);
+    ring.dispatchEvent(new KeyboardEvent("keydown", { key, bubbles: true }));
+    expect(model.get("panel_open")).toBe(false);
+  });
+
+  it("ignores other keys", () => {
+    const model = mount();
+    $(".ocw-ring").dispatchEvent(new KeyboardEvent("keydown", { key: "a", bubbles: true }));
+    expect(model.get("panel_open")).toBe(false);
+    expect(model.saves).toBe(0);
+  });
+});
+
+describe("panel", () => {
+  it("shows a row per category with tokens and share of the window", () => {
+    mount({ panel_open: true });
+    const rows = $$(".ocw-row");
+    expect(rows.map((r) => r.dataset.category)).toEqual([
+      "system",
+      "tools",
+      "summary",
+      "messages",
+      "free",
+    ]);
+    const messages = $('.ocw-row[data-category="messages"]');
+    expect(messages.querySelector(".ocw-row-name").textContent).toBe("Messages");
+    expect(messages.querySelector(".ocw-row-tokens").textContent).toBe("3,872");
+    expect(messages.querySelector(".ocw-row-share").textContent).toBe("48.4%");
+    expect($(".ocw-total").textContent).toContain("3,992 / 8,000");
+    expect($(".ocw-reserve").textContent).toBe("80.0%");
+    expect($(".ocw-reserve-mark").style.left).toBe("80%");
+  });
+
+  it("shows the basis, calibration and encoding", () => {
+    const model = mount({ panel_open: true });
+    expect($(".ocw-basis").textContent).toBe("estimated");
+    expect($(".ocw-encoding").textContent).toBe("o200k_base");
+    model.set("calibration", 1.034);
+    model.set("basis", "measured");
+    expect($(".ocw-basis").textContent).toBe("measured ×1.03");
+    model.set("encoding", "cl100k_base (estimate)");
+    expect($(".ocw-encoding").textContent).toBe("cl100k_base (estimate)");
+  });
+
+  it("shows the compaction count with an accessible info tooltip", () => {
+    const model = mount({ panel_open: true, compaction_count: 2 });
+    expect($(".ocw-count").textContent).toBe("2");
+    const info = $(".ocw-info");
+    const tip = $(".ocw-tooltip");
+    expect(info.tagName).toBe("BUTTON");
+    expect(tip.getAttribute("role")).toBe("tooltip");
+    expect(info.getAttribute("aria-describedby")).toBe(tip.id);
+    expect(tip.textContent).toMatch(/inferred from drops in provider-reported usage/);
+    expect(tip.textContent).toMatch(/approximate/);
+    // A tap pins it open; Escape dismisses it.
+    info.click();
+    expect(info.parentElement.classList.contains("ocw-tooltip-open")).toBe(true);
+    info.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
+    expect(info.parentElement.classList.contains("ocw-tooltip-open")).toBe(false);
+    expect(info.parentElement.classList.contains("ocw-tooltip-dismissed")).toBe(true);
+    model.set("compaction_count", 3);
+    expect($(".ocw-count").textContent).toBe("3");
+  });
+
+  it("gives each view its own tooltip id", () => {
+    mount();
+    const other = document.createElement("div");
+    document.body.append(other);
+    const second = widget.render({ model: fakeModel(), el: other });
+    const a = el.querySelector(".ocw-tooltip").id;
+    const b = other.querySelector(".ocw-tooltip").id;
+    expect(a).not.toBe(b);
+    expect(document.querySelectorAll(`#${b}`)).toHaveLength(1);
+    second();
+    other.remove();
+  });
+
+  it("Compact now sends exactly {action, session_id}", () => {
+    const model = mount({ panel_open: true, session_id: "abc123" });
+    $(".ocw-compact").click();
+    expect(model.sent).toEqual([{ action: "compact", session_id: "abc123" }]);
+    expect(model.get("panel_open")).toBe(true);
+  });
+
+  it("disables Compact now with no session and sends nothing", () => {
+    const model = mount({ session_id: "", session_name: "", ratio: 0, total: 0, window: 0 });
+    const button = $(".ocw-compact");
+    expect(button.disabled).toBe(true);
+    button.click();
+    button.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    expect(model.sent).toEqual([]);
+  });
+
+  it("disables Compact now while busy and sends nothing", () => {
+    const model = mount({ busy: true });
+    const button = $(".ocw-compact");
+    expect(button.disabled).toBe(true);
+    button.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    expect(model.sent).toEqual([]);
+  });
+
+  it("enables Compact now once a session attaches", () => {
+    const model = mount({ session_id: "" });
+    expect($(".ocw-compact").disabled).toBe(true);
+    model.set("session_id", "s2");
+    expect($(".ocw-compact").disabled).toBe(false);
+  });
+
+  it("shows an empty state with no session, never an error", () => {
+    mount({
+      session_id: "",
+      session_name: "",
+      total: 0,
+      window: 0,
+      ratio: 0,
+      breakdown: {},
+      panel_open: true,
+      labels: { empty: "No session yet — start one with %%chat" },
+    });
+    expect($(".ocw-context").dataset.state).toBe("empty");
+    expect($(".ocw-empty").hidden).toBe(false);
+    expect($(".ocw-empty").textContent).toBe("No session yet — start one with %%chat");
+    expect($(".ocw-panel-body").hidden).toBe(true);
+    expect($$(".ocw-row")).toHaveLength(0);
+    expect($(".ocw-ring-percent").textContent).toBe("—");
+    expect(colorsOf($(".ocw-ring-arc"))).toEqual(["ocw-ring-green"]);
+  });
+
+  it("shows the last message in a polite live region", () => {
+    const model = mount();
+    const msg = $(".ocw-message");
+    expect(msg.getAttribute("aria-live")).toBe("polite");
+    expect(msg.hidden).toBe(true);
+    model.set("message", "Context compacted: covered 12 older messages, 9,800 → 2,100 tokens");
+    expect(msg.hidden).toBe(false);
+    expect(msg.textContent).toBe(
+      "Context compacted: covered 12 older messages, 9,800 → 2,100 tokens",
+    );
+  });
+
+  it("uses the labels Python sends", () => {
+    const model = mount({ panel_open: true });
+    model.set("labels", { compact_now: "立即压缩", cat_messages: "消息", count: "压缩次数" });
+    expect($(".ocw-compact").textContent).toBe("立即压缩");
+    expect($('.ocw-row[data-category="messages"] .ocw-row-name').textContent).toBe("消息");
+    expect($(".ocw-count-label").textContent).toBe("压缩次数");
+  });
+
+  it("shows text from the kernel as text, not markup", () => {
+    const model = mount();
+    model.set("message", "<img src=x onerror=alert(1)>");
+    model.set("session_name", "<b>x</b>");
+    expect(el.querySelector("img")).toBeNull();
+    expect(el.querySelector("b")).toBeNull();
+    expect($(".ocw-message").textContent).toBe("<img src=x onerror=alert(1)>");
+  });
+});
+
+describe("updates and cleanup", () => {
+  it("re-renders on change: events", () => {
+    const model = mount({ panel_open: true });
+    model.set("total", 6400);
+    model.set("ratio", 0.8);
+    model.set("breakdown", { system: 100, messages: 6300, free: 1600 });
+    expect($(".ocw-ring-percent").textContent).toBe("80.0%");
+    expect($(".ocw-ring-used").textContent).toBe("6,400 / 8,000");
+    expect(colorsOf($(".ocw-ring-arc"))).toEqual(["ocw-ring-red"]);
+    expect($$(".ocw-row").map((r) => r.dataset.category)).toEqual(["system", "messages", "free"]);
+    model.set("session_name", "research");
+    expect($(".ocw-ring-name").textContent).toBe("research");
+    model.set("panel_open", false);
+    expect($(".ocw-panel").hidden).toBe(true);
+  });
+
+  it("removes every model listener and the DOM on cleanup", () => {
+    const model = fakeModel();
+    expect(model.listenerCount()).toBe(0);
+    const dispose = widget.render({ model, el });
+    expect(model.listenerCount()).toBeGreaterThan(0);
+    const ring = el.querySelector(".ocw-ring");
+    const button = el.querySelector(".ocw-compact");
+    dispose();
+    expect(model.listenerCount()).toBe(0);
+    expect(el.querySelector(".ocw-context")).toBeNull();
+    expect(el.childNodes).toHaveLength(0);
+    // Detached nodes no longer talk to the model.
+    ring.click();
+    button.click();
+    expect(model.saves).toBe(0);
+    expect(model.sent).toEqual([]);
+  });
+
+  it("can render twice on one model and clean up each view", () => {
+    const model = fakeModel();
+    const other = document.createElement("div");
+    const d1 = widget.render({ model, el });
+    const d2 = widget.render({ model, el: other });
+    const perView = model.listenerCount() / 2;
+    model.set("ratio", 0.9);
+    expect(other.querySelector(".ocw-ring-percent").textContent).toBe("90.0%");
+    d1();
+    expect(model.listenerCount()).toBe(perView);
+    d2();
+    expect(model.listenerCount()).toBe(0);
+  });
+});

@@ -1,0 +1,333 @@
+"""The Python side of ocw's widgets: traitlets that mirror a session's state.
+
+`ContextWidget` is one anywidget with two parts, the occupancy ring and the
+breakdown panel (browser side: widgets/context.js and widgets/context.css).
+Data flows one way (DESIGN.md §1): the session publishes events on its bus,
+the widget copies them into synced traitlets, the browser displays them. The
+browser never computes occupancy; its only action is
+``{"action": "compact", "session_id": ...}``, which runs the same `compact`
+callable as ``%compact``.
+
+The session interface the widget relies on::
+
+    session.id, session.name
+    session.events.subscribe(fn) -> unsubscribe      # fn(name, payload)
+    session.occupancy() -> {total, window, ratio, breakdown, basis, encoding,
+                            encoding_exact, calibration, generation, head,
+                            compaction_count, session_id, ...}
+    session.compaction_running: bool
+"""
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any, Callable
+
+import anywidget
+import traitlets as t
+
+from . import events as ev
+from ._static import asset
+from .i18n import normalize_lang, system_message
+
+log = logging.getLogger("ocw")
+
+CATEGORIES = ("system", "tools", "summary", "messages", "free")
+
+# UI strings, per language, sent to the browser in the `labels` traitlet so the
+# ES module needs no i18n table. Keys match DEFAULT_LABELS in widgets/context.js.
+UI_LABELS: dict[str, dict[str, str]] = {
+    "en": {
+        "title": "Context window",
+        "cat_system": "System prompt",
+        "cat_tools": "Tool definitions",
+        "cat_summary": "Summary",
+        "cat_messages": "Messages",
+        "cat_free": "Free space",
+        "total": "Total",
+        "window": "Window",
+        "tokens": "tokens",
+        "basis": "Basis",
+        "encoding": "Encoding",
+        "estimated": "estimated",
+        "measured": "measured",
+        "calibration": "measured ÷ estimated",
+        "reserve": "Auto-compaction at",
+        "count": "Compactions",
+        "count_info": (
+            "ocw counts its own compactions exactly. Compactions done by the provider are "
+            "inferred from drops in provider-reported usage, so the count may be approximate."
+        ),
+        "info_label": "About the compaction count",
+        "compact_now": "Compact now",
+        "compacting": "Compacting…",
+        "empty": "No session yet — start one with %%chat",
+        "no_session": "No session",
+        "ring_label": "Context {pct} full: {used} of {window} tokens",
+        "ring_label_empty": "Context: no session yet",
+        "panel": "Context breakdown",
+    },
+    "zh": {
+        "title": "上下文窗口",
+        "cat_system": "系统提示词",
+        "cat_tools": "工具定义",
+        "cat_summary": "摘要",
+        "cat_messages": "消息",
+        "cat_free": "剩余空间",
+        "total": "合计",
+        "window": "窗口",
+        "tokens": "tokens",
+        "basis": "依据",
+        "encoding": "编码",
+        "estimated": "估算",
+        "measured": "实测",
+        "calibration": "实测 ÷ 估算",
+        "reserve": "自动压缩阈值",
+        "count": "压缩次数",
+        "count_info": (
+            "ocw 自己执行的压缩会被准确计数；服务商执行的压缩是根据服务商报告的用量下降推断的，"
+            "因此该计数可能是近似值。"
+        ),
+        "info_label": "关于压缩次数",
+        "compact_now": "立即压缩",
+        "compacting": "正在压缩…",
+        "empty": "尚无会话 — 用 %%chat 开始对话",
+        "no_session": "无会话",
+        "ring_label": "上下文已用 {pct}：{used} / {window} tokens",
+        "ring_label_empty": "上下文：尚无会话",
+        "panel": "上下文明细",
+    },
+}
+
+
+def ui_labels(lang: str | None) -> dict[str, str]:
+    """The UI strings of the widget in one language (en or zh)."""
+    return dict(UI_LABELS[normalize_lang(lang)])
+
+
+def _tokens(value: Any) -> int:
+    if isinstance(value, dict):
+        value = value.get("tokens", 0)
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _weak_listener(widget: "ContextWidget") -> Callable[[str, dict], None]:
+    """A bus listener that does not keep the widget alive: once the widget is
+    garbage-collected the listener does nothing (and detach() removes it)."""
+    ref = weakref.ref(widget)
+
+    def listener(name: str, payload: dict) -> None:
+        w = ref()
+        if w is not None:
+            w._on_event(name, payload)
+
+    return listener
+
+
+class ContextWidget(anywidget.AnyWidget):
+    """Occupancy ring + breakdown panel for one ocw session.
+
+    ``ContextWidget(session=None, compact=None, lang="en")``: `compact` is
+    ``compact(session_id) -> str`` (the system message to show) — the same code
+    path as ``%compact``. With no session the widget shows an empty state.
+    """
+
+    _esm = asset("context.js")
+    _css = asset("context.css")
+
+    session_id = t.Unicode("", help='The attached session\'s id; "" = no session.').tag(sync=True)
+    session_name = t.Unicode("").tag(sync=True)
+    total = t.Int(0, help="Tokens the model reads next turn (the one occupancy metric).").tag(sync=True)
+    window = t.Int(0, help="The model's context window in tokens.").tag(sync=True)
+    ratio = t.Float(0.0, help="total / window; may exceed 1.").tag(sync=True)
+    breakdown = t.Dict(help="category -> tokens: system, tools, summary, messages, free.").tag(sync=True)
+    basis = t.Enum(("estimated", "measured"), "estimated").tag(sync=True)
+    encoding = t.Unicode("", help='Tokenizer of the figures, e.g. "cl100k_base (estimate)".').tag(sync=True)
+    calibration = t.Float(None, allow_none=True, help="measured ÷ estimated when basis is measured.").tag(sync=True)
+    generation = t.Int(0).tag(sync=True)
+    compaction_count = t.Int(0).tag(sync=True)
+    busy = t.Bool(False, help="A compaction is running.").tag(sync=True)
+    message = t.Unicode("", help="The last system message.").tag(sync=True)
+    panel_open = t.Bool(False).tag(sync=True)
+    reserve_ratio = t.Float(0.8, help="The auto-compaction line.").tag(sync=True)
+    lang = t.Unicode("en").tag(sync=True)
+    labels = t.Dict(help="UI strings in `lang`.").tag(sync=True)
+
+    def __init__(
+        self,
+        session: Any = None,
+        compact: Callable[[str], str] | None = None,
+        lang: str | None = "en",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(lang=normalize_lang(lang), **kwargs)
+        self._session: Any = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._compact = compact
+        self.on_msg(self._on_custom_msg)
+        if session is not None:
+            self.attach(session)
+
+    # -- traitlet plumbing --------------------------------------------------------
+    @t.validate("lang")
+    def _validate_lang(self, proposal):
+        return normalize_lang(proposal["value"])
+
+    @t.default("labels")
+    def _default_labels(self):
+        return ui_labels(self.lang)
+
+    @t.observe("lang")
+    def _lang_changed(self, change):
+        self.labels = ui_labels(change["new"])
+
+    # -- session ------------------------------------------------------------------
+    @property
+    def session(self) -> Any:
+        return self._session
+
+    def attach(self, session: Any) -> "ContextWidget":
+        """Follow `session`: subscribe to its event bus and fill the traitlets."""
+        if session is self._session and self._unsubscribe is not None:
+            self.refresh()
+            return self
+        self.detach()
+        self._session = session
+        self._unsubscribe = session.events.subscribe(_weak_listener(self))
+        with self.hold_sync():
+            self.session_id = str(session.id)
+            self.session_name = str(getattr(session, "name", "") or "")
+            self.busy = bool(getattr(session, "compaction_running", False))
+            self.message = ""
+            self.refresh()
+        return self
+
+    def detach(self) -> None:
+        """Stop following the session; the widget shows its empty state."""
+        unsubscribe, self._unsubscribe = self._unsubscribe, None
+        if unsubscribe is not None:
+            unsubscribe()
+        if self._session is None:
+            return
+        self._session = None
+        with self.hold_sync():
+            self.session_id = ""
+            self.session_name = ""
+            self.total = 0
+            self.window = 0
+            self.ratio = 0.0
+            self.breakdown = {}
+            self.basis = "estimated"
+            self.encoding = ""
+            self.calibration = None
+            self.generation = 0
+            self.compaction_count = 0
+            self.busy = False
+            self.message = ""
+
+    def refresh(self) -> None:
+        """Re-read the session's occupancy (what the session publishes; nothing is computed here)."""
+        session = self._session
+        if session is None:
+            return
+        try:
+            occ = session.occupancy()
+        except Exception:
+            log.exception("ocw: could not read the occupancy of session %s", getattr(session, "id", "?"))
+            return
+        self._apply_occupancy(occ)
+
+    def close(self) -> None:
+        """Unsubscribe from the session and close the comm (no state is sent)."""
+        unsubscribe, self._unsubscribe = getattr(self, "_unsubscribe", None), None
+        if unsubscribe is not None:
+            unsubscribe()
+        self._session = None
+        super().close()
+
+    def _apply_occupancy(self, occ: dict) -> None:
+        sid = occ.get("session_id")
+        if sid is not None and self.session_id and str(sid) != self.session_id:
+            return  # not ours
+        encoding = str(occ.get("encoding") or "")
+        if encoding and occ.get("encoding_exact") is False and "estimate" not in encoding:
+            encoding = f"{encoding} (estimate)"
+        calibration = occ.get("calibration")
+        basis = "measured" if occ.get("basis") == "measured" else "estimated"
+        breakdown = occ.get("breakdown") or {}
+        with self.hold_sync():
+            self.total = int(occ.get("total") or 0)
+            self.window = int(occ.get("window") or 0)
+            self.ratio = float(occ.get("ratio") or 0.0)
+            self.breakdown = {str(k): _tokens(v) for k, v in breakdown.items()}
+            self.basis = basis
+            self.encoding = encoding
+            self.calibration = float(calibration) if basis == "measured" and calibration is not None else None
+            self.generation = int(occ.get("generation") or 0)
+            self.compaction_count = int(occ.get("compaction_count") or 0)
+            if occ.get("reserve_ratio") is not None:
+                self.reserve_ratio = float(occ["reserve_ratio"])
+            name = occ.get("session_name")
+            if name is None and self._session is not None:
+                name = getattr(self._session, "name", "")
+            self.session_name = str(name or "")
+
+    def _on_event(self, name: str, payload: dict) -> None:
+        if self._session is None:
+            return
+        if name == ev.OCCUPANCY_CHANGED:
+            self._apply_occupancy(payload)
+        elif name == ev.COMPACTION_STARTED:
+            with self.hold_sync():
+                self.busy = True
+                self.message = system_message(name, payload, self.lang)
+        elif name in (ev.COMPACTION_FINISHED, ev.COMPACTION_FAILED):
+            with self.hold_sync():
+                self.busy = False
+                self.message = system_message(name, payload, self.lang)
+                self.refresh()
+        elif name in (ev.HEAD_MOVED, ev.TURN_FINISHED):
+            self.refresh()
+
+    # -- browser -> Python --------------------------------------------------------
+    def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any = None) -> None:
+        if not isinstance(content, dict) or content.get("action") != "compact":
+            return
+        session = self._session
+        sid = content.get("session_id")
+        if session is None or not sid or str(sid) != str(session.id):
+            return  # a stale view, or a different session
+        if self.busy or getattr(session, "compaction_running", False):
+            return  # one compaction at a time; the button is disabled meanwhile
+        if self._compact is None:
+            log.warning("ocw: this context widget has no compact callable; use %%compact")
+            return
+        try:
+            text = self._compact(str(sid))
+        except Exception as exc:  # the compaction path reports its own failures; this is a guard
+            log.exception("ocw: compaction from the panel failed")
+            text = system_message(ev.COMPACTION_FAILED, {"error": str(exc)}, self.lang)
+            self.busy = bool(getattr(session, "compaction_running", False))
+        if text:
+            self.message = str(text)
+
+    # -- text ---------------------------------------------------------------------
+    def __repr__(self) -> str:
+        if not self.session_id:
+            return "<ocw context: no session>"
+        name = self.session_name or self.session_id
+        return f"<ocw context: {name}, {self.total:,} / {self.window:,} tokens ({self.ratio * 100:.1f}%)>"
+
+    def _repr_mimebundle_(self, **kwargs: Any):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data, metadata = bundle
+        data["text/plain"] = repr(self)
+        return data, metadata
+
+
+__all__ = ["ContextWidget", "UI_LABELS", "ui_labels"]

@@ -1,0 +1,382 @@
+// ocw context widget — the browser side of ocw.widgets.ContextWidget.
+//
+// One self-contained ES module (anywidget loads it from a Blob URL, so it has
+// no imports at all). Python owns the state: the session publishes occupancy
+// and compaction events, the widget's traitlets mirror them, and this module
+// only shows them and sends actions back ({action: "compact", session_id}).
+// It never computes occupancy; it formats numbers and a percent from `ratio`.
+
+const CATEGORIES = ["system", "tools", "summary", "messages", "free"];
+
+// Ring colors by occupancy ratio (DESIGN.md §6): green < 50 %, yellow 50–80 %,
+// red ≥ 80 %. There is no separate "suggestion" state or border.
+const YELLOW_FROM = 0.5;
+const RED_FROM = 0.8;
+
+// Every traitlet the view reads; a change to any of them re-renders.
+const WATCHED = [
+  "session_id",
+  "session_name",
+  "total",
+  "window",
+  "ratio",
+  "breakdown",
+  "basis",
+  "encoding",
+  "calibration",
+  "generation",
+  "compaction_count",
+  "busy",
+  "message",
+  "panel_open",
+  "reserve_ratio",
+  "lang",
+  "labels",
+];
+
+// English fallbacks; Python sends the strings of the chosen language in `labels`.
+const DEFAULT_LABELS = {
+  title: "Context window",
+  cat_system: "System prompt",
+  cat_tools: "Tool definitions",
+  cat_summary: "Summary",
+  cat_messages: "Messages",
+  cat_free: "Free space",
+  total: "Total",
+  window: "Window",
+  tokens: "tokens",
+  basis: "Basis",
+  encoding: "Encoding",
+  estimated: "estimated",
+  measured: "measured",
+  calibration: "measured ÷ estimated",
+  reserve: "Auto-compaction at",
+  count: "Compactions",
+  count_info:
+    "ocw counts its own compactions exactly. Compactions done by the provider are inferred from drops in provider-reported usage, so the count may be approximate.",
+  info_label: "About the compaction count",
+  compact_now: "Compact now",
+  compacting: "Compacting…",
+  empty: "No session yet — start one with %%chat",
+  no_session: "No session",
+  ring_label: "Context {pct} full: {used} of {window} tokens",
+  ring_label_empty: "Context: no session yet",
+  panel: "Context breakdown",
+};
+
+const RING_R = 27;
+
+let instances = 0;
+
+/** The color class of the progress arc for an occupancy ratio. */
+export function colorClass(ratio) {
+  const r = Number(ratio) || 0;
+  if (r >= RED_FROM) return "ocw-ring-red";
+  if (r >= YELLOW_FROM) return "ocw-ring-yellow";
+  return "ocw-ring-green";
+}
+
+/** 3992 -> "3,992" (locale-independent, so tests and screenshots agree). */
+export function formatInt(n) {
+  const v = Math.round(Number(n) || 0);
+  const s = String(Math.abs(v)).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  return v < 0 ? "-" + s : s;
+}
+
+/** 0.4994 -> "49.9%" (one decimal). */
+export function formatPercent(ratio) {
+  const r = Number(ratio);
+  if (!Number.isFinite(r)) return "—";
+  return (Math.max(0, r) * 100).toFixed(1) + "%";
+}
+
+function fill(template, values) {
+  return String(template).replace(/\{(\w+)\}/g, (m, k) => (k in values ? values[k] : m));
+}
+
+function h(tag, cls, attrs) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (attrs) for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  return node;
+}
+
+function breakdownEntries(breakdown) {
+  const b = breakdown && typeof breakdown === "object" ? breakdown : {};
+  const tokens = (v) => {
+    if (v && typeof v === "object") v = v.tokens;
+    const n = Number(v);
+    return Number.isFinite(n) ? n : 0;
+  };
+  const keys = CATEGORIES.filter((k) => k in b).concat(
+    Object.keys(b).filter((k) => !CATEGORIES.includes(k)),
+  );
+  return keys.map((k) => [k, tokens(b[k])]);
+}
+
+function render({ model, el }) {
+  const uid = `ocw-${++instances}-${Math.random().toString(36).slice(2, 8)}`;
+  const panelId = `${uid}-panel`;
+  const tipId = `${uid}-tip`;
+  const disposers = [];
+  const listen = (target, type, fn) => {
+    target.addEventListener(type, fn);
+    disposers.push(() => target.removeEventListener(type, fn));
+  };
+
+  // ---- DOM (built once; update() only changes text, classes, attributes) ----
+  const root = h("div", "ocw-context");
+
+  const ring = h("div", "ocw-ring", {
+    role: "button",
+    tabindex: "0",
+    "aria-controls": panelId,
+    "aria-expanded": "false",
+    "aria-busy": "false",
+  });
+  const graphic = h("div", "ocw-ring-graphic");
+  // Static markup, parsed by the HTML parser so the SVG namespace needs no URI.
+  graphic.innerHTML =
+    '<svg class="ocw-ring-svg" viewBox="0 0 64 64" aria-hidden="true" focusable="false">' +
+    `<circle class="ocw-ring-base" cx="32" cy="32" r="${RING_R}" fill="none"></circle>` +
+    `<circle class="ocw-ring-arc ocw-ring-green" cx="32" cy="32" r="${RING_R}" fill="none"` +
+    ' pathLength="100" stroke-dasharray="0 100" transform="rotate(-90 32 32)"></circle>' +
+    `<circle class="ocw-ring-spinner" cx="32" cy="32" r="${RING_R}" fill="none"` +
+    ' pathLength="100" stroke-dasharray="18 82"></circle>' +
+    "</svg>";
+  const arc = graphic.querySelector(".ocw-ring-arc");
+  const percent = h("span", "ocw-ring-percent");
+  graphic.append(percent);
+  const ringText = h("div", "ocw-ring-text");
+  const ringName = h("span", "ocw-ring-name");
+  const used = h("span", "ocw-ring-used");
+  const ringStatus = h("span", "ocw-ring-status");
+  ringText.append(ringName, used, ringStatus);
+  ring.append(graphic, ringText);
+
+  const panel = h("div", "ocw-panel", { id: panelId, role: "region" });
+  panel.hidden = true;
+  const panelTitle = h("div", "ocw-panel-title");
+  const empty = h("div", "ocw-empty");
+  const body = h("div", "ocw-panel-body");
+
+  const bar = h("div", "ocw-bar", { "aria-hidden": "true" });
+  const barSegs = h("div", "ocw-bar-segs");
+  const reserveMark = h("div", "ocw-reserve-mark");
+  bar.append(barSegs, reserveMark);
+
+  const rows = h("div", "ocw-rows", { role: "table" });
+
+  const facts = h("div", "ocw-facts");
+  const fact = (cls) => {
+    const label = h("div", `ocw-fact-label ${cls}-label`);
+    const value = h("div", `ocw-fact-value ${cls}`);
+    facts.append(label, value);
+    return [label, value];
+  };
+  const [totalLabel, totalValue] = fact("ocw-total");
+  const [reserveLabel, reserveValue] = fact("ocw-reserve");
+  const [basisLabel, basisValue] = fact("ocw-basis");
+  const [encodingLabel, encodingValue] = fact("ocw-encoding");
+
+  const countRow = h("div", "ocw-count-row");
+  const countLabel = h("span", "ocw-count-label");
+  const count = h("span", "ocw-count");
+  const infoWrap = h("span", "ocw-info-wrap");
+  const info = h("button", "ocw-info", { type: "button", "aria-describedby": tipId });
+  info.textContent = "i";
+  const tooltip = h("span", "ocw-tooltip", { id: tipId, role: "tooltip" });
+  infoWrap.append(info, tooltip);
+  countRow.append(countLabel, count, infoWrap);
+
+  body.append(bar, rows, facts, countRow);
+
+  const footer = h("div", "ocw-footer");
+  const compact = h("button", "ocw-compact", { type: "button" });
+  footer.append(compact);
+  panel.append(panelTitle, empty, body, footer);
+
+  const message = h("div", "ocw-message", { "aria-live": "polite", role: "status" });
+
+  root.append(ring, panel, message);
+  el.append(root);
+
+  // ---- state -> DOM ----
+  function labels() {
+    const l = model.get("labels");
+    return { ...DEFAULT_LABELS, ...(l && typeof l === "object" ? l : {}) };
+  }
+
+  function renderRows(L, entries, windowSize) {
+    rows.replaceChildren();
+    barSegs.replaceChildren();
+    let offset = 0;
+    for (const [cat, tokens] of entries) {
+      const share = windowSize > 0 ? tokens / windowSize : NaN;
+      const row = h("div", "ocw-row", { role: "row", "data-category": cat });
+      const name = h("span", "ocw-row-name", { role: "cell" });
+      const swatch = h("span", "ocw-swatch", { "aria-hidden": "true" });
+      name.append(swatch, document.createTextNode(L[`cat_${cat}`] || cat));
+      const tok = h("span", "ocw-row-tokens", { role: "cell" });
+      tok.textContent = formatInt(tokens);
+      const pct = h("span", "ocw-row-share", { role: "cell" });
+      pct.textContent = formatPercent(share);
+      row.append(name, tok, pct);
+      rows.append(row);
+      if (cat !== "free" && windowSize > 0 && tokens > 0 && offset < 100) {
+        const width = Math.min(100 - offset, (tokens / windowSize) * 100);
+        const seg = h("span", "ocw-bar-seg", { "data-category": cat });
+        seg.style.left = `${offset}%`;
+        seg.style.width = `${width}%`;
+        barSegs.append(seg);
+        offset += width;
+      }
+    }
+  }
+
+  function update() {
+    const L = labels();
+    const sessionId = model.get("session_id") || "";
+    const hasSession = sessionId !== "";
+    const busy = !!model.get("busy");
+    const open = !!model.get("panel_open");
+    const total = Number(model.get("total")) || 0;
+    const windowSize = Number(model.get("window")) || 0;
+    const ratio = hasSession ? Number(model.get("ratio")) || 0 : 0;
+    const pctText = formatPercent(ratio);
+
+    root.setAttribute("lang", model.get("lang") === "zh" ? "zh" : "en");
+    root.dataset.state = hasSession ? "ready" : "empty";
+
+    // Ring.
+    ring.classList.toggle("ocw-busy", busy);
+    ring.setAttribute("aria-busy", busy ? "true" : "false");
+    ring.setAttribute("aria-expanded", open ? "true" : "false");
+    arc.classList.remove("ocw-ring-green", "ocw-ring-yellow", "ocw-ring-red");
+    arc.classList.add(colorClass(ratio));
+    const arcLen = Math.min(100, Math.max(0, ratio * 100));
+    arc.setAttribute("stroke-dasharray", `${arcLen} ${100 - arcLen}`);
+    arc.style.visibility = arcLen > 0 ? "" : "hidden";
+    percent.textContent = hasSession ? pctText : "—";
+    percent.classList.toggle("ocw-ring-percent-long", percent.textContent.length > 5);
+    ringName.textContent = hasSession ? model.get("session_name") || sessionId : L.no_session;
+    used.textContent = hasSession ? `${formatInt(total)} / ${formatInt(windowSize)}` : "";
+    ringStatus.textContent = busy ? L.compacting : "";
+    ringStatus.hidden = !busy;
+    const aria = hasSession
+      ? fill(L.ring_label, { pct: pctText, used: formatInt(total), window: formatInt(windowSize) })
+      : L.ring_label_empty;
+    ring.setAttribute("aria-label", aria);
+    ring.title = aria;
+
+    // Panel.
+    panel.hidden = !open;
+    panel.classList.toggle("ocw-open", open);
+    panel.setAttribute("aria-label", L.panel);
+    panelTitle.textContent = hasSession ? `${L.title} · ${model.get("session_name") || sessionId}` : L.title;
+    empty.textContent = L.empty;
+    empty.hidden = hasSession;
+    body.hidden = !hasSession;
+
+    renderRows(L, hasSession ? breakdownEntries(model.get("breakdown")) : [], windowSize);
+    const reserve = Number(model.get("reserve_ratio"));
+    const reservePct = Number.isFinite(reserve) ? Math.min(100, Math.max(0, reserve * 100)) : 80;
+    reserveMark.style.left = `${reservePct}%`;
+    reserveMark.title = `${L.reserve} ${formatPercent(reservePct / 100)}`;
+
+    totalLabel.textContent = L.total;
+    totalValue.textContent = `${formatInt(total)} / ${formatInt(windowSize)} ${L.tokens}`;
+    reserveLabel.textContent = L.reserve;
+    reserveValue.textContent = formatPercent(reservePct / 100);
+    basisLabel.textContent = L.basis;
+    const basis = model.get("basis") === "measured" ? "measured" : "estimated";
+    const cal = model.get("calibration");
+    let basisText = L[basis];
+    if (basis === "measured" && typeof cal === "number" && Number.isFinite(cal)) {
+      basisText += ` ×${cal.toFixed(2)}`;
+      basisValue.title = L.calibration;
+    } else {
+      basisValue.removeAttribute("title");
+    }
+    basisValue.textContent = basisText;
+    basisValue.dataset.basis = basis;
+    encodingLabel.textContent = L.encoding;
+    encodingValue.textContent = model.get("encoding") || "—";
+
+    countLabel.textContent = L.count;
+    count.textContent = formatInt(model.get("compaction_count"));
+    info.setAttribute("aria-label", L.info_label);
+    tooltip.textContent = L.count_info;
+
+    compact.textContent = busy ? L.compacting : L.compact_now;
+    compact.disabled = !hasSession || busy;
+    compact.setAttribute("aria-disabled", compact.disabled ? "true" : "false");
+
+    const msg = model.get("message") || "";
+    message.textContent = msg;
+    message.hidden = msg === "";
+  }
+
+  // ---- browser -> Python ----
+  function togglePanel() {
+    model.set("panel_open", !model.get("panel_open"));
+    model.save_changes();
+  }
+
+  listen(ring, "click", () => togglePanel());
+  listen(ring, "keydown", (e) => {
+    if (e.key === "Enter" || e.key === " " || e.key === "Spacebar") {
+      e.preventDefault();
+      togglePanel();
+    } else if (e.key === "Escape" && model.get("panel_open")) {
+      e.preventDefault();
+      togglePanel();
+    }
+  });
+  listen(panel, "keydown", (e) => {
+    if (e.key === "Escape" && !infoWrap.contains(e.target) && model.get("panel_open")) {
+      e.preventDefault();
+      togglePanel();
+      ring.focus();
+    }
+  });
+
+  listen(compact, "click", () => {
+    const sessionId = model.get("session_id") || "";
+    if (sessionId === "" || model.get("busy")) return;
+    model.send({ action: "compact", session_id: sessionId });
+  });
+
+  // The info tooltip shows on hover and on keyboard focus (CSS); a tap or click
+  // pins it open; Escape dismisses it until the pointer or focus leaves.
+  listen(info, "click", (e) => {
+    e.stopPropagation();
+    infoWrap.classList.remove("ocw-tooltip-dismissed");
+    infoWrap.classList.toggle("ocw-tooltip-open");
+  });
+  listen(info, "keydown", (e) => {
+    if (e.key === "Escape") {
+      e.stopPropagation();
+      infoWrap.classList.remove("ocw-tooltip-open");
+      infoWrap.classList.add("ocw-tooltip-dismissed");
+    }
+  });
+  const reset = () => infoWrap.classList.remove("ocw-tooltip-dismissed");
+  listen(infoWrap, "mouseleave", reset);
+  listen(info, "blur", () => {
+    reset();
+    infoWrap.classList.remove("ocw-tooltip-open");
+  });
+
+  // ---- Python -> browser ----
+  for (const name of WATCHED) model.on(`change:${name}`, update);
+  update();
+
+  return () => {
+    for (const name of WATCHED) model.off(`change:${name}`, update);
+    for (const dispose of disposers.splice(0)) dispose();
+    root.remove();
+  };
+}
+
+export default { render };
