@@ -1,0 +1,357 @@
+"""The built-in offline model: no key, no network, deterministic.
+
+Why it exists (DESIGN.md §7): everything — the ring, `%compact`, reactive
+compaction, tools — must run on a laptop with no key and no network, and the
+tests need a model whose answers are the same on every run. So this model
+never pretends: every answer starts with "(offline model)". It
+- answers a chat message with a digest of it (length, first sentence, keywords);
+- answers a summary request (system prompt starting with SUMMARY_MARKER) with
+  a real extractive summary within ``max_tokens``, keeping identifiers;
+- calls a tool when the user names one, and reports a tool's result;
+- raises ContextOverflowError when the prompt exceeds its context window, as
+  a real model would, so reactive compaction can be exercised offline.
+
+Usage is counted with ocw's own tokenizer, so "measured" figures are exact.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+
+from ..errors import ContextOverflowError
+from ..tokens import count_message, count_text, encoding_for_model, render_block, truncate_to_tokens
+from .base import SUMMARY_MARKER, Reply, StreamCallback, Usage
+
+PREFIX = "(offline model) "
+DEFAULT_CONTEXT_WINDOW = 8192
+DEFAULT_SUMMARY_TOKENS = 1024
+HEADER = f"{PREFIX}Summary of the earlier conversation (extractive)."
+LABELS = ("Key points:", "Identifiers:")
+_INSTRUCTION = re.compile(r"\W*(please\s+)?(summari[sz]e|write a summary)\b", re.I)
+
+_STOP = frozenset(
+    """a an the and or but if then else of to in on at by for with from into onto over under about as is are was
+    were be been being do does did done have has had having it its this that these those there here i you he she we
+    they me him her us them my your our their mine yours what which who whom whose when where why how all any both
+    each few more most other some such no nor not only own same so than too very can could will would shall should
+    may might must just also please let lets want need use using used get got make made like one two see now new
+    okay ok yes hi hello thanks thank user assistant tool""".split()
+)
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[-./][A-Za-z0-9_]+)*|\d+(?:\.\d+)?")
+_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'`(\[A-Z0-9])")
+_URL = re.compile(r"https?://[^\s<>()\[\]\"'`]+")
+_IDENT_PATTERNS = [
+    re.compile(r"`([^`\n]{1,80})`"),  # backticked names (kept with their backticks)
+    re.compile(r"(?<![\w/.])(?:[\w.-]+/)+[\w.-]+|(?<![\w/.])[\w-]+\.(?:py|ipynb|js|ts|json|txt|md|csv|toml|ya?ml"
+               r"|sql|duckdb|html|css|sh|cfg|ini|parquet|log|rs|go|c|h|cpp)\b"),  # file paths
+    re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:%|(?:ms|s|sec|secs|seconds|min|mins|minutes|h|hrs|hours|days|weeks"
+               r"|KB|MB|GB|TB|KiB|MiB|GiB|kB|B|tokens|px|k|x|°C|USD|EUR)\b)"),  # numbers with units
+    re.compile(r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning)\b"),  # ErrorNames
+    re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d+\b"),  # ticket ids like ABC-123
+]
+
+
+# -- text helpers -----------------------------------------------------------
+def _blocks(m: dict) -> list[dict]:
+    c = m.get("content", [])
+    return [{"type": "text", "text": c}] if isinstance(c, str) else list(c)
+
+
+def _text_of(blocks: list[dict]) -> str:
+    return "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text" and b.get("text"))
+
+
+def _sentences(text: str) -> list[str]:
+    out = []
+    for line in text.splitlines():
+        for s in _SENT_SPLIT.split(line.strip()):
+            s = s.strip(" \t-*#>")
+            if len(s) >= 3:
+                out.append(s)
+    return out
+
+
+def _terms(text: str) -> list[str]:
+    return [w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if len(w) > 2 and w not in _STOP]
+
+
+def identifiers(text: str) -> list[str]:
+    """Identifiers worth keeping verbatim, in order of first appearance, no duplicates."""
+    found: list[tuple[int, str]] = []
+    for m in _URL.finditer(text):
+        found.append((m.start(), m.group(0).rstrip(".,;:!?")))
+    rest = _URL.sub(lambda m: " " * len(m.group(0)), text)  # paths inside URLs are not paths
+    for pat in _IDENT_PATTERNS:
+        for m in pat.finditer(rest):
+            tok = m.group(0).rstrip(".,;:!?") if not m.group(0).startswith("`") else m.group(0)
+            if tok.strip("`").strip():
+                found.append((m.start(), tok))
+    seen: set[str] = set()
+    out = []
+    for _, tok in sorted(found, key=lambda p: p[0]):
+        if tok not in seen and tok.strip("`") not in seen:
+            seen.add(tok)
+            seen.add(tok.strip("`"))
+            out.append(tok)
+    return out
+
+
+def keywords(text: str, n: int = 5) -> list[str]:
+    """Most frequent content words, ties broken by first appearance."""
+    words = [m.group(0) for m in _WORD.finditer(text)]
+    words = [w for w in words if len(w) > 2 and w.lower() not in _STOP]
+    counts = Counter(w.lower() for w in words)
+    first: dict[str, tuple[int, str]] = {}
+    for i, w in enumerate(words):
+        first.setdefault(w.lower(), (i, w))  # shown as first written
+    return [first[t][1] for t in sorted(counts, key=lambda t: (-counts[t], first[t][0]))[:n]]
+
+
+def _chunks(text: str, words: int = 3) -> list[str]:
+    parts = re.findall(r"\S+\s*|\s+", text)
+    return ["".join(parts[i : i + words]) for i in range(0, len(parts), words)] or [text]
+
+
+# -- the model ----------------------------------------------------------------
+class OfflineProvider:
+    """A deterministic stand-in model that says plainly it is offline."""
+
+    name = "offline"
+    offline = True
+
+    def __init__(self, model: str = "ocw-offline", *, context_window: int | None = None):
+        self.model = model
+        self.context_window = context_window or DEFAULT_CONTEXT_WINDOW
+        self.encoding = encoding_for_model(model).name
+
+    def __repr__(self) -> str:
+        return f"OfflineProvider(model={self.model!r}, context_window={self.context_window})"
+
+    def close(self) -> None:
+        pass
+
+    def prompt_tokens(self, messages: list[dict], system: str | None = None) -> int:
+        """What a request costs: the system prompt plus every message (ocw.tokens rules)."""
+        n = count_text(system or "", self.encoding)
+        for m in messages:
+            n += count_message(m.get("role", "user"), _blocks(m), self.encoding)
+        return n
+
+    # -- Provider API -------------------------------------------------------
+    def stream(
+        self,
+        messages: list[dict],
+        *,
+        system: str | None = None,
+        tools: list[dict] | None = None,
+        max_tokens: int | None = None,
+        on_event: StreamCallback | None = None,
+    ) -> Reply:
+        reply = self._respond(messages, system, tools, max_tokens)
+        if on_event is not None:
+            for block in reply.content:
+                if block["type"] == "text":
+                    for piece in _chunks(block["text"]):
+                        on_event("text", piece)
+                elif block["type"] == "tool_use":
+                    on_event("tool_use", block)
+        return reply
+
+    def complete(
+        self,
+        messages: list[dict],
+        *,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        tools: list[dict] | None = None,
+    ) -> Reply:
+        return self._respond(messages, system, tools, max_tokens)
+
+    # -- answers ------------------------------------------------------------
+    def _respond(self, messages, system, tools, max_tokens) -> Reply:
+        used = self.prompt_tokens(messages, system)
+        if used > self.context_window:
+            body = f"prompt is too long: {used} tokens > {self.context_window} maximum"
+            raise ContextOverflowError(f"offline: {body}", status=400, body=body)
+        stop = "end_turn"
+        if (system or "").startswith(SUMMARY_MARKER):
+            content = [{"type": "text", "text": self.summarize(messages, max_tokens or DEFAULT_SUMMARY_TOKENS)}]
+        else:
+            last = next((m for m in reversed(messages) if m.get("role") in ("user", "tool")), None)
+            blocks = _blocks(last) if last else []
+            results = [b for b in blocks if b.get("type") == "tool_result"]
+            call = self._tool_call(_text_of(blocks), tools, messages) if tools and not results else None
+            if results:
+                content = [{"type": "text", "text": self._tool_result_reply(results)}]
+            elif call is not None:
+                content = [{"type": "text", "text": f"{PREFIX}Calling `{call['name']}`."}, call]
+                stop = "tool_use"
+            else:
+                content = [{"type": "text", "text": self._digest(_text_of(blocks))}]
+            if max_tokens and content[0]["type"] == "text":
+                text = content[0]["text"]
+                cut = truncate_to_tokens(text, max_tokens, self.encoding)
+                if cut != text:
+                    content, stop = [{"type": "text", "text": cut}], "max_tokens"
+        out = sum(count_text(render_block(b), self.encoding) for b in content)
+        return Reply(content=content, usage=Usage(used, out, 0), stop_reason=stop, model=self.model)
+
+    def _digest(self, text: str) -> str:
+        text = text.strip()
+        if not text:
+            return f"{PREFIX}I received no text to answer. No real model is connected; set a provider to chat."
+        first = _sentences(text)[0] if _sentences(text) else text
+        first = truncate_to_tokens(first, 40, self.encoding)
+        kws = keywords(text)
+        parts = [
+            f"{PREFIX}No real model is connected, so here is a digest of your message.",
+            f"It is {count_text(text, self.encoding)} tokens long and begins \u201c{first}\u201d",
+        ]
+        if kws:
+            parts.append("\u2014 keywords: " + ", ".join(kws) + ".")
+        return " ".join(parts)
+
+    @staticmethod
+    def _tool_result_reply(results: list[dict]) -> str:
+        texts = []
+        for b in results:
+            c = b.get("content", "")
+            if isinstance(c, list):
+                c = _text_of(c)
+            texts.append(("error: " if b.get("is_error") else "") + str(c))
+        joined = " | ".join(texts).strip()
+        short = joined[:200] + ("…" if len(joined) > 200 else "")
+        return f"{PREFIX}The tool returned: {short}"
+
+    def _tool_call(self, text: str, tools: list[dict], messages: list[dict]) -> dict | None:
+        """A tool_use block if the user names a tool: earliest mention wins."""
+        best = None
+        for t in tools:
+            name = t.get("name", "")
+            m = re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text) if name else None
+            if m and (best is None or m.start() < best[0].start()):
+                best = (m, name)
+        if best is None:
+            return None
+        m, name = best
+        after = text[m.end() :]
+        args: dict = {}
+        # `name(k=v, ...)` or `name with k=v, k2="any text; even (this)."`: a quoted
+        # value may hold anything, a bare one ends at , ; ) a space or a sentence end.
+        opener = re.match(r"`?\s*\(|`?\s+with\s+", after)
+        pos = opener.end() if opener else None
+        while pos is not None:
+            pair = _ARG.match(after, pos)
+            if pair is None:
+                break
+            args[pair.group(1)] = _value(pair.group(2))
+            pos = _ARG_SEP.match(after, pair.end()).end()
+        n = 1 + sum(1 for msg in messages for b in _blocks(msg) if b.get("type") == "tool_use")
+        return {"type": "tool_use", "id": f"toolu_offline_{n}", "name": name, "input": args}
+
+    # -- summaries ------------------------------------------------------------
+    def summarize(self, messages: list[dict], budget: int) -> str:
+        """An extractive summary of the transcript, never over ``budget`` tokens.
+
+        Sentences are scored by their content terms, each weighted df·log(1+N/df)
+        over the N sentences: a term that recurs (a topic) outweighs a one-off
+        remark; a sentence sharing no term with the rest and naming no
+        identifier is small talk and never kept. Identifiers, the opening and
+        recency add a bonus. The best sentences are kept in their
+        original order; identifiers they do not already contain are listed
+        verbatim after them. A summary never grows past half the transcript
+        (with a small floor): compaction must shrink the context, not pad it.
+        """
+        texts = []
+        for m in messages:
+            for b in _blocks(m):
+                if b.get("type") == "text":
+                    texts.append(b.get("text", ""))
+                elif b.get("type") == "tool_result":
+                    texts.append(render_block(b))
+        text = "\n".join(t for t in texts if t)
+        enc = self.encoding
+        # A previous summary is re-read as plain sentences (its labels are dropped).
+        body = "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith((HEADER, *LABELS)))
+        sents = [s for s in dict.fromkeys(_sentences(body)) if not _INSTRUCTION.match(s)]
+        idents = identifiers(text)
+        n = len(sents)
+        df = Counter(t for s in sents for t in set(_terms(s)))
+        score: dict[int, float] = {}
+        for i, s in enumerate(sents):
+            terms = set(_terms(s))
+            ids = len(identifiers(s))
+            # A sentence that shares no term with the rest and names nothing is small talk.
+            if not ids and not any(df[t] > 1 for t in terms) and n > 1:
+                continue
+            weight = sum(df[t] * math.log(1 + n / df[t]) for t in terms)
+            score[i] = weight / math.sqrt(1 + len(terms)) + 1.5 * ids
+            score[i] += (1.0 if i == 0 else 0.0) + 0.5 * i / max(1, n)
+        order = sorted(score, key=lambda i: (-score[i], i))
+        cost = lambda s: count_text(s, enc)  # noqa: E731
+        target = min(budget, max(64, cost(text) // 2))
+        used = cost(HEADER) + 8  # labels and separators
+        # Keep room for identifiers: what a summary loses most easily and the
+        # model needs most exactly (paths, ids, error names).
+        reserve = min(sum(cost(t) + 1 for t in idents), target // 3)
+        chosen: set[int] = set()
+        for i in order:
+            c = cost(sents[i]) + 2
+            if used + c + reserve <= target:
+                chosen.add(i)
+                used += c
+        covered = "\n".join(sents[i] for i in chosen)
+        kept_ids: list[str] = []
+        for tok in idents:
+            if tok in covered or tok.strip("`") in covered:
+                continue
+            if used + cost(tok) + 1 <= budget:
+                kept_ids.append(tok)
+                used += cost(tok) + 1
+        for i in order:  # room left under the target: more sentences
+            c = cost(sents[i]) + 2
+            if i not in chosen and used + c <= target:
+                chosen.add(i)
+                used += c
+
+        def render() -> str:
+            out = [HEADER]
+            if chosen:
+                out.append(LABELS[0] + "\n" + "\n".join(f"- {sents[i]}" for i in sorted(chosen)))
+            if kept_ids:
+                out.append(LABELS[1] + " " + ", ".join(kept_ids))
+            return "\n".join(out)
+
+        result = render()
+        # Joins can tokenize differently from the parts: trim until it fits.
+        while cost(result) > budget and (chosen or kept_ids):
+            if chosen:
+                chosen.remove(min(chosen, key=lambda i: (score[i], -i)))
+            else:
+                kept_ids.pop()
+            result = render()
+        full, k = result, budget
+        while cost(result) > budget:  # last resort (a tiny budget)
+            k -= 1
+            result = truncate_to_tokens(full, k, enc) if k > 0 else ""
+        return result
+
+
+_ARG_SEP = re.compile(r"\s*(?:,|;|\band\b)?\s*")
+_ARG = re.compile(r"""\s*(\w+)\s*[=:]\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^,;\s)]+?)(?=[,;\s)]|\.(?:\s|$)|$)""")
+
+
+def _value(v: str):
+    if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'":
+        if v[0] == '"':
+            try:
+                return json.loads(v)  # unescapes \" and \n
+            except ValueError:
+                pass
+        return v[1:-1]
+    try:
+        return json.loads(v)
+    except ValueError:
+        return v

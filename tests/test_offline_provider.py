@@ -1,0 +1,181 @@
+"""The built-in offline model: deterministic, honest, counted, and network-free."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+from refserver import user
+
+from ocw.errors import ContextOverflowError
+from ocw.providers import SUMMARY_MARKER, OfflineProvider, make_provider
+from ocw.providers.offline import identifiers
+from ocw.tokens import count_message, count_text
+
+TOOLS = [
+    {"name": "list_variables", "description": "List the kernel's variables", "input_schema": {"type": "object", "properties": {}}},
+    {"name": "read_file", "description": "Read a file", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},
+]
+
+TRANSCRIPT = """user: I'm building a notebook that loads sales data from data/sales_2023.csv and plots monthly revenue.
+assistant: Sure. Use pandas to read the file. Then group by month.
+user: It fails with KeyError: 'month' when I run `df.groupby('month')`. The file is 45 MB.
+assistant: The column is probably called `order_date`. Parse it with pd.to_datetime and derive the month.
+user: That worked. Now the plot takes 3.5 s to render, see https://example.com/perf?id=7 for the profile.
+assistant: Decided: switch to the Agg backend and cache the monthly revenue frame in cache/monthly.parquet.
+user: Great, ticket DATA-142 is closed. Next we need a ValueError check for negative amounts in the sales data.
+assistant: OK. I will add a validation step that raises ValueError for negative sales amounts.
+user: Thanks, that's all for today. The weather is nice. I like coffee.
+"""
+IDENTS = ["data/sales_2023.csv", "KeyError", "`df.groupby('month')`", "45 MB", "`order_date`", "3.5 s",
+          "https://example.com/perf?id=7", "cache/monthly.parquet", "DATA-142", "ValueError"]
+
+
+def summarize(p: OfflineProvider, budget: int, transcript: str = TRANSCRIPT):
+    return p.complete([user(transcript)], system=SUMMARY_MARKER + "\nSummarize: User intent, Decisions.", max_tokens=budget)
+
+
+def test_reply_is_deterministic_says_offline_and_depends_on_the_message():
+    a = OfflineProvider().stream([user("How do I read a CSV file with pandas? I have data.csv.")])
+    b = OfflineProvider().stream([user("How do I read a CSV file with pandas? I have data.csv.")])
+    c = OfflineProvider().stream([user("Explain DuckDB locking across kernels.")])
+    assert a.content == b.content and a.usage == b.usage
+    assert a.text.startswith("(offline model) ")
+    assert "How do I read a CSV file with pandas?" in a.text and "pandas" in a.text
+    assert c.text != a.text and "DuckDB" in c.text
+    assert a.stop_reason == "end_turn" and a.model == "ocw-offline"
+
+
+def test_streams_in_several_text_chunks():
+    events: list = []
+    reply = OfflineProvider().stream([user("tell me something about tokens")], on_event=lambda k, d: events.append((k, d)))
+    assert len(events) >= 3 and {k for k, _ in events} == {"text"}
+    assert "".join(d for _, d in events) == reply.text
+
+
+def test_usage_is_counted_with_the_tokenizer():
+    p = OfflineProvider()
+    assert p.encoding == "cl100k_base" and p.context_window == 8192
+    msgs = [user("first question"), {"role": "assistant", "content": [{"type": "text", "text": "an answer"}]}, user("second one")]
+    reply = p.stream(msgs, system="You are terse.")
+    expected = count_text("You are terse.", "cl100k_base") + sum(
+        count_message(m["role"], m["content"], "cl100k_base") for m in msgs
+    )
+    assert reply.usage.input_tokens == expected
+    assert reply.usage.output_tokens == count_text(reply.text, "cl100k_base") > 0
+    assert OfflineProvider(context_window=1000).context_window == 1000
+
+
+def test_max_tokens_truncates():
+    reply = OfflineProvider().stream([user("a fairly long question about many different things " * 3)], max_tokens=5)
+    assert reply.stop_reason == "max_tokens" and count_text(reply.text) <= 5 and reply.usage.output_tokens <= 5
+
+
+def test_prompt_over_the_window_overflows():
+    p = OfflineProvider(context_window=50)
+    p.stream([user("short")])
+    with pytest.raises(ContextOverflowError, match="prompt is too long"):
+        p.stream([user("word " * 200)])
+
+
+@pytest.mark.parametrize("budget", [1, 8, 20, 40, 60, 100, 150, 400])
+def test_summary_never_exceeds_its_budget(budget):
+    reply = summarize(OfflineProvider(), budget)
+    assert count_text(reply.text) <= budget
+    assert reply.usage.output_tokens == count_text(reply.text)
+    if budget >= 20:
+        assert reply.text.startswith("(offline model) Summary")
+
+
+def test_summary_keeps_identifiers_and_salient_sentences():
+    p = OfflineProvider()
+    reply = summarize(p, 300)
+    for ident in IDENTS:
+        assert ident.strip("`") in reply.text, ident
+    assert "data/sales_2023.csv" in reply.text
+    # recurring topic sentences beat one-off chit-chat
+    assert "The weather is nice." not in reply.text and "I like coffee." not in reply.text
+    assert "Summarize" not in reply.text  # the instruction is not part of the summary
+    assert reply.text == summarize(p, 300).text == summarize(OfflineProvider(), 300).text  # deterministic
+    assert count_text(reply.text) < count_text(TRANSCRIPT)  # it compacts
+
+
+def test_summary_of_a_summary_keeps_identifiers():
+    p = OfflineProvider()
+    first = summarize(p, 150).text
+    second = summarize(p, 150, first + "\nuser: Also see notes/todo.md for ABC-7.").text
+    assert count_text(second) <= 150
+    for ident in ("notes/todo.md", "ABC-7", "data/sales_2023.csv"):
+        assert ident in second
+
+
+def test_identifier_extraction():
+    text = "See src/ocw/store.py and https://x.org/a/b.html, `make_provider` raised TimeoutError after 30 s (JIRA-12)."
+    assert identifiers(text) == ["src/ocw/store.py", "https://x.org/a/b.html", "`make_provider`", "TimeoutError", "30 s", "JIRA-12"]
+
+
+def test_tool_call_when_the_user_names_a_tool():
+    p = OfflineProvider()
+    events: list = []
+    reply = p.stream([user("please call list_variables")], tools=TOOLS, on_event=lambda k, d: events.append((k, d)))
+    assert reply.stop_reason == "tool_use"
+    assert reply.tool_uses == [{"type": "tool_use", "id": "toolu_offline_1", "name": "list_variables", "input": {}}]
+    assert reply.text.startswith("(offline model)")
+    assert ("tool_use", reply.tool_uses[0]) in events
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('run read_file(path="notes.txt", limit=5)', {"path": "notes.txt", "limit": 5}),
+        ("use `read_file` with path=notes.txt, strict=true", {"path": "notes.txt", "strict": True}),
+        ("use `read_file` on notes.txt", {}),
+    ],
+)
+def test_tool_arguments_are_parsed(text, expected):
+    reply = OfflineProvider().stream([user(text)], tools=TOOLS)
+    assert reply.tool_uses[0]["name"] == "read_file" and reply.tool_uses[0]["input"] == expected
+
+
+def test_tool_ids_are_deterministic_and_unique_in_a_conversation():
+    history = [
+        user("call list_variables"),
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_offline_1", "name": "list_variables", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_offline_1", "content": "x = 1"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+        user("now call read_file"),
+    ]
+    assert OfflineProvider().stream(history, tools=TOOLS).tool_uses[0]["id"] == "toolu_offline_2"
+
+
+def test_tool_results_are_reported_not_called_again():
+    results = {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_offline_1", "content": "df: DataFrame (3 rows); " + "x" * 300},
+    ]}
+    reply = OfflineProvider().stream([user("call list_variables"), results], tools=TOOLS)
+    assert reply.tool_uses == [] and reply.stop_reason == "end_turn"
+    assert reply.text.startswith("(offline model) The tool returned: df: DataFrame (3 rows);")
+    assert len(reply.text) < 260
+
+
+def test_no_tool_mentioned_means_a_normal_reply():
+    reply = OfflineProvider().stream([user("what variables do I have?")], tools=TOOLS)
+    assert reply.tool_uses == [] and reply.text.startswith("(offline model)")
+
+
+def test_works_without_network_or_keys(monkeypatch):
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")  # a dead port
+
+    def no_network(*a, **k):
+        raise AssertionError("the offline model touched the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    p = make_provider()
+    assert isinstance(p, OfflineProvider) and p.offline and p.name == "offline"
+    assert p.stream([user("hello")]).text.startswith("(offline model)")
+    assert count_text(summarize(p, 50).text) <= 50
+    assert make_provider("offline", context_window=4096).context_window == 4096
+    p.close()

@@ -1,0 +1,135 @@
+"""The SSE decoder, fed literal byte chunks the way a network delivers them."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ocw.providers.sse import SSEDecoder, SSEEvent, iter_sse
+
+
+def decode(*chunks: bytes) -> list[SSEEvent]:
+    dec = SSEDecoder()
+    out: list[SSEEvent] = []
+    for c in chunks:
+        out += dec.feed(c)
+    return out + dec.close()
+
+
+def test_one_event_and_name():
+    assert decode(b"event: ping\ndata: {}\n\n") == [SSEEvent("ping", "{}")]
+    assert decode(b"data: hi\n\n") == [SSEEvent("message", "hi")]
+
+
+def test_events_are_yielded_as_soon_as_their_blank_line_arrives():
+    dec = SSEDecoder()
+    assert dec.feed(b"data: a\n") == []
+    assert dec.feed(b"\ndata: b\n") == [SSEEvent("message", "a")]
+    assert dec.feed(b"\n") == [SSEEvent("message", "b")]
+    assert dec.close() == []
+
+
+def test_multiline_data_joined_with_newline():
+    assert decode(b"data: line1\ndata: line2\ndata:\ndata: x\n\n") == [SSEEvent("message", "line1\nline2\n\nx")]
+
+
+def test_all_three_line_endings():
+    expected = [SSEEvent("e", "a\nb"), SSEEvent("message", "c")]
+    assert decode(b"event: e\r\ndata: a\r\ndata: b\r\n\r\ndata: c\r\n\r\n") == expected
+    assert decode(b"event: e\rdata: a\rdata: b\r\rdata: c\r\r") == expected
+    assert decode(b"event: e\ndata: a\ndata: b\n\ndata: c\n\n") == expected
+
+
+def test_crlf_split_between_cr_and_lf_is_one_line_ending():
+    # Read as "\r" + "\n" (two endings) this would dispatch "a" and "b" separately.
+    assert decode(b"data: a\r", b"\ndata: b\r\n\r\n") == [SSEEvent("message", "a\nb")]
+    # ...while a lone CR at the end of a chunk followed by data is a line ending.
+    assert decode(b"data: a\r", b"data: b\r\r") == [SSEEvent("message", "a\nb")]
+
+
+def test_utf8_character_split_across_reads():
+    raw = "data: héllo 你好 🙂\n\n".encode()
+    i = raw.index("你".encode()) + 1  # inside the 3-byte character
+    j = raw.index("🙂".encode()) + 2  # inside the 4-byte character
+    assert decode(raw[:i], raw[i:j], raw[j:]) == [SSEEvent("message", "héllo 你好 🙂")]
+
+
+def test_every_split_point_gives_the_same_events():
+    raw = (
+        b": keep-alive\r\n"
+        b"event: content_block_delta\r\n"
+        b'data: {"t": "\xe4\xbd\xa0\xe5\xa5\xbd"}\r\n\r\n'
+        b"id: 7\rdata: two\rdata: lines\r\r"
+        b"data: last"
+    )
+    whole = decode(raw)
+    assert [e.data for e in whole] == ['{"t": "你好"}', "two\nlines", "last"]
+    for i in range(len(raw) + 1):
+        for j in range(i, len(raw) + 1, 7):
+            assert decode(raw[:i], raw[i:j], raw[j:]) == whole, (i, j)
+    assert decode(*[raw[k : k + 1] for k in range(len(raw))]) == whole  # byte by byte
+
+
+def test_comments_are_ignored():
+    assert decode(b": this is a comment\n\n") == []
+    assert decode(b"data: a\n: comment in the middle\ndata: b\n\n") == [SSEEvent("message", "a\nb")]
+
+
+def test_field_without_colon_and_space_rules():
+    assert decode(b"data\n\n") == [SSEEvent("message", "")]
+    assert decode(b"event\ndata: x\n\n") == [SSEEvent("message", "x")]
+    assert decode(b"data:x\n\n") == [SSEEvent("message", "x")]
+    assert decode(b"data:  two spaces\n\n") == [SSEEvent("message", " two spaces")]
+    assert decode(b"data: a: b\n\n") == [SSEEvent("message", "a: b")]
+    assert decode(b"unknown: field\ndata: y\n\n") == [SSEEvent("message", "y")]
+
+
+def test_event_without_data_is_not_dispatched_and_name_resets():
+    assert decode(b"event: lonely\n\ndata: x\n\n") == [SSEEvent("message", "x")]
+
+
+def test_id_persists_and_retry_is_parsed():
+    evs = decode(b"id: 1\ndata: a\n\ndata: b\n\nid: bad\x00id\nretry: 3000\ndata: c\n\nretry: soon\ndata: d\n\n")
+    assert [(e.data, e.id, e.retry) for e in evs] == [("a", "1", None), ("b", "1", None), ("c", "1", 3000), ("d", "1", None)]
+
+
+def test_final_frame_without_blank_line_is_flushed_at_close():
+    dec = SSEDecoder()
+    assert dec.feed(b"data: first\n\ndata: last") == [SSEEvent("message", "first")]
+    assert dec.close() == [SSEEvent("message", "last")]
+    assert decode(b"data: last\r") == [SSEEvent("message", "last")]
+
+
+def test_leading_bom_is_stripped_once():
+    assert decode(b"\xef\xbb", b"\xbfdata: x\n\n") == [SSEEvent("message", "x")]
+
+
+def test_openai_stream_with_done_sentinel():
+    chunks = [
+        b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n',
+        b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hel',
+        b'lo"},"finish_reason":null}]}\n\ndata: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n',
+        b'\ndata: {"id":"c1","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2}}\n\ndata: [DONE]\n\n',
+    ]
+    evs = list(iter_sse(chunks))
+    assert [e.event for e in evs] == ["message"] * 5
+    assert evs[-1].data == "[DONE]"
+    assert json.loads(evs[1].data)["choices"][0]["delta"]["content"] == "Hello"
+    assert json.loads(evs[3].data)["usage"] == {"prompt_tokens": 9, "completion_tokens": 2}
+
+
+def test_anthropic_stream_with_error_event_mid_stream():
+    raw = (
+        b'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":12}}}\n\n'
+        b'event: ping\ndata: {"type": "ping"}\n\n'
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}\n\n'
+        b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+    )
+    evs = decode(raw[:50], raw[50:51], raw[51:200], raw[200:])
+    assert [e.event for e in evs] == ["message_start", "ping", "content_block_delta", "error"]
+    assert json.loads(evs[-1].data)["error"]["type"] == "overloaded_error"
+
+
+@pytest.mark.parametrize("chunk", [b"", b"\n", b"\r\n\r\n"])
+def test_empty_and_blank_input_produce_nothing(chunk):
+    assert decode(chunk) == []
