@@ -30,7 +30,10 @@ def context_table(session) -> str:
     for cat, n in occ["breakdown"].items():
         lines.append(f"  {CATEGORY_LABELS.get(cat, cat):<18} {n:>9,}  {_pct(n, w)}")
     lines.append(f"  {'Total':<18} {occ['total']:>9,} / {w:,} tokens ({100 * occ['ratio']:.1f}%)")
-    lines.append(f"  {'Auto-compact at':<18} {occ['reserve']:>9,}  ({occ['reserve_ratio']:.0%} line)")
+    if occ["reserve_ratio"]:
+        lines.append(f"  {'Auto-compact at':<18} {occ['reserve']:>9,}  ({occ['reserve_ratio']:.0%} line)")
+    else:
+        lines.append(f"  {'Auto-compact':<18} {'off':>9}")
     basis = occ["basis"]
     if occ.get("calibration"):
         basis += f" (measured ÷ estimated = {occ['calibration']:.2f})"
@@ -116,22 +119,33 @@ def doctor(runtime) -> str:
         lines.append(f"  session:       {s.name!r} ({s.id}), window {s.context_window:,} tokens")
     lines.append(f"  auto-compact:  {'off' if not cfg.auto_compact else f'at {cfg.auto_compact:.0%}'}; language {cfg.lang}")
     reg = runtime.tools
-    if reg is not None and getattr(reg, "code_execution_enabled", lambda: False)():
-        lines.append("  tools:         CODE EXECUTION IS ON for this session (run_python can run code in this kernel)")
+    if reg is not None and s is not None and reg.code_execution_enabled(s):
+        lines.append(f"  tools:         CODE EXECUTION IS ON for session {s.name!r} (run_python can run code in "
+                     "this kernel; %ocw deny-code turns it off)")
     else:
-        lines.append("  tools:         read-only" + (" built-ins on" if cfg.tools else " built-ins off") + "; no code execution")
+        lines.append("  tools:         read-only" + (" built-ins on" if cfg.tools else " built-ins off")
+                     + "; no code execution (%ocw allow-code turns it on for the current session)")
     vers = ", ".join(f"{p} {_version(p)}" for p in ("ocw", "duckdb", "httpx", "tiktoken", "anywidget", "ipywidgets"))
     lines.append(f"  versions:      Python {platform.python_version()}, {vers}")
     return "\n".join(lines)
 
 
-def tools_table(registry) -> str:
+def tools_table(registry, session=None, cap: int | None = None) -> str:
+    """What the model can see: each tool's name, arguments and first docstring line."""
     if registry is None:
         return "No tools: register one with @ocw.tool, or turn on the built-ins with %config Ocw.tools = True."
     lines = ["Tools the model can call:"]
     for d in registry.definitions():
-        params = ", ".join(d.get("input_schema", {}).get("properties", {}))
-        lines.append(f"  {d['name']}({params}) — {d.get('description', '').splitlines()[0] if d.get('description') else ''}")
+        schema = d.get("input_schema", {})
+        params = ", ".join(p + ("" if p in schema.get("required", []) else "?") for p in schema.get("properties", {}))
+        desc = d.get("description", "").splitlines()[0] if d.get("description") else ""
+        lines.append(f"  {d['name']}({params}) — {preview(desc, 100)}")
+    cap = cap or (session.tool_result_cap if session is not None else None)
+    if cap:
+        lines.append(f"Tool results over {cap:,} tokens are cut in what the model reads "
+                     "(%config Ocw.tool_result_cap); the store keeps them whole.")
+    if session is not None and registry.code_execution_enabled(session):
+        lines.append(f"Code execution is ON for session {session.name!r} (%ocw deny-code).")
     return "\n".join(lines)
 
 

@@ -6,6 +6,7 @@ so `%compact` and the panel's Compact now button run the same code
 """
 from __future__ import annotations
 
+import atexit
 import datetime as _dt
 import os
 import threading
@@ -35,6 +36,17 @@ class Runtime:
         self._lock = threading.RLock()
         self.widgets: list = []
         self.tools = None  # a ToolRegistry, created on first use
+        self.config.observe(self._on_auto_compact_change, names=["auto_compact"])
+
+    def _on_auto_compact_change(self, change) -> None:
+        """`%config Ocw.auto_compact = …` moves the panel's line at once."""
+        if self.current is not None:
+            self.current.reserve_ratio = change["new"]
+            self.current._publish()
+        # Close the DuckDB file before the interpreter tears down: left to the
+        # finalizer (or to the idle-release thread racing it), closing at exit
+        # aborts the process ("terminate called ...") often enough to notice.
+        atexit.register(self.close)
 
     # -- store and sessions -----------------------------------------------------------
     @property
@@ -111,7 +123,7 @@ class Runtime:
     def _make_current(self, s) -> None:
         self.current = s
         s.lang = self.config.lang
-        s.reserve_ratio = self.config.auto_compact or 0.8
+        s.reserve_ratio = self.config.auto_compact  # 0: automatic compaction is off
         for w in list(self.widgets):
             w.attach(s)
 
@@ -122,13 +134,19 @@ class Runtime:
     def provider_for(self, session):
         from .providers import make_provider
 
+        from .providers import KEY_ENV
+
         cfg = self.config
-        key = (session.provider_name, session.model, cfg.base_url, cfg.api_key, session.context_window,
+        # The key is resolved here, on every turn, so that `%env OPENAI_API_KEY=...` after
+        # an AuthError takes effect on the next cell (a cached provider would keep the old one).
+        env = KEY_ENV.get(session.provider_name)
+        api_key = cfg.api_key or (os.environ.get(env) if env else None) or None
+        key = (session.provider_name, session.model, cfg.base_url, api_key, session.context_window,
                cfg.timeout, cfg.max_retries)
         p = self._providers.get(key)
         if p is None:
             p = make_provider(session.provider_name, model=session.model, base_url=cfg.base_url,
-                              api_key=cfg.api_key, timeout=cfg.timeout, max_retries=cfg.max_retries,
+                              api_key=api_key, timeout=cfg.timeout, max_retries=cfg.max_retries,
                               context_window=session.context_window)
             self._providers[key] = p
         session.provider = p
@@ -142,7 +160,9 @@ class Runtime:
         s = self.session_for(session, new=new, model=model, provider=provider)
         # The model sees the user's @ocw.tool functions, plus the built-in read-only
         # tools when turned on (%%chat --tools or %config Ocw.tools = True).
-        registry = self.tool_registry().active(builtins=self.config.tools if tools is None else tools)
+        registry = self.tool_registry().active(builtins=self.config.tools if tools is None else tools, session=s)
+        if self.config.tool_result_cap > 0 and s.tool_result_cap != self.config.tool_result_cap:
+            s.set_tool_result_cap(self.config.tool_result_cap)  # %config Ocw.tool_result_cap, from now on
         return run_turn(
             s, text, self.provider_for(s), threshold=self.config.auto_compact, lang=self.config.lang,
             tools=registry, max_steps=self.config.max_tool_steps, max_output_tokens=self.config.max_output_tokens,
@@ -182,6 +202,7 @@ class Runtime:
             self.widgets.remove(w)
 
     def close(self) -> None:
+        atexit.unregister(self.close)
         for p in self._providers.values():
             try:
                 p.close()

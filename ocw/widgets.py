@@ -53,6 +53,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "measured": "measured",
         "calibration": "measured ÷ estimated",
         "reserve": "Auto-compaction at",
+        "off": "off",
         "count": "Compactions",
         "count_info": (
             "ocw counts its own compactions exactly. Compactions done by the provider are "
@@ -83,6 +84,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "measured": "实测",
         "calibration": "实测 ÷ 估算",
         "reserve": "自动压缩阈值",
+        "off": "关闭",
         "count": "压缩次数",
         "count_info": (
             "ocw 自己执行的压缩会被准确计数；服务商执行的压缩是根据服务商报告的用量下降推断的，"

@@ -281,13 +281,15 @@ function render({ model, el }) {
     renderRows(L, hasSession ? breakdownEntries(model.get("breakdown")) : [], windowSize);
     const reserve = Number(model.get("reserve_ratio"));
     const reservePct = Number.isFinite(reserve) ? Math.min(100, Math.max(0, reserve * 100)) : 80;
+    const autoOff = Number.isFinite(reserve) && reserve <= 0; // automatic compaction is off
+    reserveMark.hidden = autoOff;
     reserveMark.style.left = `${reservePct}%`;
-    reserveMark.title = `${L.reserve} ${formatPercent(reservePct / 100)}`;
+    reserveMark.title = `${L.reserve} ${autoOff ? (L.off || "off") : formatPercent(reservePct / 100)}`;
 
     totalLabel.textContent = L.total;
     totalValue.textContent = `${formatInt(total)} / ${formatInt(windowSize)} ${L.tokens}`;
     reserveLabel.textContent = L.reserve;
-    reserveValue.textContent = formatPercent(reservePct / 100);
+    reserveValue.textContent = autoOff ? (L.off || "off") : formatPercent(reservePct / 100);
     basisLabel.textContent = L.basis;
     const basis = model.get("basis") === "measured" ? "measured" : "estimated";
     const cal = model.get("calibration");
