@@ -20,7 +20,9 @@ from .context.snip import snip
 from .errors import ContextOverflowError, OcwError
 from .i18n import text as i18n_text
 from .render import normalize_content
-from .tokens import count_message
+from .store import new_id
+from .tools import no_tools_result
+from .tokens import count_message, render_block
 
 SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"
 
@@ -63,6 +65,36 @@ def to_provider_messages(history: list[dict]) -> tuple[str, list[dict]]:
     return "\n\n".join(p for p in system_parts if p), out
 
 
+def unpaired_tool_blocks_as_text(history: list[dict]) -> list[dict]:
+    """A tool call must be answered by the next message and a result must answer a
+    call of the message before it, or the provider rejects the request (OpenAI:
+    "messages with role 'tool' must be a response to a preceding message with
+    'tool_calls'"). ocw stores them in pairs, but HEAD moved by %branch/%rewind, or
+    an old session, can leave one alone: it then travels as plain text."""
+    def uses(m):
+        return {b["id"] for b in m["content"] if b.get("type") == "tool_use"} if m["role"] == "assistant" else set()
+
+    def answers(m):
+        return {b["tool_use_id"] for b in m["content"] if b.get("type") == "tool_result"} if m["role"] != "assistant" else set()
+
+    out = []
+    for i, m in enumerate(history):
+        prev = history[i - 1] if i else None
+        nxt = history[i + 1] if i + 1 < len(history) else None
+        called = uses(prev) if prev else set()
+        answered = answers(nxt) if nxt else set()
+        blocks, changed = [], False
+        for b in m["content"]:
+            t = b.get("type")
+            if t == "tool_result" and b.get("tool_use_id") not in called:
+                b, changed = {"type": "text", "text": f"[result of an earlier tool call] {b.get('content', '')}"}, True
+            elif t == "tool_use" and m["role"] == "assistant" and b.get("id") not in answered:
+                b, changed = {"type": "text", "text": f"[called {render_block(b)}; no result]"}, True
+            blocks.append(b)
+        out.append({**m, "content": blocks} if changed else m)
+    return out
+
+
 class Turn:
     """Runs one `%%chat` cell against a session and a provider."""
 
@@ -83,6 +115,7 @@ class Turn:
         self.on_tool = on_tool or (lambda call, result: None)
         self.result = TurnResult()
         self._overflow_retry_used = False
+        self._ids_in_use: set[str] = set()  # tool_use ids the model can see (kept unique)
 
     # -- prepare --------------------------------------------------------------------
     def _compact(self, trigger: str) -> CompactionResult | None:
@@ -119,9 +152,12 @@ class Turn:
             history.append({"role": role, "content": blocks, "tokens": count_message(role, blocks, enc)})
         limit = int(s.context_window * (self.threshold or 1.0)) - parts["tools"]
         history, dropped = snip(history, max(1, limit))
+        self._snipped_now = bool(dropped)
         if dropped:
             self.result.snipped += dropped
             self.on_system(i18n_text("snipped", self.lang, n=dropped))
+        history = unpaired_tool_blocks_as_text(history)
+        self._ids_in_use |= {b["id"] for m in history for b in m["content"] if b.get("type") == "tool_use"}
         return to_provider_messages(history)
 
     def _budget_ratio(self, pending: list[tuple]) -> float:
@@ -133,10 +169,11 @@ class Turn:
     # -- request ----------------------------------------------------------------------
     def _request(self, pending: list[tuple]):
         s = self.session
-        if self.threshold and self._budget_ratio(pending) >= self.threshold:
-            self._compact("auto")
+        # The definitions count in the budget (the `tools` category): set them first.
         tool_defs = self.tools.definitions() if self.tools else None
         s.tool_definitions = tool_defs or []
+        if self.threshold and self._budget_ratio(pending) >= self.threshold:
+            self._compact("auto")
         while True:
             system, messages = self._outgoing(pending)
             try:
@@ -165,38 +202,59 @@ class Turn:
         s.sync()
         pending: list[tuple] = [("user", user_content)]
         steps = 0
-        while True:
-            try:
+        try:
+            while True:
                 reply = self._request(pending)
-            except KeyboardInterrupt:
-                self.result.interrupted = True
-                raise
-            steps += 1
-            calls = reply.tool_uses if self.tools else []
-            assistant = reply.content or [{"type": "text", "text": ""}]
-            if not calls:
-                ids = s.append_many([*pending, ("assistant", assistant)])
+                steps += 1
+                calls = reply.tool_uses
+                assistant = reply.content or [{"type": "text", "text": ""}]
+                if not calls:
+                    ids = s.append_many([*pending, ("assistant", assistant)])
+                    self.result.node_ids += ids
+                    self._record_usage(reply)
+                    break
+                self._unique_ids(calls)
+                results = []
+                for call in calls:
+                    res = self.tools.run(call) if self.tools else no_tools_result(call)
+                    results.append(res)
+                    self.on_tool(call, res)
+                # The calls and their results land together: never one without the other.
+                # No usage sample here: the request measured the calls, not the results
+                # that now end the branch, so it would understate the next step's budget.
+                ids = s.append_many([*pending, ("assistant", assistant), ("tool", results)])
                 self.result.node_ids += ids
-                self._record_usage(reply)
-                break
-            results = [self.tools.run(call) for call in calls]
-            for call, res in zip(calls, results):
-                self.on_tool(call, res)
-            # The call and its results land together: never one without the other.
-            ids = s.append_many([*pending, ("assistant", assistant), ("user", results)])
-            self.result.node_ids += ids
-            self._record_usage(reply)
-            pending = []
-            self.result.tool_steps = steps
-            if steps >= self.max_steps:
-                self.result.step_limit_reached = True
-                self.on_system(f"Stopped after {steps} tool steps (the limit, %config Ocw.max_tool_steps); "
-                               "ask again to continue.")
-                break
+                pending = []
+                self.result.tool_steps = steps
+                if steps >= self.max_steps:
+                    self.result.step_limit_reached = True
+                    self.on_system(f"Stopped after {steps} tool step{'s' if steps != 1 else ''} "
+                                   f"(the limit, %config Ocw.max_tool_steps = {self.max_steps}); "
+                                   "the calls and results are saved, ask again to continue.")
+                    break
+        except KeyboardInterrupt as e:
+            # The stop button: finished steps stay stored (call + results), the
+            # interrupted one is not. The caller says which.
+            self.result.interrupted = True
+            e.turn_result = self.result
+            raise
         self.result.usage = reply.usage
         return self.result
 
+    def _unique_ids(self, calls: list[dict]) -> None:
+        """Give every call an id no other visible call has: some servers send none, or
+        reuse call_0 every step, and a repeated id would pair a result with the wrong call."""
+        for call in calls:
+            cid = call.get("id")
+            if not cid or cid in self._ids_in_use:
+                call["id"] = new_id("call_")
+            self._ids_in_use.add(call["id"])
+
     def _record_usage(self, reply) -> None:
+        # A snipped request measured less than the branch now holds; recording it
+        # would make the next budget look small and automatic compaction never fire.
+        if getattr(self, "_snipped_now", False):
+            return
         used = reply.usage.context_tokens if reply.usage else None
         if used is not None:
             self.session.record_usage(used)
