@@ -8,6 +8,9 @@ __version__ = "0.1.0"
 
 from .errors import OcwError  # noqa: E402
 from .store import Store  # noqa: E402
+# Import the submodule now, so that importing it later (the magics do) cannot
+# rebind `ocw.config` from the function below to the module.
+from . import config as _config_module  # noqa: E402,F401
 
 
 def __getattr__(name):

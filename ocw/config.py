@@ -12,6 +12,10 @@ import os
 from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
+from .errors import ConfigError
+
+PROVIDER_NAMES = ("offline", "openai", "anthropic")
+
 KNOWN_WINDOWS = [  # (model prefix, context window), most specific first
     ("gpt-4o", 128_000), ("gpt-4.1", 1_047_576), ("gpt-4.5", 128_000), ("gpt-5", 400_000),
     ("o1", 200_000), ("o3", 200_000), ("o4", 200_000), ("gpt-4-turbo", 128_000), ("gpt-4", 8_192),
@@ -31,16 +35,36 @@ def known_context_window(model: str | None) -> int:
 
 
 def parse_auto_compact(value) -> float:
-    """`off`/`0`/`false` → 0.0 (off); a ratio 0.5–0.99 or a percent 50–99 → ratio."""
+    """`off`/`0`/`false` → 0.0 (off); a ratio 0.1–0.99 or a percent 10–99 → ratio.
+    Anything else is a ConfigError that names the value (a typo in OCW_AUTO_COMPACT
+    must not silently turn automatic compaction off or make every cell fail)."""
+    raw = value
     if isinstance(value, str):
-        v = value.strip().lower().rstrip("%")
+        v = value.strip().lower().rstrip("%").strip()
         if v in ("off", "no", "false", "0", "none", ""):
             return 0.0
-        value = float(v)
-    value = float(value)
+        try:
+            value = float(v)
+        except ValueError:
+            value = None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        value = float("nan")
     if value > 1:
         value /= 100.0
+    if not (value == 0 or 0.1 <= value < 1.0):  # NaN fails both
+        raise ConfigError(f"OCW_AUTO_COMPACT={raw!r} is not a threshold",
+                          hint="use a share of the window (0.8), a percent (80) or off")
     return value
+
+
+class SecretStr(str):
+    """An API key: a real str for the provider, but its repr (what `%config Ocw` and
+    an `Out[]` show) never reveals it."""
+
+    def __repr__(self) -> str:
+        return "'<hidden>'"
 
 
 class Ocw(Configurable):
@@ -51,7 +75,7 @@ class Ocw(Configurable):
     model = Unicode(allow_none=True, config=True, help="Model name; default depends on the provider. Env: OCW_MODEL.")
     base_url = Unicode(allow_none=True, config=True,
                        help="Base URL of the provider's API, e.g. http://localhost:11434/v1 for Ollama. Env: OCW_BASE_URL.")
-    api_key = Unicode(allow_none=True, config=True,
+    api_key = Unicode(None, allow_none=True, config=True,
                       help="API key. Prefer OPENAI_API_KEY / ANTHROPIC_API_KEY in the environment; never stored.")
     context_window = Int(0, config=True,
                          help="Context window in tokens; 0 uses the model's known window (8192 when unknown). Env: OCW_CONTEXT_WINDOW.")
@@ -72,7 +96,11 @@ class Ocw(Configurable):
     @default("provider")
     def _default_provider(self):
         value = os.environ.get("OCW_PROVIDER", "offline").strip().lower() or "offline"
-        return value if value in ("offline", "openai", "anthropic") else "offline"
+        if value not in PROVIDER_NAMES:
+            # Falling back to the offline model would answer as if the typo had worked.
+            raise ConfigError(f"OCW_PROVIDER={value!r} is not a provider",
+                              hint=f"use one of {', '.join(PROVIDER_NAMES)}, or %config Ocw.provider = 'openai'")
+        return value
 
     @default("model")
     def _default_model(self):
@@ -84,8 +112,13 @@ class Ocw(Configurable):
 
     @default("context_window")
     def _default_window(self):
-        v = os.environ.get("OCW_CONTEXT_WINDOW", "").strip()
-        return int(v) if v.isdigit() else 0
+        v = os.environ.get("OCW_CONTEXT_WINDOW", "").strip().replace("_", "").replace(",", "")
+        if not v:
+            return 0
+        if not v.isdigit():
+            raise ConfigError(f"OCW_CONTEXT_WINDOW={v!r} is not a number of tokens",
+                              hint="use a whole number such as 128000, or 0 for the model's known window")
+        return int(v)
 
     @default("db")
     def _default_db(self):
@@ -104,14 +137,20 @@ class Ocw(Configurable):
 
     @default("debug")
     def _default_debug(self):
-        return os.environ.get("OCW_DEBUG", "") not in ("", "0", "false")
+        return os.environ.get("OCW_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
 
     @validate("auto_compact")
     def _check_auto(self, proposal):
         v = proposal["value"]
         if v != 0 and not (0.1 <= v < 1.0):
-            raise TraitError("auto_compact is a share of the window between 0.1 and 0.99, or 0 for off")
+            raise TraitError(f"Ocw.auto_compact = {v!r} is not a threshold: use a share of the window "
+                             "between 0.1 and 0.99 (e.g. 0.8), or 0 for off")
         return v
+
+    @validate("api_key")
+    def _hide_key(self, proposal):
+        v = proposal["value"]
+        return SecretStr(v) if isinstance(v, str) and not isinstance(v, SecretStr) else v
 
     @validate("context_window", "max_tool_steps", "tool_result_cap", "max_output_tokens")
     def _check_nonneg(self, proposal):

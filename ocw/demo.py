@@ -22,13 +22,29 @@ def run_headless(out_dir: Path) -> Path:
     for f in (db, db.with_suffix(".duckdb.wal")):
         if f.exists():
             f.unlink()
-    os.environ.update(OCW_DB=str(db), OCW_PROVIDER="offline")
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    client = NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(NOTEBOOK.parent)}})
     out = out_dir / "01-quickstart.executed.ipynb"
-    nbformat.write(nb, out)
+    try:
+        # The kernel gets its own environment; this process's stays as it was
+        # (main() may be called from a test or another tool).
+        client.execute(env=demo_env(db))
+    finally:
+        nbformat.write(nb, out)  # a failed run still leaves the executed copy to look at
     return out
+
+
+def demo_env(db: Path) -> dict:
+    """The demo kernel's environment: the offline model, a throwaway database, and
+    none of the caller's other OCW_* settings (a model or window from the shell
+    would change what the quickstart shows); the language is kept."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("OCW_") and k not in ("JPY_SESSION_NAME", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    if os.environ.get("OCW_LANG"):
+        env["OCW_LANG"] = os.environ["OCW_LANG"]
+    env.update(OCW_DB=str(db), OCW_PROVIDER="offline")
+    return env
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +57,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot find {NOTEBOOK}; run make demo from an ocw checkout", file=sys.stderr)
         return 2
     if args.headless:
-        out = run_headless(Path(args.out))
+        from nbclient.exceptions import CellExecutionError
+
+        try:
+            out = run_headless(Path(args.out))
+        except CellExecutionError as e:
+            print(f"{NOTEBOOK.name} failed on the offline model:\n{e}\n"
+                  f"Executed copy (up to the failing cell): {Path(args.out) / '01-quickstart.executed.ipynb'}",
+                  file=sys.stderr)
+            return 1
         print(f"Executed {NOTEBOOK.name} on the offline model.\nExecuted copy: {out}")
         return 0
     env = {**os.environ, "OCW_PROVIDER": os.environ.get("OCW_PROVIDER", "offline")}

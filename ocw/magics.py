@@ -32,6 +32,8 @@ HELP = [
     ("%ocw help", "this list"),
     ("%ocw doctor", "provider, key present or not, base URL reachability, tokenizer, database, versions"),
     ("%ocw tools", "the tools the model can call"),
+    ("%ocw allow-code", "let the model run Python in this kernel (run_python), for the current session only"),
+    ("%ocw deny-code", "take that back (a new session or a restarted kernel starts without it)"),
 ]
 
 
@@ -65,25 +67,37 @@ class _StreamView:
             sys.stdout.write(delta)
             sys.stdout.flush()
             return
-        from IPython.display import Markdown, display
+        from IPython.display import display
 
         if self.handle is None:
-            self.handle = display(Markdown(self.text), display_id=True)
+            self.handle = display(self._bundle(self.text), raw=True, display_id=True)
         elif time.monotonic() - self._last > 0.05:
-            self.handle.update(Markdown(self.text))
+            self.handle.update(self._bundle(self.text), raw=True)
             self._last = time.monotonic()
+
+    @staticmethod
+    def _bundle(text: str) -> dict:
+        # text/plain carries the reply too: a plain-text front end (jupyter console,
+        # nbconvert --to markdown/script, nbval) shows it instead of "<Markdown object>".
+        return {"text/markdown": text, "text/plain": text}
 
     def on_system(self, message: str) -> None:
         print(message, flush=True)
 
     def on_tool(self, call: dict, result: dict) -> None:
+        # The text so far stays above the call; the next step's text starts below it.
+        if self.rich and self.handle is not None:
+            self.handle.update(self._bundle(self.text), raw=True)
+        elif not self.rich and self.text and not self.text.endswith("\n"):
+            sys.stdout.write("\n")
+        self.handle, self.text = None, ""
         report.show_tool_call(call, result, rich=self.rich)
 
     def finish(self, note: str | None = None) -> None:
         if self.rich and self.handle is not None:
-            from IPython.display import Markdown
-
-            self.handle.update(Markdown(self.text + (f"\n\n*{note}*" if note else "")))
+            self.handle.update(self._bundle(self.text + (f"\n\n*{note}*" if note else "")), raw=True)
+        elif self.rich and note:
+            print(note)
         elif not self.rich:
             if self.text:
                 sys.stdout.write("\n")
@@ -119,7 +133,13 @@ class OcwMagics(Magics):
             result = self.runtime.chat(cell, session=args.session, new=args.new, model=args.model,
                                        provider=args.provider, tools=args.tools,
                                        on_text=view.on_text, on_system=view.on_system, on_tool=view.on_tool)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
+            done = getattr(getattr(e, "turn_result", None), "tool_steps", 0)
+            if done:  # finished tool steps are stored in call + result pairs
+                view.finish(f"Interrupted — the {done} finished tool step{'s' if done != 1 else ''} of this turn "
+                            "are saved (calls with their results); the interrupted step is not.")
+                raise UsageError(f"Interrupted after {done} tool step{'s' if done != 1 else ''}; "
+                                 "the session is consistent, the next %%chat continues from there.") from None
             view.finish("Interrupted — nothing of this turn was saved; run the cell again to resend it.")
             raise UsageError("Interrupted: the session is as it was before this cell.") from None
         view.finish()
@@ -186,7 +206,7 @@ class OcwMagics(Magics):
         print(report.branches_table(s))
 
     @magic_arguments()
-    @argument("--name", default=None, help="name of the new session (default: the notebook's)")
+    @argument("--name", default=None, help="name of the new session (default: the current session's, else the notebook's)")
     @line_magic
     @friendly
     def new(self, line):
@@ -210,7 +230,7 @@ class OcwMagics(Magics):
     @line_magic
     @friendly
     def ocw(self, line):
-        """%ocw help | doctor | tools"""
+        """%ocw help | doctor | tools | allow-code | deny-code"""
         cmd = (line.strip().split() or ["help"])[0]
         if cmd == "help":
             width = max(len(c) for c, _ in HELP)
@@ -218,7 +238,17 @@ class OcwMagics(Magics):
         elif cmd == "doctor":
             print(report.doctor(self.runtime))
         elif cmd == "tools":
-            print(report.tools_table(self.runtime.tool_registry().active(builtins=self.runtime.config.tools)))
+            s = self.runtime.current_session()
+            print(report.tools_table(self.runtime.tool_registry().active(builtins=self.runtime.config.tools, session=s),
+                                     session=s, cap=self.runtime.config.tool_result_cap))
+        elif cmd in ("allow-code", "deny-code"):
+            s = self.runtime.current_session() or self.runtime.session_for()
+            self.runtime.tool_registry().enable_code_execution(cmd == "allow-code", session=s)
+            if cmd == "allow-code":
+                print(f"Code execution is ON for session {s.name!r}: the model can call run_python, which runs "
+                      "code in this kernel and can change your variables. %ocw deny-code turns it off.")
+            else:
+                print(f"Code execution is off for session {s.name!r}.")
         else:
             raise UsageError(f"unknown %ocw command {cmd!r}; try %ocw help")
 

@@ -37,16 +37,16 @@ class Runtime:
         self.widgets: list = []
         self.tools = None  # a ToolRegistry, created on first use
         self.config.observe(self._on_auto_compact_change, names=["auto_compact"])
+        # Close the DuckDB file before the interpreter tears down: left to the
+        # finalizer (or to the idle-release thread racing it), closing at exit
+        # aborts the process ("terminate called ...") often enough to notice.
+        atexit.register(self.close)
 
     def _on_auto_compact_change(self, change) -> None:
         """`%config Ocw.auto_compact = …` moves the panel's line at once."""
         if self.current is not None:
             self.current.reserve_ratio = change["new"]
             self.current._publish()
-        # Close the DuckDB file before the interpreter tears down: left to the
-        # finalizer (or to the idle-release thread racing it), closing at exit
-        # aborts the process ("terminate called ...") often enough to notice.
-        atexit.register(self.close)
 
     # -- store and sessions -----------------------------------------------------------
     @property

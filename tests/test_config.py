@@ -1,0 +1,165 @@
+"""Issue 5: configuration — the `Ocw` traitlets Configurable, its environment
+defaults, `%config`, and how keys reach the provider without showing anywhere."""
+from __future__ import annotations
+
+import pytest
+from IPython.core.error import UsageError
+from traitlets import TraitError
+
+import ocw
+import ocw.magics
+from ocw.config import Ocw, SecretStr, parse_auto_compact
+from ocw.errors import ConfigError, OcwError
+
+
+def fresh(monkeypatch, **env) -> Ocw:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return Ocw()
+
+
+# -- OCW_AUTO_COMPACT ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("off", 0.0), ("OFF", 0.0), ("0", 0.0), ("false", 0.0), ("none", 0.0), ("", 0.0),
+    ("80", 0.8), ("80%", 0.8), (" 75 ", 0.75), ("0.7", 0.7), ("0.95", 0.95), ("10", 0.1), ("99", 0.99),
+])
+def test_auto_compact_from_the_environment(value, expected, ocw_env, monkeypatch):
+    assert parse_auto_compact(value) == pytest.approx(expected)
+    assert fresh(monkeypatch, OCW_AUTO_COMPACT=value).auto_compact == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("value", ["5", "0.05", "100", "1.0", "150", "abc", "8O", "nan", "-0.5"])
+def test_a_bad_auto_compact_value_is_a_config_error_naming_it(value, ocw_env, monkeypatch):
+    with pytest.raises(ConfigError) as e:
+        parse_auto_compact(value)
+    assert f"OCW_AUTO_COMPACT={value!r}" in e.value.user_message()
+    assert "off" in e.value.user_message()
+    with pytest.raises(ConfigError):
+        fresh(monkeypatch, OCW_AUTO_COMPACT=value).auto_compact
+
+
+def test_auto_compact_default_is_80_percent(ocw_env):
+    assert Ocw().auto_compact == 0.8
+
+
+def test_a_bad_environment_value_is_a_one_line_error_in_the_notebook(monkeypatch, ocw_env, ip, capsys):
+    monkeypatch.setenv("OCW_AUTO_COMPACT", "abc")
+    res = ip.run_cell("%%chat\nhello")
+    err = capsys.readouterr().err
+    assert isinstance(res.error_in_exec, UsageError)
+    assert err.strip().splitlines() == [err.strip()] and "OCW_AUTO_COMPACT='abc'" in err
+    # %config repairs it without a restart.
+    ip.run_cell("%config Ocw.auto_compact = 0.8")
+    res = ip.run_cell("%%chat\nhello")
+    assert res.error_in_exec is None
+
+
+# -- the other variables ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value, expected", [("openai", "openai"), (" OpenAI ", "openai"), ("anthropic", "anthropic"),
+                                             ("offline", "offline"), ("", "offline")])
+def test_provider_from_the_environment(value, expected, ocw_env, monkeypatch):
+    assert fresh(monkeypatch, OCW_PROVIDER=value).provider == expected
+
+
+def test_an_unknown_provider_is_not_silently_offline(ocw_env, monkeypatch):
+    with pytest.raises(ConfigError) as e:
+        fresh(monkeypatch, OCW_PROVIDER="opneai").provider
+    assert "OCW_PROVIDER='opneai'" in e.value.user_message() and "openai" in e.value.hint
+
+
+@pytest.mark.parametrize("value, expected", [("", 0), ("128000", 128_000), ("128_000", 128_000), ("2,000", 2000)])
+def test_context_window_from_the_environment(value, expected, ocw_env, monkeypatch):
+    assert fresh(monkeypatch, OCW_CONTEXT_WINDOW=value).context_window == expected
+
+
+def test_a_bad_context_window_is_a_config_error(ocw_env, monkeypatch):
+    with pytest.raises(ConfigError, match="OCW_CONTEXT_WINDOW='32k'"):
+        fresh(monkeypatch, OCW_CONTEXT_WINDOW="32k").context_window
+
+
+def test_strings_and_flags_from_the_environment(ocw_env, monkeypatch):
+    c = Ocw()
+    assert (c.provider, c.model, c.base_url, c.api_key, c.lang, c.debug) == ("offline", None, None, None, "en", False)
+    assert c.db == str(ocw_env)
+    c = fresh(monkeypatch, OCW_MODEL="llama3.1", OCW_BASE_URL="http://localhost:11434/v1", OCW_LANG="zh_CN",
+              OCW_DEBUG="1")
+    assert (c.model, c.base_url, c.lang, c.debug) == ("llama3.1", "http://localhost:11434/v1", "zh", True)
+    for off in ("0", "false", "no", "off", ""):
+        assert fresh(monkeypatch, OCW_DEBUG=off).debug is False, off
+    assert fresh(monkeypatch, OCW_LANG="fr").lang == "en"
+
+
+def test_traits_validate(ocw_env):
+    c = Ocw()
+    c.auto_compact = 0.5
+    c.auto_compact = 0
+    for bad in (5, 1.0, 0.05, -0.1):
+        with pytest.raises(TraitError, match="between 0.1 and 0.99"):
+            c.auto_compact = bad
+    assert c.auto_compact == 0
+    with pytest.raises(TraitError):
+        c.provider = "gemini"
+    with pytest.raises(TraitError):
+        c.context_window = -1
+
+
+# -- keys ---------------------------------------------------------------------------------------
+
+
+def test_the_key_is_a_real_string_with_a_hidden_repr(ocw_env):
+    c = Ocw(api_key="sk-test-SECRET-abc123456")
+    assert isinstance(c.api_key, SecretStr) and c.api_key == "sk-test-SECRET-abc123456"
+    assert f"Bearer {c.api_key}" == "Bearer sk-test-SECRET-abc123456"
+    assert "SECRET" not in repr(c.api_key) and "SECRET" not in repr(c)
+    assert "SECRET" not in Ocw.class_get_help(c)
+    assert "api_key=<set>" in repr(c)
+
+
+def test_the_environment_key_reaches_the_provider(openai_env, dummy_key, ocw_env):
+    """Regression: the `api_key` trait defaulted to '' (not None), which masked
+    OPENAI_API_KEY — no request through %%chat ever carried the key."""
+    from ocw.runtime import Runtime
+
+    rt = Runtime(config=Ocw())
+    try:
+        s = rt.session_for()
+        p = rt.provider_for(s)
+        assert p._key.get() == dummy_key
+    finally:
+        rt.close()
+
+
+def test_a_key_set_after_an_auth_error_is_used_by_the_next_cell(openai_env, monkeypatch, ip, capsys):
+    srv = openai_env
+    monkeypatch.delenv("OPENAI_API_KEY")
+    srv.script(status=401)
+    res = ip.run_cell("%%chat\nhello")
+    assert isinstance(res.error_in_exec, UsageError) and not srv.requests[-1].auth
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-now-set-0000000000")  # what %env OPENAI_API_KEY=... does
+    res = ip.run_cell("%%chat\nhello")
+    assert res.error_in_exec is None and srv.requests[-1].auth
+
+
+# -- the live configuration ------------------------------------------------------------------------
+
+
+def test_ocw_config_is_the_live_configurable_even_after_importing_the_module(ip, capsys):
+    import ocw.config  # noqa: F401  (rebound ocw.config to the module before the fix)
+
+    cfg = ocw.config()
+    assert isinstance(cfg, Ocw) and cfg in ip.configurables
+    ip.run_cell("%config Ocw.lang = 'zh'")
+    assert cfg.lang == "zh"
+    ocw.config().lang = "en"
+    assert ip.run_cell("%config Ocw.lang").result == "en"
+
+
+def test_ocw_config_without_the_extension_says_what_to_do(ocw_env):
+    ocw.magics._state.clear()
+    with pytest.raises(OcwError) as e:
+        ocw.config()
+    assert "%load_ext ocw" in e.value.user_message()

@@ -1,0 +1,161 @@
+"""Issue 5: the turn loop (ocw/turn.py) against the loopback server, below the magics.
+
+What a turn stores and when: nothing until the reply is complete, then the user
+message and the reply together; automatic compaction at the threshold before the
+request, snip when that is not enough, reactive compaction on an overflow at most
+once per turn; the provider's usage recorded against the HEAD it produced.
+"""
+from __future__ import annotations
+
+import pytest
+
+from ocw.errors import ContextOverflowError, ProviderConnectionError, ServerError
+from ocw.providers import OpenAIProvider
+from ocw.turn import run_turn
+
+SYSTEM = "You are a helpful assistant."
+USER = "Please keep notes about the garden plan: " + "tomatoes basil " * 45  # ~100 tokens
+
+
+@pytest.fixture
+def sess(store):
+    return store.create_session(model="gpt-4o-mini", provider="openai", context_window=2000, system_prompt=SYSTEM)
+
+
+@pytest.fixture
+def provider(refserver):
+    p = OpenAIProvider("gpt-4o-mini", base_url=refserver.openai_url, api_key="k-test", max_retries=0,
+                       context_window=2000)
+    yield p
+    p.close()
+
+
+def turns(sess, provider, srv, n, reply_words=50, threshold=0.8):
+    for i in range(n):
+        srv.script(text=f"Reply {i}: " + "green leaves grow " * reply_words)
+        run_turn(sess, f"Turn {i}. " + USER, provider, threshold=threshold)
+
+
+def snapshot(sess):
+    sess.sync()
+    return sess.head, list(sess.branch()), len(sess._nodes), sess.generation
+
+
+def test_a_turn_stores_user_and_reply_together_and_records_usage(sess, provider, refserver):
+    texts = []
+    refserver.script(text="Hello there, gardener.")
+    res = run_turn(sess, "hi", provider, on_text=texts.append)
+    assert "".join(texts) == res.text == "Hello there, gardener."
+    assert len(texts) > 1  # it streamed
+    path = sess.branch()
+    assert res.node_ids == path and [sess.node(n)["role"] for n in path] == ["user", "assistant"]
+    occ = sess.occupancy()
+    sample = sess.metadata["context_window"]
+    assert occ["basis"] == "measured" and sample["head"] == path[-1]
+    assert sample["used"] == refserver.requests[-1].prompt_tokens + res.usage.output_tokens
+    assert refserver.requests[-1].system == SYSTEM
+
+
+@pytest.mark.parametrize("script", [dict(status=500), dict(drop_after_chunks=4), dict(stream_error="api_error")])
+def test_a_failed_request_stores_nothing(script, sess, provider, refserver):
+    turns(sess, provider, refserver, 1)
+    before = snapshot(sess)
+    texts = []
+    refserver.script(text="a partial reply that never finishes " * 5, **script)
+    with pytest.raises((ServerError, ProviderConnectionError)):
+        run_turn(sess, "this one fails", provider, on_text=texts.append)
+    assert snapshot(sess) == before
+    refserver.script(text="fine again")
+    run_turn(sess, "and now", provider)
+    assert len(sess.branch()) == 4
+
+
+def test_an_interrupt_from_the_stream_stores_nothing(sess, provider, refserver):
+    turns(sess, provider, refserver, 1)
+    before = snapshot(sess)
+    seen = []
+
+    def on_text(delta):
+        seen.append(delta)
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+
+    refserver.script(text="slow " * 50, chunk_delay=0.02)
+    with pytest.raises(KeyboardInterrupt) as e:
+        run_turn(sess, "stop me", provider, on_text=on_text)
+    assert e.value.turn_result.interrupted and e.value.turn_result.tool_steps == 0
+    assert snapshot(sess) == before
+    assert refserver.wait_closed(3.0)
+
+
+def test_automatic_compaction_runs_before_the_request_at_the_threshold(sess, provider, refserver):
+    turns(sess, provider, refserver, 4)
+    assert 0.5 <= sess.occupancy()["ratio"] < 0.8 and not refserver.summary_requests()
+    msgs = []
+    refserver.script(text="Summary: garden notes.")
+    refserver.script(text="after compaction")
+    n = len(refserver.requests)
+    res = run_turn(sess, "Turn 4. " + USER, provider, threshold=0.5, on_system=msgs.append)
+    assert [(r.is_summary, r.stream) for r in refserver.requests[n:]] == [(True, False), (False, True)]
+    assert [c.outcome for c in res.compactions] == ["succeeded"] and res.compactions[0].trigger == "auto"
+    assert msgs[0] == "Compacting context…" and msgs[1].startswith("Context compacted: covered ")
+    assert sess.compaction_count == 1
+    # The request carried the summary, not the folded turns.
+    sent = str(refserver.requests[-1].messages)
+    assert "[Summary of the earlier conversation]" in sent and "Turn 0." not in sent
+
+
+def test_no_automatic_compaction_when_it_is_off(sess, provider, refserver):
+    turns(sess, provider, refserver, 4)
+    n = len(refserver.requests)
+    res = run_turn(sess, "Turn 4. " + USER, provider, threshold=0.0)
+    assert not res.compactions and not refserver.summary_requests()
+    assert len(refserver.requests) == n + 1
+
+
+def test_snip_trims_the_request_only(sess, provider, refserver):
+    """Nothing to compact (two long turns: four messages, a five-message tail), still
+    over the threshold: the oldest messages leave this request, the DAG keeps them."""
+    turns(sess, provider, refserver, 2, reply_words=230)
+    assert sess.occupancy()["ratio"] > 0.7
+    before = snapshot(sess)
+    msgs = []
+    refserver.script(text="snipped reply")
+    res = run_turn(sess, "Turn 2. " + USER, provider, on_system=msgs.append)
+    assert res.snipped >= 1 and any("left out of this request only" in m for m in msgs)
+    assert [c.outcome for c in res.compactions] == ["no_op"] and not refserver.summary_requests()
+    sent = refserver.requests[-1].messages
+    assert len(sent) == 1 + 5 - res.snipped  # system + 4 stored + the new user message, minus the snipped
+    assert sent[-1]["content"].startswith("Turn 2.") or "Turn 2." in str(sent[-1]["content"])
+    assert sess.branch()[:4] == before[1] and len(sess.branch()) == 6  # nothing removed
+
+
+def test_reactive_compaction_at_most_once_per_turn(sess, provider, refserver):
+    turns(sess, provider, refserver, 4)
+    refserver.script(overflow=True)
+    refserver.script(text="Summary: garden.")
+    refserver.script(text="recovered")
+    n = len(refserver.requests)
+    res = run_turn(sess, "more", provider)
+    assert res.retried_after_overflow and res.text == "recovered"
+    assert [c.trigger for c in res.compactions] == ["reactive"] and res.compactions[0].outcome == "succeeded"
+    assert [(r.status, r.is_summary) for r in refserver.requests[n:]] == [(400, False), (200, True), (200, False)]
+
+    before = snapshot(sess)
+    refserver.script(overflow=True, times=5)
+    n = len(refserver.requests)
+    with pytest.raises(ContextOverflowError) as e:
+        run_turn(sess, "too much", provider)
+    assert "after compacting once" in str(e.value)
+    # overflow, (nothing left to fold: no summary request), one retry — then stop.
+    assert [(r.status, r.is_summary) for r in refserver.requests[n:]] == [(400, False), (400, False)]
+    assert refserver.pending == 3
+    assert snapshot(sess) == before
+
+
+def test_an_empty_message_is_refused_before_anything_happens(sess, provider, refserver):
+    from ocw.errors import OcwError
+
+    with pytest.raises(OcwError):
+        run_turn(sess, "   \n", provider)
+    assert refserver.requests == [] and sess.branch() == []
