@@ -5,6 +5,7 @@ no-op decision is made before any LLM call.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 MIN_MESSAGES = 4  # fewer than this in the uncovered tail: nothing to compact
@@ -33,12 +34,34 @@ def _nonempty(msg: dict) -> bool:
     return False
 
 
-def _tool_use_ids(msgs: list[dict]) -> set[str]:
-    return {b["id"] for m in msgs for b in m.get("content", []) if b.get("type") == "tool_use"}
-
-
-def _tool_result_ids(msgs: list[dict]) -> set[str]:
-    return {b["tool_use_id"] for m in msgs for b in m.get("content", []) if b.get("type") == "tool_result"}
+def _keep_tool_pairs(messages: list[dict], cut: int) -> int:
+    """Move `cut` earlier (keeping more) until no kept tool_result answers a folded
+    tool_use. A result answers the nearest call with its id at or before it, so an
+    id that a provider reuses later in the branch does not tie a kept result to an
+    unrelated old call. One pass over the blocks, then work only on what moves."""
+    use_at: dict[str, list[int]] = {}
+    for i, m in enumerate(messages):
+        for b in m.get("content", []):
+            if b.get("type") == "tool_use" and "id" in b:
+                use_at.setdefault(b["id"], []).append(i)
+    if not use_at:
+        return cut
+    checked = len(messages)  # messages[cut:checked] are the kept ones not yet examined
+    while cut > 0:
+        need = cut
+        for i in range(cut, checked):
+            for b in messages[i].get("content", []):
+                if b.get("type") == "tool_result":
+                    at = use_at.get(b.get("tool_use_id"))
+                    if at:
+                        k = bisect_right(at, i) - 1
+                        if k >= 0 and at[k] < need:
+                            need = at[k]
+        checked = cut
+        if need == cut:
+            break
+        cut = need
+    return cut
 
 
 def find_cut_index(messages: list[dict], window: int, keep_recent_tokens: int | None = None,
@@ -70,8 +93,7 @@ def find_cut_index(messages: list[dict], window: int, keep_recent_tokens: int | 
         nonempty_kept += _nonempty(messages[cut])
     # Never separate a tool call from its result: move the cut earlier (keeping
     # more) until no kept result answers a folded call.
-    while cut > 0 and _tool_use_ids(messages[:cut]) & _tool_result_ids(messages[cut:]):
-        cut -= 1
+    cut = _keep_tool_pairs(messages, cut)
     if cut <= 0:
         return Cut(0, "the recent tail already holds everything; nothing older to fold")
     return Cut(cut)

@@ -10,6 +10,12 @@ Invariants, and why they hold:
   transaction; every failure before or inside it leaves the file as it was.
 - A summary must be smaller than what it replaces, or it is rejected: a
   compaction that grows the context is a failure, not a success.
+- Every summarizer call fits the summarizer's window: lines are grouped by the
+  cached per-node counts (no re-tokenizing in `prepare`), and each call's input
+  is counted exactly before it is sent (`_fit`), separators included.
+- Identifiers survive rolling compactions: the facts pass appends what the
+  summary omitted, with room of its own (`facts_budget`), and the next
+  compaction reads that list as part of the old summary.
 """
 from __future__ import annotations
 
@@ -20,12 +26,15 @@ from ..errors import CompactionInProgress, OcwError
 from ..i18n import system_message, text as i18n_text
 from ..providers.base import SUMMARY_MARKER
 from ..render import block_text
-from ..tokens import count_message, count_text, truncate_to_tokens
+from ..session import SUMMARY_NAME
+from ..tokens import count_message, count_text, render_block, truncate_to_tokens
 from .cut import find_cut_index
 from .facts import append_facts
 
 AUTO_FAILURE_LIMIT = 3
-FACTS_SHARE = 0.15  # of the summary budget, for identifiers the summary omits
+FACTS_MAX = 2048  # tokens for identifiers the summary omits (see facts_budget) ...
+FACTS_WINDOW_DIVISOR = 16  # ... at most 1/16 of the session's window ...
+FACTS_REPLACED_SHARE = 0.9  # ... and summary + list at most 90 % of what they replace
 
 SUMMARY_SYSTEM = f"""{SUMMARY_MARKER}
 You compact a long conversation so it can continue in a smaller context window.
@@ -92,7 +101,9 @@ def plan_compaction(session, keep_recent_tokens: int | None = None, trigger: str
         return cut.reason
     folded = tail[: cut.index]
     branch = session.branch()
-    start = branch.index(folded[0]["id"])
+    start = len(branch) - len(tail)  # the tail is the branch after the summary's range
+    if branch[start] != folded[0]["id"]:  # pragma: no cover - defensive
+        start = branch.index(folded[0]["id"])
     covered = branch[: start + len(folded)]
     old_text = block_text(summary["content"]) if summary else ""
     return Plan(
@@ -106,7 +117,11 @@ def plan_compaction(session, keep_recent_tokens: int | None = None, trigger: str
 
 
 def transcript_line(msg: dict) -> str:
-    return f"[{msg['role']}{':' + msg['name'] if msg.get('name') else ''}] {block_text(msg['content'])}"
+    name = msg.get("name")
+    head = f"[{msg['role']}:{name}] " if name else f"[{msg['role']}] "
+    blocks = msg["content"]
+    # One block (most messages): skip block_text's join; the text is the same.
+    return head + (render_block(blocks[0]) if len(blocks) == 1 else block_text(blocks))
 
 
 def _summary_input(previous: str, lines: list[str]) -> str:
@@ -114,50 +129,172 @@ def _summary_input(previous: str, lines: list[str]) -> str:
     return f"<previous-summary>\n{prev}\n</previous-summary>\n\n<new-turns>\n" + "\n\n".join(lines) + "\n</new-turns>"
 
 
-def summarize(provider, plan: Plan, *, out_budget: int, window: int, encoding: str) -> tuple[str, int]:
-    """Rolling summary of plan.new_messages onto the old summary, in chunks that
-    each fit the summarizer's own window. Returns (text, calls made)."""
-    overhead = count_text(SUMMARY_SYSTEM, encoding) + 64
-    in_budget = window - out_budget - overhead
-    if in_budget < 256:
-        raise OcwError(f"the summarizer's window ({window:,} tokens) is too small to summarize anything")
-    partial, calls, chunk, chunk_tokens = plan.old_summary_text, 0, [], 0
+WRAPPER_TOKENS = 32  # the <previous-summary>/<new-turns> tags around a chunk
+CUT_NOTE = " […cut for the summarizer]"
 
-    def flush():
-        nonlocal partial, calls, chunk, chunk_tokens
+
+@dataclass
+class Prepared:
+    """Everything a compaction needs before its LLM call (see `prepare`)."""
+
+    tokens_before: int
+    plan: Plan | None = None  # None: nothing to compact (see `reason`)
+    reason: str = ""
+    provider: object = None
+    window: int = 0  # the summarizer's window
+    out_budget: int = 0  # max_tokens of each summarizer call
+    in_budget: int = 0  # tokens of summarizer input per call (window − output − system prompt)
+    encoding: str = "cl100k_base"
+    lines: list[str] = field(default_factory=list)  # the newly folded turns, one transcript line each
+    estimates: list[int] = field(default_factory=list)  # tokens of each line (with its separator), an upper bound
+    chunks: list[tuple[int, int]] = field(default_factory=list)  # planned calls: line ranges [start, end)
+    calls: int = 0  # summarizer calls made so far
+
+
+def _take(estimates: list[int], start: int, room: int) -> int:
+    """End of the longest run of lines from `start` whose estimates fit `room` (≥ 1 line)."""
+    end, used = start + 1, estimates[start]
+    while end < len(estimates) and used + estimates[end] <= room:
+        used += estimates[end]
+        end += 1
+    return end
+
+
+def plan_chunks(estimates: list[int], *, first_room: int, room: int) -> list[tuple[int, int]]:
+    """Group lines into summarizer calls by their estimated tokens: the first call
+    carries the old summary (`first_room` is what it leaves), every later one at
+    most a previous answer of `max_tokens` (`room`). Real answers are usually
+    shorter, so `summarize` may need fewer calls than planned, never more than
+    the exact size check adds."""
+    out, i = [], 0
+    while i < len(estimates):
+        j = _take(estimates, i, first_room if not out else room)
+        out.append((i, j))
+        i = j
+    return out
+
+
+def _summarizer_window(provider, session) -> int:
+    return getattr(provider, "context_window", None) or session.context_window
+
+
+def prepare(session, keep_recent_tokens: int | None = None, trigger: str = "manual", provider=None) -> Prepared:
+    """Everything but the LLM call: sync, occupancy, rendered history, cut selection,
+    and the summarizer's input (transcript lines, their token estimates, the planned
+    chunks). Writes nothing, calls no model, re-tokenizes no ordinary message."""
+    session.sync()
+    # Both figures come from the same estimate (estimate_total_used): a measured
+    # figure before and an estimate after would compare two different rulers.
+    tokens_before = session.occupancy()["estimated_total"]
+    plan = plan_compaction(session, keep_recent_tokens, trigger)
+    if isinstance(plan, str):
+        return Prepared(tokens_before, reason=plan)
+    provider = provider or _default_provider(session)
+    enc = session.encoding.name
+    window = _summarizer_window(provider, session)
+    out_budget = summary_budget(plan.replaced_tokens, window)
+    in_budget = window - out_budget - (count_text(SUMMARY_SYSTEM, enc) + 64)
+    prep = Prepared(tokens_before, plan, provider=provider, window=window, out_budget=out_budget,
+                    in_budget=in_budget, encoding=enc)
+    if in_budget < 256:
+        return prep  # summarize() fails with a clear message, after compaction_started
+    old_tokens = count_text(plan.old_summary_text, enc)
+    first_room = max(128, in_budget - old_tokens - WRAPPER_TOKENS)
+    room = max(128, in_budget - out_budget - WRAPPER_TOKENS)
+    line_limit = min(first_room, room)
+    lines, estimates = [], []
+    for m in plan.new_messages:
+        line = transcript_line(m)
+        # The cached node count bounds the line's tokens: the node's framing and
+        # "role\n" cover the line's "[role] " prefix and the separator between lines.
+        est = m["tokens"]
+        if est > line_limit:  # one message larger than a whole call: keep its head
+            n = count_text(line, enc)
+            if n > line_limit:
+                line = truncate_to_tokens(line, max(64, line_limit - 32), enc) + CUT_NOTE
+                n = count_text(line, enc)
+            est = n + 1
+        lines.append(line)
+        estimates.append(est)
+    prep.lines, prep.estimates = lines, estimates
+    prep.chunks = plan_chunks(estimates, first_room=first_room, room=room)
+    return prep
+
+
+def _fit(partial: str, lines: list[str], in_budget: int, encoding: str) -> tuple[str, int]:
+    """The summarizer input for `partial` plus the longest prefix of `lines` that fits
+    `in_budget` exactly. Returns (input, lines used ≥ 1). A lone line that does not
+    fit is cut (deeper on each retry: joins can tokenize differently from parts); a
+    previous summary that leaves too little room is cut to half the budget."""
+    k = len(lines)
+    first, margin = lines[0], 0
+    note = count_text(CUT_NOTE, encoding)
+    for _ in range(64):
+        body = _summary_input(partial, lines[:k])
+        n = count_text(body, encoding)
+        if n <= in_budget:
+            return body, k
+        if k > 1:
+            excess, drop = n - in_budget, 0
+            while k - drop > 1 and excess > 0:
+                drop += 1
+                excess -= count_text(lines[k - drop], encoding)
+            k -= drop
+            continue
+        base = count_text(_summary_input(partial, [""]), encoding)
+        if base > in_budget * 3 // 4:
+            # The previous summary alone leaves too little room (a summarizer that
+            # ignored max_tokens, or an old summary written for a larger window).
+            partial = truncate_to_tokens(partial, in_budget // 2, encoding)
+            continue
+        margin += max(4, n - in_budget)
+        lines = [truncate_to_tokens(first, max(0, in_budget - base - margin - note), encoding) + CUT_NOTE]
+    raise OcwError("could not fit a summarizer call into its window")  # pragma: no cover - defensive
+
+
+def summarize(provider, prep: Prepared) -> tuple[str, int]:
+    """Rolling summary of the prepared transcript onto the old summary. Each call
+    takes as many lines as fit beside the current partial summary, and its input is
+    counted exactly before it is sent, so every call fits the summarizer's window.
+    Returns (text, calls made)."""
+    if prep.in_budget < 256:
+        raise OcwError(f"the summarizer's window ({prep.window:,} tokens) is too small to summarize anything")
+    enc = prep.encoding
+    partial = prep.plan.old_summary_text
+    i, n = 0, len(prep.lines)
+    while i < n:
+        room = max(128, prep.in_budget - count_text(partial, enc) - WRAPPER_TOKENS)
+        j = _take(prep.estimates, i, room)
+        body, used = _fit(partial, prep.lines[i:j], prep.in_budget, enc)
+        i += used
         reply = provider.complete(
-            [{"role": "user", "content": [{"type": "text", "text": _summary_input(partial, chunk)}]}],
+            [{"role": "user", "content": [{"type": "text", "text": body}]}],
             system=SUMMARY_SYSTEM,
-            max_tokens=out_budget,
+            max_tokens=prep.out_budget,
         )
-        calls += 1
+        prep.calls += 1
         partial = (reply.text or "").strip()
         if not partial:
             raise OcwError("the summarizer returned an empty summary")
-        chunk, chunk_tokens = [], 0
-
-    for msg in plan.new_messages:
-        line = transcript_line(msg)
-        room = in_budget - count_text(partial, encoding) - 32
-        tokens = count_text(line, encoding)
-        if tokens > room:  # one message larger than a whole chunk: keep its head
-            if chunk:
-                flush()
-                room = in_budget - count_text(partial, encoding) - 32
-            line = truncate_to_tokens(line, max(64, room - 32), encoding) + " […cut for the summarizer]"
-            tokens = count_text(line, encoding)
-        if chunk and chunk_tokens + tokens > room:
-            flush()
-        chunk.append(line)
-        chunk_tokens += tokens
-    if chunk:
-        flush()
-    return partial, calls
+    return partial, prep.calls
 
 
 def summary_budget(replaced_tokens: int, window: int) -> int:
     """Room for the summary: a fifth of what it replaces, within sane bounds."""
     return max(256, min(int(replaced_tokens * 0.2), 4096, max(256, window // 4)))
+
+
+def facts_budget(replaced_tokens: int, summary_tokens: int, window: int) -> int:
+    """Room for the identifiers the summary omitted (`summary_tokens`: the summary
+    as stored, framing included). Exact strings are what a paraphrase loses and
+    what later turns need, and the list is carried from summary to summary, so
+    its room is not a slice of the summary budget: it is what keeps summary plus
+    list within FACTS_REPLACED_SHARE of what they replace (a compaction must
+    shrink the context), capped at 1/FACTS_WINDOW_DIVISOR of the session's window
+    and FACTS_MAX tokens, so the list never crowds the context it serves."""
+    cap = min(FACTS_MAX, window // FACTS_WINDOW_DIVISOR)
+    room = int(replaced_tokens * FACTS_REPLACED_SHARE) - summary_tokens
+    return max(0, min(cap, room))
 
 
 def _default_provider(session):
@@ -184,30 +321,25 @@ def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "m
 
 
 def _compact_locked(session, keep_recent_tokens, trigger, provider) -> CompactionResult:
-    session.sync()
-    # Both figures come from the same estimate (estimate_total_used): a measured
-    # figure before and an estimate after would compare two different rulers.
-    tokens_before = session.occupancy()["estimated_total"]
-    plan = plan_compaction(session, keep_recent_tokens, trigger)
-    if isinstance(plan, str):
-        payload = {"no_op": True, "reason": plan, "trigger": trigger,
+    prep = prepare(session, keep_recent_tokens, trigger, provider)
+    tokens_before, plan = prep.tokens_before, prep.plan
+    if plan is None:  # decided before any LLM call: no compaction_started, no summarizer call
+        payload = {"no_op": True, "reason": prep.reason, "trigger": trigger,
                    "tokens_before": tokens_before, "tokens_after": tokens_before}
         session.events.emit(ev.COMPACTION_FINISHED, payload)
         return CompactionResult("no_op", trigger, tokens_before=tokens_before, tokens_after=tokens_before,
-                                reason=plan, payload=payload)
+                                reason=prep.reason, payload=payload)
 
-    provider = provider or _default_provider(session)
     session.compaction_running = True
     session.events.emit(ev.COMPACTION_STARTED, {"trigger": trigger, "tokens_before": tokens_before})
-    calls = 0
     try:
-        enc = session.encoding.name
-        window = getattr(provider, "context_window", None) or session.context_window
-        out_budget = summary_budget(plan.replaced_tokens, window)
-        text, calls = summarize(provider, plan, out_budget=out_budget, window=window, encoding=enc)
-        source = plan.old_summary_text + "\n" + "\n".join(transcript_line(m) for m in plan.new_messages)
-        text = append_facts(text, source, int(out_budget * FACTS_SHARE), enc)
-        new_tokens = count_message("llm", [{"type": "text", "text": text}], enc, "context/summary")
+        enc = prep.encoding
+        text, _ = summarize(prep.provider, prep)
+        source = plan.old_summary_text + "\n" + "\n".join(prep.lines)
+        text_tokens = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
+        if text_tokens < plan.replaced_tokens:  # else: rejected below, facts or not
+            text = append_facts(text, source, facts_budget(plan.replaced_tokens, text_tokens, session.context_window), enc)
+        new_tokens = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
         if new_tokens >= plan.replaced_tokens:
             raise OcwError(
                 f"the summary ({new_tokens:,} tokens) is not smaller than what it replaces "
@@ -223,7 +355,7 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider) -> Compactio
         if not isinstance(e, Exception):
             raise
         return CompactionResult("failed", trigger, tokens_before=tokens_before, tokens_after=tokens_before,
-                                reason=error, error=error, summarizer_calls=calls, payload=payload)
+                                reason=error, error=error, summarizer_calls=prep.calls, payload=payload)
     session.auto_compact_failures = 0
     session.compaction_running = False
     after = session.occupancy()
@@ -233,7 +365,7 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider) -> Compactio
     session._publish()
     return CompactionResult("succeeded", trigger, summarised_count=len(plan.new_messages),
                             tokens_before=tokens_before, tokens_after=after["total"], summary_id=summary_id,
-                            summarizer_calls=calls, payload=payload)
+                            summarizer_calls=prep.calls, payload=payload)
 
 
 def auto_compact_paused(session) -> bool:

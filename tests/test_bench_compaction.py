@@ -1,0 +1,62 @@
+"""The compaction-prepare benchmark in quick mode: the table's shape, and that the
+engine's prepare and the naive path agree on the summarizer input. No timings
+are asserted."""
+from __future__ import annotations
+
+import io
+
+from ocw import bench_compaction as bench
+
+
+def test_quick_run_prints_the_table(tmp_path):
+    out = io.StringIO()
+    rows = bench.run([120, 400], quick=True, out=out, tmpdir=str(tmp_path))
+    assert [(r["messages"], r["state"]) for r in rows] == [
+        (120, "fresh"), (120, "rolling"), (400, "fresh"), (400, "rolling")]
+    for r in rows:
+        assert set(r) >= {"messages", "history_tokens", "folded", "chunks", "prepare_ms", "naive_ms", "ratio",
+                          "same_input"}
+        assert r["same_input"] is True  # both paths chose the same cut and built the same input
+        assert 0 < r["folded"] < r["messages"]
+        assert r["chunks"] >= 1
+        assert r["prepare_ms"] > 0 and r["naive_ms"] > 0
+        assert r["ratio"] == r["naive_ms"] / r["prepare_ms"]
+    assert rows[2]["history_tokens"] > rows[0]["history_tokens"]
+    # rolling: the summary is in place, so less renders and less folds than fresh
+    for fresh, rolling in (rows[0:2], rows[2:4]):
+        assert rolling["history_tokens"] < fresh["history_tokens"]
+        assert rolling["folded"] < fresh["folded"]
+    text = out.getvalue().splitlines()
+    assert text[0].startswith("ocw bench compaction")
+    header = text[1].split()
+    assert header[:2] == ["messages", "state"] and "prepare" in header and "naive" in header
+    assert set(text[2]) <= {"-", " "}
+    assert len(text) == 3 + len(rows)
+    assert [t.split()[:2] for t in text[3:]] == [["120", "fresh"], ["120", "rolling"], ["400", "fresh"],
+                                                  ["400", "rolling"]]
+    assert all(t.split()[-1] == "yes" for t in text[3:])
+
+
+def test_build_session_matches_what_the_session_counts(tmp_path):
+    from ocw.store import Store
+
+    store = Store(str(tmp_path / "b.duckdb"))
+    try:
+        s = bench.build_session(store, 50, verify=50)  # raises if a stored count differs from a recount
+        assert len(s.branch()) == 50 and s.head == "n_c49"
+        history = s.rendered_history()
+        uses = [b["id"] for m in history for b in m["content"] if b["type"] == "tool_use"]
+        assert len(uses) == len(set(uses)) == 5  # unique tool ids, one call per ten messages
+        assert s.occupancy()["total"] == sum(m.get("tokens", 0) for m in history if "id" in m) \
+            + s.occupancy()["breakdown"]["system"]
+    finally:
+        store.close()
+
+
+def test_main_exit_code(capsys):
+    # 60 messages: fresh folds some; rolling keeps 30 in its tail — nothing to fold, on both paths
+    assert bench.main(["--sizes", "60", "--reps", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "ocw bench compaction" in out
+    rolling = [line.split() for line in out.splitlines() if " rolling " in line]
+    assert rolling and rolling[0][3] == "0" and rolling[0][-1] == "yes"

@@ -1,0 +1,77 @@
+"""The four compaction system messages, English and Chinese (DESIGN.md §4)."""
+from __future__ import annotations
+
+import pytest
+
+from ocw.context.engine import CompactionResult
+from ocw.i18n import normalize_lang, system_message
+
+FINISHED = {"summarised_count": 12, "tokens_before": 800, "tokens_after": 300}
+
+EXPECTED = {
+    "en": {
+        "started": "Compacting context…",
+        "finished": "Context compacted: covered 12 older messages, 800 → 300 tokens",
+        "failed": "Context compaction failed",
+        "failed_error": "Context compaction failed: provider timed out",
+        "no_op": "Context is already compacted; no older messages to fold.",
+    },
+    "zh": {
+        "started": "正在压缩上下文…",
+        "finished": "上下文已压缩：覆盖了 12 条较早的消息，800 → 300 tokens",
+        "failed": "上下文压缩失败",
+        "failed_error": "上下文压缩失败：provider timed out",
+        "no_op": "当前上下文已是压缩状态，没有可压缩的旧消息。",
+    },
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_four_variants(lang):
+    want = EXPECTED[lang]
+    assert system_message("compaction_started", {}, lang) == want["started"]
+    assert system_message("compaction_finished", FINISHED, lang) == want["finished"]
+    assert system_message("compaction_failed", {}, lang) == want["failed"]
+    assert system_message("compaction_failed", {"error": None}, lang) == want["failed"]
+    assert system_message("compaction_failed", {"error": "provider timed out"}, lang) == want["failed_error"]
+    assert system_message("compaction_finished", {"no_op": True, "tokens_before": 5, "tokens_after": 5}, lang) \
+        == want["no_op"]
+
+
+def test_default_language_is_english():
+    assert system_message("compaction_started") == "Compacting context…"
+    assert system_message("compaction_finished", {"no_op": True}, None) == EXPECTED["en"]["no_op"]
+
+
+@pytest.mark.parametrize("lang, norm", [("zh", "zh"), ("zh-CN", "zh"), ("ZH_tw", "zh"), ("en-US", "en"),
+                                        ("fr", "en"), ("", "en"), (None, "en")])
+def test_language_normalisation(lang, norm):
+    assert normalize_lang(lang) == norm
+
+
+def test_large_figures_use_thousands_separators():
+    msg = system_message("compaction_finished", {"summarised_count": 3, "tokens_before": 125_000,
+                                                 "tokens_after": 40_700})
+    assert msg == "Context compacted: covered 3 older messages, 125,000 → 40,700 tokens"
+
+
+def test_no_op_never_says_covered_zero():
+    for lang in ("en", "zh"):
+        msg = system_message("compaction_finished", {"no_op": True, "summarised_count": 0,
+                                                     "tokens_before": 9, "tokens_after": 9}, lang)
+        assert "0" not in msg
+
+
+def test_not_a_compaction_event():
+    with pytest.raises(ValueError):
+        system_message("occupancy_changed", {})
+
+
+def test_result_message_follows_its_outcome():
+    ok = CompactionResult("succeeded", payload=FINISHED)
+    assert ok.event == "compaction_finished" and ok.message() == EXPECTED["en"]["finished"]
+    assert ok.message("zh") == EXPECTED["zh"]["finished"]
+    noop = CompactionResult("no_op", payload={"no_op": True})
+    assert noop.message() == EXPECTED["en"]["no_op"]
+    bad = CompactionResult("failed", error="provider timed out", payload={"error": "provider timed out"})
+    assert bad.event == "compaction_failed" and bad.message("zh") == EXPECTED["zh"]["failed_error"]
