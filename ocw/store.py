@@ -2,8 +2,8 @@
 
 DuckDB locks a file to one process. Two kernels on one file must both work, and
 a turn must stay cheap, so `_Db` holds a connection through a burst of work and
-lets go once idle (or after `max_hold` seconds of continuous use, so a busy
-kernel cannot starve another); opening waits, with a bounded retry, while the
+lets go once idle, or soon after another process signals that it waits (a
+sidecar file, `<db>.ocw-lock`); opening waits, with a bounded retry, while the
 other process holds the lock. Every write bumps the session's `rev`, which lets
 a process notice another's writes with one cheap read (see Session.sync).
 
@@ -12,6 +12,7 @@ a server database could stand behind it later without touching the engine.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -27,8 +28,46 @@ import duckdb
 from .errors import SessionNotFound, StoreBusy, StoreError
 from .migrations import migrate
 
+try:  # advisory locks for the hand-over between kernels
+    import fcntl as _fcntl
+except ImportError:  # pragma: no cover - Windows
+    _fcntl = None
+try:
+    import msvcrt as _msvcrt
+except ImportError:
+    _msvcrt = None
+
 # No code path may download anything at run time (DuckDB would fetch extensions).
 DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+
+def _try_lock(fd: int) -> bool:
+    """Exclusive, non-blocking advisory lock on `fd`: True if taken, False if another
+    holder has it. OSError: no advisory locks here (platform or filesystem)."""
+    if _fcntl is not None:
+        try:
+            _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+    if _msvcrt is not None:  # pragma: no cover - Windows
+        try:
+            os.lseek(fd, 0, os.SEEK_SET)
+            _msvcrt.locking(fd, _msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError as e:
+            if e.errno in (errno.EACCES, errno.EAGAIN, errno.EDEADLK):
+                return False
+            raise
+    raise OSError("no advisory file locks on this platform")
+
+
+def _unlock(fd: int) -> None:
+    if _fcntl is not None:
+        _fcntl.flock(fd, _fcntl.LOCK_UN)
+    elif _msvcrt is not None:  # pragma: no cover - Windows
+        os.lseek(fd, 0, os.SEEK_SET)
+        _msvcrt.locking(fd, _msvcrt.LK_UNLCK, 1)
 
 
 def default_db_path() -> str:
@@ -44,46 +83,199 @@ def new_id(prefix: str = "") -> str:
 
 
 class _Db:
-    """A connection held through a burst of work, released once idle."""
+    """A connection held through a burst of work, handed over when another process waits.
 
-    def __init__(self, path: str, *, idle_close: float = 0.1, max_hold: float = 0.5, lock_timeout: float = 60.0):
+    DuckDB lets one process at a time open a file. Kernels sharing a file take
+    turns through a sidecar file, `<db>.ocw-lock`, and an advisory lock on it
+    (flock; a byte lock on Windows) that a process takes BEFORE it opens DuckDB
+    and drops only AFTER DuckDB's close has returned:
+
+    - Safety. DuckDB's own file lock is not enough for close → reopen hand-overs
+      between processes. Two processes that each connect, insert, commit and
+      close 400 times, retrying on DuckDB's lock error, lost committed rows
+      (798 of 800 with no error raised; 528 of 800 with "Could not read enough
+      bytes from file") in 6 of 8 runs here (DuckDB 2.0.1); with a sidecar lock
+      held from before each connect to after each close: 12 of 12 runs clean.
+    - Fairness. A process that wants the file and cannot have it touches the
+      sidecar (its mtime is the "someone is waiting" signal) and polls the lock
+      every few milliseconds (a cheap syscall, where a failed `duckdb.connect`
+      costs ~9 ms). The holder checks the signal after each burst of work and,
+      from its reaper thread, between bursts. When someone waits, it lets go as
+      soon as it pauses for `contended_idle` seconds, or once it has had the
+      file for `contended_hold` seconds even while busy, so both kernels' turns
+      interleave. (A hand-over costs a close and an open, ~40 ms, so a busy
+      holder keeps the file for a share rather than a single operation.)
+    - Cost. Uncontended, the connection stays open through a burst and closes
+      `idle_close` seconds after the last use. Closing checkpoints the WAL, in
+      the reaper thread, off the turn's critical path (so DuckDB's automatic
+      checkpoint, which would stall a commit, rarely has a WAL big enough to
+      fire). `max_hold` bounds a continuous hold even when no signal arrives.
+
+    Where no advisory lock can be taken (a filesystem without them), only
+    DuckDB's lock and the retry below guard the file. Callers only ever see a
+    wait, or `StoreBusy` after `lock_timeout` seconds.
+    """
+
+    def __init__(self, path: str, *, idle_close: float = 0.1, max_hold: float = 5.0,
+                 contended_hold: float = 0.1, contended_idle: float = 0.01, lock_timeout: float = 60.0):
         self.path = path
         self.memory = path == ":memory:"
         self.idle_close = idle_close
         self.max_hold = max_hold
+        self.contended_hold = contended_hold
+        self.contended_idle = contended_idle
         self.lock_timeout = lock_timeout
-        self._lock = threading.RLock()
+        self._cond = threading.Condition(threading.RLock())
+        self._lock = self._cond  # held through every burst
         self._con: duckdb.DuckDBPyConnection | None = None
         self._opened_at = 0.0
+        self._release_at: float | None = None
+        self._last_used = 0.0
+        self._yielded_at = -1e9
         self._depth = 0
-        self._timer: threading.Timer | None = None
-        self.opens = 0  # how many times the file was opened (for tests and the benchmark)
+        self._reaper: threading.Thread | None = None
+        self._lock_fd: int | None = None
+        self._mark: int | None = None  # the sidecar's mtime when we took the file
+        self.sidecar = None if self.memory else path + ".ocw-lock"
+        # Counters, for tests and the benchmark.
+        self.opens = 0  # times the file was opened
+        self.waits = 0  # opens that had to wait for another holder
+        self.handoffs = 0  # times we let go early because another process waited
 
+    # -- the sidecar ------------------------------------------------------------
+    def _signal_waiting(self) -> None:
+        try:
+            now = time.time_ns()
+            os.utime(self.sidecar, ns=(now, now))
+        except OSError:
+            pass
+
+    def _sidecar_lock(self, deadline: float) -> None:
+        """Take the advisory lock on the sidecar, signalling while we wait."""
+        try:
+            fd = os.open(self.sidecar, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:
+            return  # read-only place: DuckDB's own lock (and its retry) alone
+        delay = 0.0005
+        waited = False
+        while True:
+            try:
+                if _try_lock(fd):
+                    break
+            except OSError:
+                os.close(fd)  # no advisory locks here: DuckDB's own lock (and its retry) alone
+                return
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise StoreBusy(f"database {self.path} is held by another process") from None
+            waited = True
+            self._signal_waiting()
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.003)
+        self._lock_fd = fd
+        self.waits += waited
+
+    def _sidecar_unlock(self) -> None:
+        if self._lock_fd is not None:
+            fd, self._lock_fd = self._lock_fd, None
+            try:
+                _unlock(fd)
+            finally:
+                os.close(fd)
+
+    def _contended(self) -> bool:
+        """Has another process signalled since we took the file?"""
+        if self._mark is None:
+            return False
+        try:
+            return os.stat(self.sidecar).st_mtime_ns != self._mark
+        except OSError:
+            return False
+
+    # -- open / close -----------------------------------------------------------
     def _open(self) -> None:
         if not self.memory:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + self.lock_timeout
+        if not self.memory:
+            self._sidecar_lock(deadline)
+            if self._lock_fd is None and time.monotonic() - self._yielded_at < 0.2:
+                # No advisory lock to queue on: the waiter polls DuckDB's lock every
+                # ≤50 ms. Give it that long to get in before taking the file back.
+                time.sleep(0.06)
         delay = 0.005
-        while True:
-            try:
-                self._con = duckdb.connect(self.path, config=DUCKDB_CONFIG)
-                break
-            except duckdb.IOException as e:
-                if "lock" not in str(e).lower() or time.monotonic() >= deadline:
-                    if "lock" in str(e).lower():
+        waited = False
+        try:
+            while True:
+                try:
+                    self._con = duckdb.connect(self.path, config=DUCKDB_CONFIG)
+                    break
+                except duckdb.IOException as e:
+                    if "lock" not in str(e).lower():
+                        raise StoreError(f"cannot open {self.path}: {e}") from None
+                    if time.monotonic() >= deadline:
                         raise StoreBusy(f"database {self.path} is locked by another process") from None
-                    raise StoreError(f"cannot open {self.path}: {e}") from None
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 0.05)
-        self._opened_at = time.monotonic()
+                    waited = True
+                    self._signal_waiting()
+                    time.sleep(delay * (0.5 + random.random()))
+                    delay = min(delay * 2, 0.05)
+        except BaseException:
+            self._sidecar_unlock()
+            raise
+        self.waits += waited
+        if not self.memory:
+            try:
+                self._mark = os.stat(self.sidecar).st_mtime_ns
+            except OSError:
+                self._mark = None
+        self._opened_at = self._last_used = time.monotonic()
+        self._release_at = None
         self.opens += 1
+        if not self.memory and self._reaper is None:
+            self._reaper = threading.Thread(target=self._reap, name="ocw-db-release", daemon=True)
+            self._reaper.start()
+
+    def _close(self) -> None:
+        try:
+            if self._con is not None:
+                try:
+                    self._con.close()  # checkpoints the WAL
+                finally:
+                    self._con = None
+        finally:
+            self._mark = None
+            self._release_at = None
+            self._sidecar_unlock()
+            self._cond.notify_all()
+
+    def _hand_over(self) -> None:
+        self.handoffs += 1
+        self._yielded_at = time.monotonic()
+        self._close()
+
+    def _reap(self) -> None:
+        """Between bursts: close once idle; if another process waits, as soon as this
+        one pauses (`contended_idle`) or has had its share (`contended_hold`)."""
+        with self._cond:
+            try:
+                while self._con is not None:
+                    now = time.monotonic()
+                    if self._contended() and (now - self._opened_at >= self.contended_hold
+                                              or now - self._last_used >= self.contended_idle):
+                        self._hand_over()
+                    elif self._release_at is not None and now >= self._release_at:
+                        self._close()
+                    else:
+                        wait = self.contended_idle
+                        if self._release_at is not None:
+                            wait = min(wait, max(0.0, self._release_at - now))
+                        self._cond.wait(wait)
+            finally:
+                self._reaper = None
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+        with self._cond:
             if self._con is None:
                 self._open()
             self._depth += 1
@@ -91,34 +283,21 @@ class _Db:
                 yield self._con  # type: ignore[misc]
             finally:
                 self._depth -= 1
-                if self._depth == 0 and not self.memory:
-                    self._schedule_release()
+                if self._depth == 0 and not self.memory and self._con is not None:
+                    self._after_burst()
 
-    def _schedule_release(self) -> None:
-        if time.monotonic() - self._opened_at >= self.max_hold:
+    def _after_burst(self) -> None:
+        self._last_used = time.monotonic()
+        held = self._last_used - self._opened_at
+        if held >= self.max_hold:
             self._close()
-            return
-        self._timer = threading.Timer(self.idle_close, self._release_if_idle)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _release_if_idle(self) -> None:
-        with self._lock:
-            if self._depth == 0:
-                self._close()
-
-    def _close(self) -> None:
-        if self._con is not None:
-            try:
-                self._con.close()
-            finally:
-                self._con = None
+        elif held >= self.contended_hold and self._contended():
+            self._hand_over()
+        else:
+            self._release_at = time.monotonic() + self.idle_close
 
     def close(self) -> None:
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+        with self._cond:
             self._close()
 
     @contextmanager

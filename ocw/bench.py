@@ -1,0 +1,296 @@
+"""Benchmarks: `python -m ocw.bench occupancy` (or `all`: occupancy, then the
+compaction benchmark of `ocw.bench_compaction` when it is installed).
+
+occupancy — the per-turn cost of keeping the occupancy figure current, against
+a naive full re-tokenization of the same history, on sessions of 1k, 10k and
+100k messages (10 % of them ~2k-token tool outputs, as tool_result blocks).
+
+- Build: the nodes are bulk-inserted with SQL (INSERT … SELECT over a small
+  table of message templates whose token counts were computed once, by the
+  same function `Session.append` uses), then the session is loaded as a kernel
+  would load it. 100k messages build in a few seconds.
+- Per-turn: count the new message + append it (one DuckDB transaction) + read
+  `occupancy()`; the median of `--turns` turns per size, after a short warm-up,
+  timed in rounds that interleave the sizes so that each is measured under the
+  same machine load.
+- Naive: tokenize every message of `rendered_history()` again (the DuckDB read
+  of the history is not timed, which only flatters naive). Timed in full, the
+  best of a few runs for small sizes, once for the largest; `--naive-fraction`
+  times every k-th message instead and scales linearly (the output says which).
+
+Targets: at 100k the per-turn update ≥ 1000× faster than naive, and per-turn at
+100k within 1.5× of 10k. Timings are printed, never asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+
+from .render import render_blocks
+from .tokens import FRAME_TOKENS, count_message, get_encoding, render_message
+
+DEFAULT_SIZES = (1000, 10000, 100000)
+QUICK_SIZES = (100, 400)
+TOOL_EVERY = 10  # one message in ten is a tool output
+TOOL_TOKENS = 2000
+
+_WORDS = (
+    "the context window holds every message a model reads next turn so a long session slowly fills it "
+    "compaction folds older turns into a rolling summary while the recent tail stays verbatim "
+    "duckdb stores each node once and the kernel keeps counts in memory with prefix sums "
+    "occupancy is one subtraction and a lookup never a recount of the whole history "
+    "tool outputs are long logs tables stack traces and file listings that dominate the budget "
+    "数据 上下文 压缩 会话 模型 窗口 工具 结果 摘要 分支"
+).split()
+
+
+def _text(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(words))
+
+
+def _tool_output(rng: random.Random, tokens: int, enc) -> str:
+    lines = []
+    text = ""
+    while len(enc.encode_ordinary(text)) < tokens:
+        for _ in range(40):
+            lines.append(f"{rng.randrange(10**6):06d} INFO worker[{rng.randrange(64)}] "
+                         f"{_text(rng, 8)} status={rng.choice(['ok', 'retry', 'fail'])} "
+                         f"t={rng.random() * 100:.3f}ms")
+        text = "\n".join(lines)
+    ids = enc.encode_ordinary(text)[:tokens]
+    return enc.decode(ids)
+
+
+def _templates(session, rng: random.Random, n_chat: int = 64, n_tool: int = 16) -> list[tuple]:
+    """(role, content_json, tokens) for chat messages, tool calls and tool outputs.
+    Counted exactly as `Session.append` counts: the rendered form, framing included."""
+    enc_name = session.encoding.name
+    enc = get_encoding(enc_name)
+    cap = session.tool_result_cap
+
+    def row(role, blocks):
+        tokens = count_message(role, render_blocks(blocks, cap, enc_name), enc_name, None)
+        return (role, json.dumps(blocks, ensure_ascii=False), tokens)
+
+    chat = [row("user" if i % 2 == 0 else "assistant",
+                [{"type": "text", "text": _text(rng, rng.randint(20, 120))}]) for i in range(n_chat)]
+    calls = [row("assistant", [{"type": "text", "text": _text(rng, 12)},
+                               {"type": "tool_use", "id": f"call_{i}", "name": "run_shell",
+                                "input": {"cmd": f"tail -n 400 /var/log/job{i}.log"}}]) for i in range(n_tool)]
+    outputs = [row("user", [{"type": "tool_result", "tool_use_id": f"call_{i}",
+                             "content": _tool_output(rng, TOOL_TOKENS, enc)}]) for i in range(n_tool)]
+    return chat + calls + outputs
+
+
+def build_session(store, n: int, *, model: str = "gpt-4o", seed: int = 7, name: str | None = None):
+    """A session of `n` messages under one chain; every TOOL_EVERY-th message is a
+    ~2k-token tool output (preceded by the assistant's tool call). Bulk SQL."""
+    s = store.create_session(model=model, context_window=1_000_000_000, name=name or f"bench-{n}",
+                             system_prompt="You are a careful assistant working in a Jupyter notebook.")
+    rng = random.Random(seed)
+    tpl = _templates(s, rng)
+    n_chat, n_tool = 64, 16
+    with store.db.transaction() as con:
+        con.execute("CREATE TEMP TABLE IF NOT EXISTS bench_tpl (k INTEGER, role VARCHAR, content VARCHAR, tokens INTEGER)")
+        con.execute("DELETE FROM bench_tpl")
+        con.executemany("INSERT INTO bench_tpl VALUES (?, ?, ?, ?)", [(k, *t) for k, t in enumerate(tpl)])
+        # Message i: a tool output when i % 10 == 9, the tool call before it when i % 10 == 8,
+        # otherwise a chat message alternating user / assistant.
+        con.execute(
+            f"""
+            INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding)
+            SELECT 'n_b' || i, ?, CASE WHEN i = 0 THEN NULL ELSE 'n_b' || (i - 1) END,
+                   t.role, NULL, t.content::JSON, t.tokens, ?
+            FROM range(?) r(i)
+            JOIN bench_tpl t ON t.k = CASE
+                WHEN i % {TOOL_EVERY} = {TOOL_EVERY - 1} THEN {n_chat + n_tool} + (i // {TOOL_EVERY}) % {n_tool}
+                WHEN i % {TOOL_EVERY} = {TOOL_EVERY - 2} THEN {n_chat} + (i // {TOOL_EVERY}) % {n_tool}
+                ELSE ((i // 2) * 2 % {n_chat}) + (i % 2) END
+            ORDER BY i
+            """,
+            [s.id, s.encoding.name, n],
+        )
+        con.execute("UPDATE sessions SET head_id = ?, rev = rev + 1 WHERE id = ?", [f"n_b{n - 1}", s.id])
+        con.execute("DROP TABLE bench_tpl")
+    with store.db.connect() as con:
+        con.execute("CHECKPOINT")
+    s.sync()
+    return s
+
+
+def _turn_message(rng: random.Random, i: int) -> tuple[str, str]:
+    return ("user" if i % 2 == 0 else "assistant", _text(rng, rng.randint(30, 90)))
+
+
+def measure_turns(session, turns: int, *, warmup: int = 5, seed: int = 11) -> list[float]:
+    """Per-turn cost in ms: count + append (Session.append counts the message) + occupancy()."""
+    rng = random.Random(seed)
+    for i in range(warmup):
+        role, text = _turn_message(rng, i)
+        session.append(role, text)
+        session.occupancy()
+    out = []
+    for i in range(turns):
+        role, text = _turn_message(rng, i)
+        t0 = time.perf_counter()
+        session.append(role, text)
+        session.occupancy()
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def naive_recount(history: list[dict], encoding: str, step: int = 1) -> tuple[int, float]:
+    """Tokenize every `step`-th message of a rendered history again.
+    Returns (tokens counted, seconds)."""
+    enc = get_encoding(encoding)
+    t0 = time.perf_counter()
+    total = 0
+    for m in history[::step]:
+        total += FRAME_TOKENS + len(enc.encode_ordinary(render_message(m["role"], m["content"], m.get("name"))))
+    return total, time.perf_counter() - t0
+
+
+def bench_occupancy(sizes=DEFAULT_SIZES, turns: int = 50, *, naive_fraction: float | None = None,
+                    model: str = "gpt-4o", out=None, tmpdir: str | None = None, rounds: int = 5,
+                    quick: bool = False) -> list[dict]:
+    """Build every size, then time the turns in `rounds` interleaved rounds (so every size
+    is measured under the same machine load), then time naive per size."""
+    from .store import Store
+
+    out = out or sys.stdout
+    print(f"ocw bench occupancy — model {model}, {turns} turns per size (median, in {rounds} rounds "
+          f"interleaved across sizes), {100 // TOOL_EVERY} % of messages are ~{TOOL_TOKENS}-token tool outputs",
+          file=out)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="ocw-bench-", dir=tmpdir) as d:
+        built = []
+        for n in sizes:
+            t0 = time.perf_counter()
+            store = Store(os.path.join(d, f"bench-{n}.duckdb"))
+            s = build_session(store, n, model=model)
+            built.append((n, store, s, time.perf_counter() - t0, s.occupancy()["estimated_total"]))
+            measure_turns(s, 0, warmup=5)  # tokenizer, DuckDB's index and caches warm
+        per_turn: dict[int, list[float]] = {n: [] for n in sizes}
+        rounds = max(1, min(rounds, turns))
+        for r in range(rounds):
+            k = turns // rounds + (1 if r < turns % rounds else 0)
+            for n, _, s, _, _ in built:
+                per_turn[n] += measure_turns(s, k, warmup=0, seed=1000 * r + 11)
+        for n, store, s, build_s, tokens_before in built:
+            history = s.rendered_history()
+            enc = s.encoding.name
+            est = s.occupancy()["estimated_total"]
+            if naive_fraction:
+                step = max(1, round(1 / naive_fraction))
+                _, secs = naive_recount(history, enc, step)
+                naive_ms = secs * 1000 * step
+                how = f"1 message in {step} timed, ×{step}"
+                full_total = None
+            else:
+                reps = 3 if n <= 10000 else 1
+                runs = [naive_recount(history, enc) for _ in range(reps)]
+                full_total = runs[0][0]
+                naive_ms = min(r[1] for r in runs) * 1000
+                how = "full, best of 3" if reps > 1 else "full, timed once"
+            del history
+            # The naive count of rendered_history (plus tool definitions: none here) is what
+            # occupancy must equal: check it while we are here.
+            agree = None if full_total is None else (full_total == est)
+            times = sorted(per_turn[n])
+            med = statistics.median(times)
+            results.append({
+                "messages": n,
+                "history_tokens": tokens_before,
+                "per_turn_ms": med,
+                "per_turn_p90_ms": times[int(0.9 * (len(times) - 1))],
+                "naive_ms": naive_ms,
+                "ratio": naive_ms / med if med else float("inf"),
+                "naive_method": how,
+                "build_s": build_s,
+                "recount_agrees": agree,
+                "db_opens": store.db.opens,
+            })
+            store.close()
+    _print_table(results, out)
+    return results
+
+
+def _print_table(rows: list[dict], out) -> None:
+    print(file=out)
+    head = f"{'messages':>9} | {'tokens':>11} | {'per-turn ms':>11} | {'p90 ms':>7} | {'naive ms':>10} | " \
+           f"{'ratio':>8} | {'build s':>7} | {'exact':>5} | naive timing"
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    for r in rows:
+        exact = "-" if r["recount_agrees"] is None else ("yes" if r["recount_agrees"] else "NO")
+        print(f"{r['messages']:>9,} | {r['history_tokens']:>11,} | {r['per_turn_ms']:>11.3f} | "
+              f"{r['per_turn_p90_ms']:>7.3f} | {r['naive_ms']:>10.1f} | {r['ratio']:>7.0f}× | "
+              f"{r['build_s']:>7.2f} | {exact:>5} | {r['naive_method']}", file=out)
+    print(file=out)
+    print("ratio = naive ÷ per-turn; per-turn = count + append + occupancy(); "
+          "naive = re-tokenize rendered_history; exact = naive total == occupancy total", file=out)
+    for a, b in zip(rows, rows[1:]):
+        print(f"per-turn({b['messages']}) ÷ per-turn({a['messages']}) = "
+              f"{b['per_turn_ms'] / a['per_turn_ms']:.2f}", file=out)
+    big = rows[-1]
+    if big["messages"] >= 100000:
+        ok_ratio = big["ratio"] >= 1000
+        print(f"target: at {big['messages']:,} per-turn ≥ 1000× faster than naive: "
+              f"{'met' if ok_ratio else 'NOT met'} ({big['ratio']:.0f}×)", file=out)
+        prev = [r for r in rows if r["messages"] * 10 == big["messages"]]
+        if prev:
+            k = big["per_turn_ms"] / prev[0]["per_turn_ms"]
+            print(f"target: per-turn({big['messages']:,}) within 1.5× of per-turn({prev[0]['messages']:,}): "
+                  f"{'met' if k <= 1.5 else 'NOT met'} ({k:.2f}×)", file=out)
+
+
+def bench_compaction(sizes, turns, *, quick: bool = False, **_):
+    """The compaction benchmark lives in `ocw.bench_compaction` (its own sizes and options);
+    `all` runs it with its defaults, or its quick sizes with --quick."""
+    from . import bench_compaction
+
+    return bench_compaction.main(["--quick"] if quick else [])
+
+
+BENCHES = {"occupancy": bench_occupancy}
+if importlib.util.find_spec(f"{__package__ or 'ocw'}.bench_compaction") is not None:
+    BENCHES["compaction"] = bench_compaction
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ocw.bench", description="ocw benchmarks")
+    p.add_argument("bench", choices=[*BENCHES, "all"], help="which benchmark to run")
+    p.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
+                   help="comma-separated session sizes in messages (default 1000,10000,100000)")
+    p.add_argument("--turns", type=int, default=50, help="turns measured per size (median)")
+    p.add_argument("--naive-fraction", type=float, default=None,
+                   help="time naive on this fraction of the messages and scale linearly (default: all)")
+    p.add_argument("--model", default="gpt-4o")
+    p.add_argument("--quick", action="store_true", help="tiny sizes and few turns (for tests)")
+    args = p.parse_args(argv)
+    sizes = [int(x) for x in args.sizes.replace("_", "").split(",") if x.strip()]
+    turns = args.turns
+    if args.quick:
+        sizes, turns = list(QUICK_SIZES), min(turns, 5)
+    if any(n < TOOL_EVERY for n in sizes):
+        p.error(f"sizes must be at least {TOOL_EVERY} messages")
+    if args.bench == "all":
+        for name, fn in BENCHES.items():
+            if name == "occupancy":
+                fn(sizes, turns, naive_fraction=args.naive_fraction, model=args.model)
+            else:
+                fn(sizes, turns, quick=args.quick)
+    else:
+        BENCHES[args.bench](sizes, turns, naive_fraction=args.naive_fraction, model=args.model, quick=args.quick)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""The store: paths, sessions, DuckDB settings, and the connection manager."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import duckdb
+import pytest
+
+import ocw
+from ocw.errors import OcwError, SessionNotFound, StoreBusy, StoreError
+from ocw.store import DUCKDB_CONFIG, default_db_path
+
+
+# -- where the file lives -----------------------------------------------------------
+def test_ocw_db_env_chooses_the_file(tmp_path, monkeypatch):
+    path = tmp_path / "from-env" / "mine.duckdb"
+    monkeypatch.setenv("OCW_DB", str(path))
+    store = ocw.Store()
+    try:
+        assert store.path == str(path)
+        store.create_session(name="x")
+    finally:
+        store.close()
+    assert path.exists()
+    con = duckdb.connect(str(path), config=DUCKDB_CONFIG)
+    assert con.execute("SELECT name FROM sessions").fetchall() == [("x",)]
+    con.close()
+
+
+def test_default_path_is_per_user(tmp_path, monkeypatch):
+    monkeypatch.delenv("OCW_DB", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert default_db_path() == str(tmp_path / "data" / "ocw" / "ocw.duckdb")
+    monkeypatch.delenv("XDG_DATA_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_db_path() == str(tmp_path / "home" / ".local" / "share" / "ocw" / "ocw.duckdb")
+
+
+def test_memory_store():
+    store = ocw.Store(":memory:")
+    s = store.create_session(model="gpt-4o", context_window=1000, name="m")
+    a = s.append("user", "hi")
+    assert store.open_session("m").head == a
+    time.sleep(0.15)  # an in-memory database is never released (it would vanish)
+    assert store.open_session("m").branch() == [a]
+    assert store.db.opens == 1
+    store.close()
+
+
+def test_extension_autoinstall_and_autoload_are_off(store):
+    with store.db.connect() as con:
+        settings = dict(con.execute(
+            "SELECT name, value FROM duckdb_settings() WHERE name IN"
+            " ('autoinstall_known_extensions', 'autoload_known_extensions')").fetchall())
+    assert settings == {"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"}
+
+
+# -- sessions ---------------------------------------------------------------------
+def test_create_and_open_by_name_and_id(store):
+    s = store.create_session(model="gpt-4.1", context_window=32000, system_prompt="Be kind.", name="work")
+    assert (s.name, s.model, s.context_window, s.system_prompt) == ("work", "gpt-4.1", 32000, "Be kind.")
+    assert s.head is None and s.generation == 0 and s.compaction_count == 0
+    assert s.metadata == {"context_compaction_count": 0}
+    assert store.open_session("work") is s
+    assert store.open_session(s.id) is s
+    unnamed = store.create_session(model="gpt-4o", context_window=1000)
+    assert unnamed.name == unnamed.id
+    # A fresh Store on the same file sees both (a new kernel).
+    store.close()
+    other = ocw.Store(store.path)
+    try:
+        again = other.open_session("work")
+        assert again.id == s.id and again.system_prompt == "Be kind."
+        assert other.open_session(unnamed.id).model == "gpt-4o"
+    finally:
+        other.close()
+
+
+def test_id_wins_over_a_name_that_looks_like_an_id(store):
+    a = store.create_session(name="first")
+    b = store.create_session(name=a.id)  # a name that is another session's id
+    assert b.id != a.id and b.name == a.id
+    assert store.open_session(a.id) is a  # the id match wins
+
+
+def test_duplicate_name_is_an_error(store):
+    store.create_session(name="dup")
+    with pytest.raises(StoreError) as e:
+        store.create_session(name="dup")
+    assert "dup" in str(e.value) and e.value.hint
+    assert [x["name"] for x in store.sessions()].count("dup") == 1
+
+
+def test_missing_session(store):
+    with pytest.raises(SessionNotFound):
+        store.open_session("nope")
+    assert isinstance(SessionNotFound(), OcwError)
+
+
+def test_get_or_create(store):
+    a = store.get_or_create_session("g", model="gpt-4o", context_window=500)
+    b = store.get_or_create_session("g", model="other", context_window=9)
+    assert a is b and b.model == "gpt-4o"
+
+
+@pytest.mark.parametrize("window", [0, -5, 1.5, "8k"])
+def test_bad_context_window(store, window):
+    with pytest.raises(StoreError):
+        store.create_session(context_window=window)
+
+
+def test_sessions_listing(store):
+    a = store.create_session(model="gpt-4o", context_window=1000, name="a")
+    b = store.create_session(model="gpt-4", context_window=2000, name="b")
+    a.append("user", "one")
+    a.append("assistant", "two")
+    rows = {r["name"]: r for r in store.sessions()}
+    assert set(rows) == {"a", "b"}
+    assert rows["a"]["messages"] == 2 and rows["b"]["messages"] == 0
+    assert rows["a"]["tokens"] == a.occupancy()["breakdown"]["messages"]
+    assert rows["b"]["model"] == "gpt-4" and rows["b"]["context_window"] == 2000
+    assert store.sessions()[0]["name"] == "a"  # most recently used first
+    b.append("user", "now b")
+    assert store.sessions()[0]["name"] == "b"
+
+
+def test_metadata_is_json_and_persists(store):
+    s = store.create_session(name="meta", metadata={"tool_result_cap": 1234, "tags": ["x", "数据"]})
+    s.set_metadata(note={"nested": [1, 2]})
+    store.close()
+    other = ocw.Store(store.path)
+    t = other.open_session("meta")
+    assert t.metadata == {"context_compaction_count": 0, "tool_result_cap": 1234, "tags": ["x", "数据"],
+                          "note": {"nested": [1, 2]}}
+    assert t.tool_result_cap == 1234
+    other.close()
+
+
+def test_transaction_is_all_or_nothing(store):
+    s = store.create_session(name="t")
+    with pytest.raises(RuntimeError):
+        with store.db.transaction() as con:
+            con.execute("UPDATE sessions SET name = 'renamed' WHERE id = ?", [s.id])
+            raise RuntimeError("boom")
+    with store.db.connect() as con:
+        assert con.execute("SELECT name FROM sessions WHERE id = ?", [s.id]).fetchone() == ("t",)
+
+
+def test_store_on_a_non_database_file(tmp_path):
+    bad = tmp_path / "not.duckdb"
+    bad.write_bytes(b"this is not a duckdb file" * 100)
+    with pytest.raises(StoreError):
+        ocw.Store(str(bad))
+
+
+# -- the connection manager ---------------------------------------------------------
+HOLDER = textwrap.dedent(
+    """
+    import sys, time, duckdb
+    con = duckdb.connect(sys.argv[1])
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+    con.close()
+    """
+)
+
+
+def hold_lock(path: str, seconds: float) -> subprocess.Popen:
+    """Another process (not ocw) holding DuckDB's lock on `path` for `seconds`."""
+    p = subprocess.Popen([sys.executable, "-c", HOLDER, path, str(seconds)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "locked"
+    return p
+
+
+def can_open_elsewhere(path: str) -> bool:
+    code = "import sys, duckdb; duckdb.connect(sys.argv[1]).close()"
+    return subprocess.run([sys.executable, "-c", code, path], capture_output=True).returncode == 0
+
+
+def test_connection_is_released_when_idle(tmp_db):
+    store = ocw.Store(tmp_db, idle_close=0.05)
+    s = store.create_session(name="idle")
+    s.append("user", "hello")
+    deadline = time.monotonic() + 5
+    while store.db._con is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.db._con is None
+    assert not os.path.exists(tmp_db + ".wal")  # closing checkpointed, off the turn's path
+    assert can_open_elsewhere(tmp_db)
+    opens = store.db.opens
+    s.append("user", "again")  # reopens transparently
+    assert store.db.opens == opens + 1
+    assert s.branch()[-1] == s.head
+    store.close()
+
+
+def test_connection_is_held_through_a_burst(store):
+    s = store.create_session(name="burst")
+    opens = store.db.opens
+    for i in range(20):
+        s.append("user", f"m{i}")
+        s.occupancy()
+    assert store.db.opens - opens <= 1  # not one open per operation
+
+
+def test_waits_while_another_process_holds_the_file(tmp_db):
+    ocw.Store(tmp_db).close()
+    store = ocw.Store(tmp_db, idle_close=0.01)
+    s = store.create_session(name="w")
+    time.sleep(0.1)
+    assert store.db._con is None
+    holder = hold_lock(tmp_db, 0.6)
+    t0 = time.monotonic()
+    nid = s.append("user", "waited for the lock")  # no error reaches the caller
+    waited = time.monotonic() - t0
+    holder.wait(timeout=10)
+    assert s.head == nid
+    assert waited > 0.2
+    assert store.db.waits >= 1
+    store.close()
+
+
+def test_store_busy_after_lock_timeout(tmp_db):
+    ocw.Store(tmp_db).close()
+    holder = hold_lock(tmp_db, 3)
+    try:
+        with pytest.raises(StoreBusy) as e:
+            ocw.Store(tmp_db, lock_timeout=0.3)
+        assert e.value.hint and isinstance(e.value, StoreError)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_two_stores_in_one_process_take_turns(tmp_db):
+    """Two Store objects on one file (two notebooks in one kernel, or a test) hand the
+    file to each other through the sidecar lock, and each sees the other's writes."""
+    a = ocw.Store(tmp_db)
+    b = ocw.Store(tmp_db)
+    sa = a.create_session(name="shared", model="gpt-4o", context_window=10000)
+    sb = b.open_session("shared")
+    ids = []
+    for i in range(6):
+        ids.append((sa if i % 2 == 0 else sb).append("user", f"turn {i}"))
+    sa.sync()
+    sb.sync()
+    assert sa.branch() == sb.branch() == ids
+    assert sa.occupancy()["total"] == sb.occupancy()["total"]
+    assert os.path.exists(tmp_db + ".ocw-lock")
+    a.close()
+    b.close()
