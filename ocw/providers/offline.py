@@ -132,9 +132,12 @@ class OfflineProvider:
     def close(self) -> None:
         pass
 
-    def prompt_tokens(self, messages: list[dict], system: str | None = None) -> int:
-        """What a request costs: the system prompt plus every message (ocw.tokens rules)."""
+    def prompt_tokens(self, messages: list[dict], system: str | None = None, tools: list[dict] | None = None) -> int:
+        """What a request costs: the system prompt, the tool definitions (as real
+        providers bill them) and every message (ocw.tokens rules)."""
         n = count_text(system or "", self.encoding)
+        if tools:
+            n += count_text(json.dumps(tools, sort_keys=True, ensure_ascii=False), self.encoding)
         for m in messages:
             n += count_message(m.get("role", "user"), _blocks(m), self.encoding)
         return n
@@ -171,7 +174,7 @@ class OfflineProvider:
 
     # -- answers ------------------------------------------------------------
     def _respond(self, messages, system, tools, max_tokens) -> Reply:
-        used = self.prompt_tokens(messages, system)
+        used = self.prompt_tokens(messages, system, tools)
         if used > self.context_window:
             body = f"prompt is too long: {used} tokens > {self.context_window} maximum"
             raise ContextOverflowError(f"offline: {body}", status=400, body=body)
@@ -273,10 +276,16 @@ class OfflineProvider:
                     texts.append(render_block(b))
         text = "\n".join(t for t in texts if t)
         enc = self.encoding
-        # A previous summary is re-read as plain sentences (its labels are dropped).
-        body = "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith((HEADER, *LABELS)))
+        # A previous summary is re-read as plain sentences (its labels are dropped);
+        # the request's wrapper tags, transcript role markers and this model's own
+        # boilerplate digests carry nothing worth keeping.
+        body = "\n".join(
+            _ROLE_MARK.sub("", ln) for ln in text.splitlines()
+            if not ln.strip().startswith((HEADER, *LABELS)) and not _WRAPPER.match(ln)
+            and not _OWN_DIGEST.search(ln)
+        )
         sents = [s for s in dict.fromkeys(_sentences(body)) if not _INSTRUCTION.match(s)]
-        idents = identifiers(text)
+        idents = identifiers(body)
         n = len(sents)
         df = Counter(t for s in sents for t in set(_terms(s)))
         score: dict[int, float] = {}
@@ -338,6 +347,10 @@ class OfflineProvider:
             result = truncate_to_tokens(full, k, enc) if k > 0 else ""
         return result
 
+
+_WRAPPER = re.compile(r"^\s*(</?(previous-summary|new-turns)>|\(none\))\s*$")
+_ROLE_MARK = re.compile(r"^\[(user|assistant|tool|system|llm)(:[\w/]+)?\]\s*")
+_OWN_DIGEST = re.compile(r"\(offline model\)|^\s*(\[assistant\]\s*)?It is \d+ tokens long and begins")
 
 _ARG_SEP = re.compile(r"\s*(?:,|;|\band\b)?\s*")
 _ARG = re.compile(r"""\s*(\w+)\s*[=:]\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^,;\s)]+?)(?=[,;\s)]|\.(?:\s|$)|$)""")
