@@ -341,8 +341,6 @@ class Store:
         provider: str = "offline",
         metadata: dict | None = None,
     ):
-        from .session import Session
-
         if not isinstance(context_window, int) or context_window <= 0:
             raise StoreError(f"context_window must be a positive integer, got {context_window!r}")
         sid = new_id("s_")

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import AuthError
 from .base import Reply, StreamCallback, Usage
-from .http import HTTPProvider, error_for_payload, request_id_of
+from .http import HTTPProvider, request_id_of
 from .openai import parse_arguments
 
 API_VERSION = "2023-06-01"
@@ -149,16 +149,6 @@ class AnthropicProvider(HTTPProvider):
             p["stream"] = True
         return p
 
-    def _err(self, doc: dict, response, raw: str):
-        return error_for_payload(
-            doc.get("error", doc),
-            provider=self.name,
-            status=response.status_code,
-            request_id=request_id_of(response.headers),
-            body=raw,
-            secret=self._key,
-        )
-
     def stream(
         self,
         messages: list[dict],
@@ -186,7 +176,7 @@ class AnthropicProvider(HTTPProvider):
                 doc = self._parse_data(ev, response)
                 kind = doc.get("type") or ev.event
                 if kind == "error" or ev.event == "error":
-                    raise self._err(doc, response, ev.data)
+                    raise self._payload_error(doc, response, ev.data)
                 if kind == "message_start":
                     msg = doc.get("message") or {}
                     model = msg.get("model")
@@ -241,7 +231,7 @@ class AnthropicProvider(HTTPProvider):
         payload = self._payload(messages, system, tools, max_tokens, stream=False)
         doc, response = self._post_json("/v1/messages", payload)
         if doc.get("type") == "error":
-            raise self._err(doc, response, json.dumps(doc))
+            raise self._payload_error(doc, response, json.dumps(doc))
         if not isinstance(doc.get("content"), list):
             raise self._error("response has no content list", response=response, body=json.dumps(doc))
         usage = Usage()

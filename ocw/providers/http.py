@@ -304,6 +304,17 @@ class HTTPProvider:
     def _headers(self) -> dict[str, str]:
         raise NotImplementedError
 
+    def _payload_error(self, doc: dict, response, raw: str) -> ProviderError:
+        """The typed error for an error object sent with a 200 (mid-stream or as JSON)."""
+        return error_for_payload(
+            doc.get("error", doc),
+            provider=self.name,
+            status=response.status_code,
+            request_id=request_id_of(response.headers),
+            body=raw,
+            secret=self._key,
+        )
+
     def _error(self, msg: str, cls: type[ProviderError] = MalformedResponse, *, response=None, body=None, **kw):
         """A typed error with the key scrubbed from message and body."""
         rid = request_id_of(response.headers) if response is not None else None

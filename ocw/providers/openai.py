@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import AuthError
 from .base import Reply, StreamCallback, Usage
-from .http import HTTPProvider, error_for_payload, request_id_of
+from .http import HTTPProvider, request_id_of
 
 STOP_REASONS = {
     "stop": "end_turn",
@@ -189,10 +189,10 @@ class OpenAIProvider(HTTPProvider):
                     done = True
                     continue
                 if ev.event == "error":
-                    raise self._stream_error(self._parse_data(ev, response), response, ev.data)
+                    raise self._payload_error(self._parse_data(ev, response), response, ev.data)
                 chunk = self._parse_data(ev, response)
                 if "error" in chunk:
-                    raise self._stream_error(chunk, response, ev.data)
+                    raise self._payload_error(chunk, response, ev.data)
                 model = chunk.get("model") or model
                 if chunk.get("usage"):
                     usage = _usage(chunk["usage"])
@@ -238,16 +238,6 @@ class OpenAIProvider(HTTPProvider):
         stop = STOP_REASONS.get(finish, finish) if finish else ("tool_use" if calls else None)
         return Reply(content=content, usage=usage, stop_reason=stop, model=model or self.model, request_id=rid)
 
-    def _stream_error(self, doc: dict, response, raw: str):
-        return error_for_payload(
-            doc.get("error", doc),
-            provider=self.name,
-            status=response.status_code,
-            request_id=request_id_of(response.headers),
-            body=raw,
-            secret=self._key,
-        )
-
     # -- non-streaming ----------------------------------------------------
     def complete(
         self,
@@ -260,7 +250,7 @@ class OpenAIProvider(HTTPProvider):
         payload = self._payload(messages, system, tools, max_tokens, stream=False)
         doc, response = self._post_json("/chat/completions", payload)
         if "error" in doc:
-            raise self._stream_error(doc, response, json.dumps(doc))
+            raise self._payload_error(doc, response, json.dumps(doc))
         choices = doc.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0].get("message"), dict):
             raise self._error("response has no choices[0].message", response=response, body=json.dumps(doc))
