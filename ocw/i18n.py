@@ -16,6 +16,8 @@ MESSAGES = {
         "auto_paused": "Automatic compaction is paused for this session after 3 failures in a row; %compact still works.",
         "snipped": "The request was still over the window after compaction; {n} older messages were left out of this request only.",
         "busy": "A compaction is already running for this session; wait for it to finish.",
+        "step_limit": "Stopped after {n} tool step{s} (the limit, %config Ocw.max_tool_steps = {limit}); "
+                      "the calls and results are saved, ask again to continue.",
     },
     "zh": {
         "started": "正在压缩上下文…",
@@ -27,6 +29,7 @@ MESSAGES = {
         "auto_paused": "本会话的自动压缩已连续失败 3 次，现已暂停；仍可使用 %compact。",
         "snipped": "压缩后请求仍超出窗口；本次请求省略了 {n} 条较早的消息（未修改会话）。",
         "busy": "本会话已有压缩正在进行，请等待其完成。",
+        "step_limit": "已执行 {n} 步工具调用，达到上限（%config Ocw.max_tool_steps = {limit}）；调用与结果已保存，可继续提问。",
     },
 }
 

@@ -228,9 +228,8 @@ class Turn:
                 self.result.tool_steps = steps
                 if steps >= self.max_steps:
                     self.result.step_limit_reached = True
-                    self.on_system(f"Stopped after {steps} tool step{'s' if steps != 1 else ''} "
-                                   f"(the limit, %config Ocw.max_tool_steps = {self.max_steps}); "
-                                   "the calls and results are saved, ask again to continue.")
+                    self.on_system(i18n_text("step_limit", self.lang, n=steps, limit=self.max_steps,
+                                             s="s" if steps != 1 else ""))
                     break
         except KeyboardInterrupt as e:
             # The stop button: finished steps stay stored (call + results), the
