@@ -11,35 +11,17 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
-
 from . import events as ev
 from .context import count as count_rules
 from .context.occupancy import compute_breakdown
 from .errors import OcwError, StoreError
+from .graph import SUMMARY_NAME, BranchIndex, NodeMeta
 from .render import normalize_content, render_blocks, summary_message
 from .store import new_id
 from .tokens import count_message, count_text, encoding_for_model
 
 ROLES = ("system", "user", "assistant", "tool", "llm")
-SUMMARY_NAME = "context/summary"
 DEFAULT_TOOL_RESULT_CAP = 4000  # tokens of one tool result the model reads
-
-
-@dataclass
-class NodeMeta:
-    id: str
-    seq: int
-    parent_id: str | None
-    role: str
-    name: str | None
-    tokens: int
-    cover_count: int = 0  # summaries: how many branch nodes they cover
-    supersedes: str | None = None
-
-    @property
-    def is_summary(self) -> bool:
-        return self.role == "llm" and self.name == SUMMARY_NAME
 
 
 class Session:
@@ -51,11 +33,7 @@ class Session:
         self._rev = -1
         self._last_seq = 0
         self._row: dict = {}
-        self._nodes: dict[str, NodeMeta] = {}
-        self._summaries: list[NodeMeta] = []
-        self._path: list[str] = []
-        self._index: dict[str, int] = {}
-        self._prefix: list[int] = [0]
+        self._graph = BranchIndex()
         self._content: dict[str, list] = {}
         self._fixed_cache: dict[tuple, int] = {}
         self.tool_definitions: list[dict] = []
@@ -84,6 +62,10 @@ class Session:
     @property
     def tool_result_cap(self) -> int:
         return int(self._row["metadata"].get("tool_result_cap") or DEFAULT_TOOL_RESULT_CAP)
+
+    @property
+    def _nodes(self) -> dict[str, NodeMeta]:
+        return self._graph.nodes
 
     def __repr__(self) -> str:
         return f"<ocw Session {self.name!r} ({self.id}) model={self.model} window={self.context_window}>"
@@ -121,14 +103,12 @@ class Session:
             meta = NodeMeta(nid, seq, parent, role, name, tokens or 0, int(ncov or 0), supersedes)
             if nenc != enc:
                 meta.tokens = self._count_node(meta, self._load_content(con, [nid])[nid])
-            self._nodes[nid] = meta
-            if meta.is_summary:
-                self._summaries.append(meta)
+            self._graph.add(meta)
             self._last_seq = max(self._last_seq, seq)
         if encoding_changed or cap_changed:
             self._recount_all(con)
         self._rev = row[8]
-        self._set_head_path(self._row["head_id"])
+        self._graph.move_head(self._row["head_id"])
 
     def _recount_all(self, con) -> None:
         """The model changed to one with another tokenizer: counts are recomputed in
@@ -137,24 +117,7 @@ class Session:
         for nid, meta in self._nodes.items():
             meta.tokens = self._count_node(meta, contents[nid])
         self._fixed_cache.clear()
-        self._path, self._index, self._prefix = [], {}, [0]
-
-    def _set_head_path(self, head: str | None) -> None:
-        """Make the cached branch end at `head`, touching only the part that changed."""
-        new: list[str] = []
-        n = head
-        while n is not None and n not in self._index:
-            new.append(n)
-            n = self._nodes[n].parent_id
-        keep = self._index[n] + 1 if n is not None else 0
-        for nid in self._path[keep:]:
-            del self._index[nid]
-        del self._path[keep:]
-        del self._prefix[keep + 1:]
-        for nid in reversed(new):
-            self._index[nid] = len(self._path)
-            self._path.append(nid)
-            self._prefix.append(self._prefix[-1] + self._nodes[nid].tokens)
+        self._graph.clear_path()
 
     def _load_content(self, con, ids: list[str]) -> dict[str, list]:
         out: dict[str, list] = {}
@@ -212,12 +175,12 @@ class Session:
                 self._bump(con, head=parent)
             # Adopt the write only once it is committed.
             for meta, (_, _, _, blocks, _) in zip(written, prepared):
-                self._nodes[meta.id] = meta
+                self._graph.add(meta)
                 self._content[meta.id] = blocks
                 self._last_seq = max(self._last_seq, meta.seq)
             self._rev += 1
             self._row["head_id"] = parent
-            self._set_head_path(parent)
+            self._graph.move_head(parent)
         self._publish()
         return [m.id for m in written]
 
@@ -249,7 +212,7 @@ class Session:
             self._rev += 1
             self._row["head_id"] = target
             self._row["metadata"] = meta
-            self._set_head_path(target)
+            self._graph.move_head(target)
         self.events.emit(ev.HEAD_MOVED, {"head": target})
         self._publish()
 
@@ -257,19 +220,19 @@ class Session:
         """Move HEAD back to `node_id`, an ancestor on the current branch (None: before
         the first message). The next append forks a new branch there."""
         self.sync()
-        if node_id is not None and node_id not in self._index:
+        if node_id is not None and node_id not in self._graph.index:
             raise OcwError(f"{node_id!r} is not on the current branch", hint="use %branch to switch branches")
         self._move_head(node_id)
 
     def rewind_turns(self, n: int) -> str | None:
         """HEAD back n user turns: to just before the n-th last user message."""
         self.sync()
-        users = [i for i, nid in enumerate(self._path) if self._nodes[nid].role == "user"]
+        users = [i for i, nid in enumerate(self._graph.path) if self._nodes[nid].role == "user"]
         if n < 1 or n > len(users):
             raise OcwError(f"cannot rewind {n} turns; the branch has {len(users)}",
                            hint=f"use a number from 1 to {len(users)}" if users else "there is nothing to rewind")
         idx = users[-n]
-        target = self._path[idx - 1] if idx > 0 else None
+        target = self._graph.path[idx - 1] if idx > 0 else None
         self._move_head(target)
         return target
 
@@ -343,8 +306,8 @@ class Session:
             self._row["occupancy_generation"] += 1
             for n, nid in changed:
                 self._nodes[nid].tokens = n
-            self._path, self._index, self._prefix = [], {}, [0]
-            self._set_head_path(self.head)
+            self._graph.clear_path()
+            self._graph.move_head(self.head)
         self._publish()
 
     def rename(self, new_name: str) -> None:
@@ -371,18 +334,12 @@ class Session:
 
     # -- reading ----------------------------------------------------------------
     def active_summary(self) -> NodeMeta | None:
-        """The newest summary whose covered nodes are all ancestors of HEAD. Covers are
-        always a prefix of a branch ending at the summary's parent, so that parent being
-        on the branch at the right depth is the whole test."""
-        for s in reversed(self._summaries):
-            idx = self._index.get(s.parent_id) if s.parent_id else None
-            if idx is not None and idx + 1 == s.cover_count:
-                return s
-        return None
+        """The newest summary whose covered nodes are all ancestors of HEAD."""
+        return self._graph.active_summary()
 
     def branch(self) -> list[str]:
         """Node ids from the root to HEAD (summaries are never on it)."""
-        return list(self._path)
+        return list(self._graph.path)
 
     def node(self, node_id: str) -> dict:
         meta = self._nodes[node_id]
@@ -400,7 +357,7 @@ class Session:
             out.append({"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
         s = self.active_summary()
         start = s.cover_count if s else 0
-        tail = self._path[start:]
+        tail = self._graph.path[start:]
         with self.store.db.connect() as con:
             contents = self._load_content(con, ([s.id] if s else []) + tail)
         if s:
@@ -433,7 +390,7 @@ class Session:
             "system": self._fixed_tokens("system", self.system_prompt),
             "tools": self._fixed_tokens("tools", tools),
             "summary": s.tokens if s else 0,
-            "messages": self._prefix[-1] - self._prefix[start],
+            "messages": self._graph.tokens_from(start),
         }
 
     reserve_ratio = 0.8  # the automatic-compaction line the panel draws; the notebook layer sets it
@@ -484,7 +441,7 @@ class Session:
                 self._sync(con)
                 if self.head != expected_head or self.generation != expected_generation:
                     raise StoreError("the conversation changed while compacting; nothing was saved")
-                if self._path[:len(covered)] != covered:
+                if self._graph.path[:len(covered)] != covered:
                     raise StoreError("covered messages are no longer a prefix of the branch")
                 old = self.active_summary()
                 (seq,) = con.execute(
@@ -496,8 +453,7 @@ class Session:
                 meta = count_rules.count_own_compaction(self._row["metadata"])
                 self._bump(con, metadata=meta, generation_delta=1)
             node = NodeMeta(sid, seq, covered[-1], "llm", SUMMARY_NAME, tokens, len(covered), old.id if old else None)
-            self._nodes[sid] = node
-            self._summaries.append(node)
+            self._graph.add(node)
             self._content[sid] = blocks
             self._last_seq = max(self._last_seq, seq)
             self._rev += 1
@@ -509,14 +465,4 @@ class Session:
     def branches(self) -> list[dict]:
         """Every leaf of the DAG (summaries aside): id, depth, last role, current or not."""
         self.sync()
-        has_child = {m.parent_id for m in self._nodes.values() if not m.is_summary}
-        leaves = [m for m in self._nodes.values() if not m.is_summary and m.id not in has_child]
-        out = []
-        for leaf in sorted(leaves, key=lambda m: m.seq):
-            depth, n = 0, leaf.id
-            while n is not None:
-                depth += 1
-                n = self._nodes[n].parent_id
-            out.append({"id": leaf.id, "depth": depth, "role": leaf.role, "current": leaf.id == self.head,
-                        "on_branch": leaf.id in self._index})
-        return out
+        return [{**leaf, "current": leaf["id"] == self.head} for leaf in self._graph.leaves()]
