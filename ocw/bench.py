@@ -1,14 +1,17 @@
-"""Benchmarks: `python -m ocw.bench occupancy` (or `all`: occupancy, then the
-compaction benchmark of `ocw.bench_compaction` when it is installed).
+"""Benchmarks: `python -m ocw.bench occupancy|compaction|all` (`all`: occupancy,
+then the compaction benchmark of `ocw.bench_compaction`, both at their full
+default sizes unless `--quick`).
 
 occupancy — the per-turn cost of keeping the occupancy figure current, against
 a naive full re-tokenization of the same history, on sessions of 1k, 10k and
 100k messages (10 % of them ~2k-token tool outputs, as tool_result blocks).
 
-- Build: the nodes are bulk-inserted with SQL (INSERT … SELECT over a small
-  table of message templates whose token counts were computed once, by the
-  same function `Session.append` uses), then the session is loaded as a kernel
-  would load it. 100k messages build in a few seconds.
+- Build (`build_session`, shared with `ocw.bench_compaction`): the nodes are
+  bulk-inserted with SQL (INSERT … SELECT over a small table of message
+  templates whose token counts were computed once, by the same function
+  `Session.append` uses; a sample is recounted to prove it), each tool call with
+  a unique id, then the session is loaded as a kernel would load it. 100k
+  messages build in a few seconds.
 - Per-turn: count the new message + append it (one DuckDB transaction) + read
   `occupancy()`; the median of `--turns` turns per size, after a short warm-up,
   timed in rounds that interleave the sizes so that each is measured under the
@@ -24,7 +27,6 @@ Targets: at 100k the per-turn update ≥ 1000× faster than naive, and per-turn 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import random
@@ -38,8 +40,10 @@ from .tokens import FRAME_TOKENS, count_message, get_encoding, render_message
 
 DEFAULT_SIZES = (1000, 10000, 100000)
 QUICK_SIZES = (100, 400)
-TOOL_EVERY = 10  # one message in ten is a tool output
+TOOL_EVERY = 10  # one message in ten is a tool output (the one before it, its call)
 TOOL_TOKENS = 2000
+N_CHAT, N_TOOL = 64, 16  # templates: chat messages, tool calls, tool outputs (N_TOOL each)
+SYSTEM_PROMPT = "You are a careful assistant working in a Jupyter notebook."
 
 _WORDS = (
     "the context window holds every message a model reads next turn so a long session slowly fills it "
@@ -56,71 +60,88 @@ def _text(rng: random.Random, words: int) -> str:
 
 
 def _tool_output(rng: random.Random, tokens: int, enc) -> str:
-    lines = []
-    text = ""
-    while len(enc.encode_ordinary(text)) < tokens:
+    lines: list[str] = []
+    while True:
         for _ in range(40):
-            lines.append(f"{rng.randrange(10**6):06d} INFO worker[{rng.randrange(64)}] "
-                         f"{_text(rng, 8)} status={rng.choice(['ok', 'retry', 'fail'])} "
-                         f"t={rng.random() * 100:.3f}ms")
-        text = "\n".join(lines)
-    ids = enc.encode_ordinary(text)[:tokens]
-    return enc.decode(ids)
+            lines.append(f"{rng.randrange(10**6):06d} INFO worker[{rng.randrange(64)}] {_text(rng, 8)} "
+                         f"status={rng.choice(['ok', 'retry', 'fail'])} t={rng.random() * 100:.3f}ms")
+        ids = enc.encode_ordinary("\n".join(lines))
+        if len(ids) >= tokens:
+            return enc.decode(ids[:tokens])
 
 
-def _templates(session, rng: random.Random, n_chat: int = 64, n_tool: int = 16) -> list[tuple]:
-    """(role, content_json, tokens) for chat messages, tool calls and tool outputs.
-    Counted exactly as `Session.append` counts: the rendered form, framing included."""
+def _templates(session, rng: random.Random) -> list[tuple[int, str, str, int]]:
+    """(k, role, content JSON with @ID@ for the tool id, tokens) for chat messages, tool
+    calls and tool outputs, counted exactly as `Session.append` counts: the rendered form,
+    framing included. The tool id is not part of the rendered text (render_block), so
+    making it unique per call never changes a count."""
     enc_name = session.encoding.name
     enc = get_encoding(enc_name)
     cap = session.tool_result_cap
+    rows = []
 
-    def row(role, blocks):
+    def add(role, blocks):
         tokens = count_message(role, render_blocks(blocks, cap, enc_name), enc_name, None)
-        return (role, json.dumps(blocks, ensure_ascii=False), tokens)
+        rows.append((len(rows), role, json.dumps(blocks, ensure_ascii=False), tokens))
 
-    chat = [row("user" if i % 2 == 0 else "assistant",
-                [{"type": "text", "text": _text(rng, rng.randint(20, 120))}]) for i in range(n_chat)]
-    calls = [row("assistant", [{"type": "text", "text": _text(rng, 12)},
-                               {"type": "tool_use", "id": f"call_{i}", "name": "run_shell",
-                                "input": {"cmd": f"tail -n 400 /var/log/job{i}.log"}}]) for i in range(n_tool)]
-    outputs = [row("user", [{"type": "tool_result", "tool_use_id": f"call_{i}",
-                             "content": _tool_output(rng, TOOL_TOKENS, enc)}]) for i in range(n_tool)]
-    return chat + calls + outputs
+    for i in range(N_CHAT):
+        add("user" if i % 2 == 0 else "assistant", [{"type": "text", "text": _text(rng, rng.randint(20, 120))}])
+    for i in range(N_TOOL):
+        add("assistant", [{"type": "text", "text": _text(rng, 12)},
+                          {"type": "tool_use", "id": "call_@ID@", "name": "run_shell",
+                           "input": {"cmd": f"tail -n 400 /var/log/job{i}.log"}}])
+    for i in range(N_TOOL):
+        add("tool", [{"type": "tool_result", "tool_use_id": "call_@ID@",
+                      "content": _tool_output(rng, TOOL_TOKENS, enc)}])
+    return rows
 
 
-def build_session(store, n: int, *, model: str = "gpt-4o", seed: int = 7, name: str | None = None):
-    """A session of `n` messages under one chain; every TOOL_EVERY-th message is a
-    ~2k-token tool output (preceded by the assistant's tool call). Bulk SQL."""
-    s = store.create_session(model=model, context_window=1_000_000_000, name=name or f"bench-{n}",
-                             system_prompt="You are a careful assistant working in a Jupyter notebook.")
+def build_session(store, n: int, *, model: str = "gpt-4o", window: int = 1_000_000_000, seed: int = 7,
+                  name: str | None = None, id_prefix: str = "n_b", verify: int = 24):
+    """A session of `n` messages on one parent chain, HEAD and rev set, returned loaded as a
+    kernel would load it. Every TOOL_EVERY-th message is a ~TOOL_TOKENS-token tool output
+    answering the assistant's tool call just before it (each call with a unique id).
+    Bulk SQL: INSERT … SELECT over a small table of templates. `verify` sampled rows (and
+    one whole cycle of templates) are recounted; a stored count that differs raises."""
+    s = store.create_session(model=model, context_window=window, name=name or f"bench-{n}",
+                             system_prompt=SYSTEM_PROMPT)
     rng = random.Random(seed)
     tpl = _templates(s, rng)
-    n_chat, n_tool = 64, 16
     with store.db.transaction() as con:
         con.execute("CREATE TEMP TABLE IF NOT EXISTS bench_tpl (k INTEGER, role VARCHAR, content VARCHAR, tokens INTEGER)")
         con.execute("DELETE FROM bench_tpl")
-        con.executemany("INSERT INTO bench_tpl VALUES (?, ?, ?, ?)", [(k, *t) for k, t in enumerate(tpl)])
-        # Message i: a tool output when i % 10 == 9, the tool call before it when i % 10 == 8,
-        # otherwise a chat message alternating user / assistant.
+        con.executemany("INSERT INTO bench_tpl VALUES (?, ?, ?, ?)", tpl)
+        # Message i: a tool output when i % 10 == 9 (answering the call at i - 1, both with the
+        # id call_<i - i % 10>), its call when i % 10 == 8, otherwise chat alternating user / assistant.
         con.execute(
             f"""
             INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding)
-            SELECT 'n_b' || i, ?, CASE WHEN i = 0 THEN NULL ELSE 'n_b' || (i - 1) END,
-                   t.role, NULL, t.content::JSON, t.tokens, ?
+            SELECT CAST(? AS VARCHAR) || i, ?, CASE WHEN i = 0 THEN NULL ELSE CAST(? AS VARCHAR) || (i - 1) END, t.role, NULL,
+                   replace(t.content, '@ID@', CAST(i - (i % {TOOL_EVERY}) AS VARCHAR))::JSON, t.tokens, ?
             FROM range(?) r(i)
             JOIN bench_tpl t ON t.k = CASE
-                WHEN i % {TOOL_EVERY} = {TOOL_EVERY - 1} THEN {n_chat + n_tool} + (i // {TOOL_EVERY}) % {n_tool}
-                WHEN i % {TOOL_EVERY} = {TOOL_EVERY - 2} THEN {n_chat} + (i // {TOOL_EVERY}) % {n_tool}
-                ELSE ((i // 2) * 2 % {n_chat}) + (i % 2) END
+                WHEN i % {TOOL_EVERY} = {TOOL_EVERY - 1} THEN {N_CHAT + N_TOOL} + (i // {TOOL_EVERY}) % {N_TOOL}
+                WHEN i % {TOOL_EVERY} = {TOOL_EVERY - 2} THEN {N_CHAT} + (i // {TOOL_EVERY}) % {N_TOOL}
+                ELSE ((i // 2) * 2 % {N_CHAT}) + (i % 2) END
             ORDER BY i
             """,
-            [s.id, s.encoding.name, n],
+            [id_prefix, s.id, id_prefix, s.encoding.name, n],
         )
-        con.execute("UPDATE sessions SET head_id = ?, rev = rev + 1 WHERE id = ?", [f"n_b{n - 1}", s.id])
+        con.execute("UPDATE sessions SET head_id = ?, rev = rev + 1 WHERE id = ?", [f"{id_prefix}{n - 1}", s.id])
         con.execute("DROP TABLE bench_tpl")
     with store.db.connect() as con:
         con.execute("CHECKPOINT")
+        sample = con.execute(
+            f"SELECT role, content, tokens FROM nodes WHERE session_id = ? "
+            f"USING SAMPLE reservoir({int(verify)} ROWS) REPEATABLE ({int(seed)})", [s.id]).fetchall()
+        sample += con.execute(  # and one whole cycle: every template kind
+            f"SELECT role, content, tokens FROM nodes WHERE session_id = ? AND seq <= (SELECT min(seq) + {TOOL_EVERY}"
+            " FROM nodes WHERE session_id = ?)", [s.id, s.id]).fetchall()
+    enc = s.encoding.name
+    for role, content, tokens in sample:  # the precomputed counts are the real ones
+        real = count_message(role, render_blocks(json.loads(content), s.tool_result_cap, enc), enc, None)
+        if real != tokens:
+            raise RuntimeError(f"bench build: stored count {tokens} != recount {real}")
     s.sync()
     return s
 
@@ -251,27 +272,27 @@ def _print_table(rows: list[dict], out) -> None:
                   f"{'met' if k <= 1.5 else 'NOT met'} ({k:.2f}×)", file=out)
 
 
-def bench_compaction(sizes, turns, *, quick: bool = False, **_):
-    """The compaction benchmark lives in `ocw.bench_compaction` (its own sizes and options);
-    `all` runs it with its defaults, or its quick sizes with --quick."""
+def bench_compaction(sizes, turns, *, quick: bool = False, model: str = "gpt-4o", **_) -> int:
+    """The compaction benchmark of `ocw.bench_compaction`, at its own full default sizes
+    (10k, 100k), or its quick sizes with --quick; `--sizes`/`--turns` are occupancy's.
+    Returns its exit code: 1 if prepare and naive ever built different summarizer input."""
     from . import bench_compaction
 
-    return bench_compaction.main(["--quick"] if quick else [])
+    return bench_compaction.main(["--model", model] + (["--quick"] if quick else []))
 
 
-BENCHES = {"occupancy": bench_occupancy}
-if importlib.util.find_spec(f"{__package__ or 'ocw'}.bench_compaction") is not None:
-    BENCHES["compaction"] = bench_compaction
+BENCHES = {"occupancy": bench_occupancy, "compaction": bench_compaction}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ocw.bench", description="ocw benchmarks")
-    p.add_argument("bench", choices=[*BENCHES, "all"], help="which benchmark to run")
+    p.add_argument("bench", choices=[*BENCHES, "all"],
+                   help="which benchmark to run; all = occupancy, then compaction (both full size unless --quick)")
     p.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
-                   help="comma-separated session sizes in messages (default 1000,10000,100000)")
-    p.add_argument("--turns", type=int, default=50, help="turns measured per size (median)")
+                   help="occupancy: comma-separated session sizes in messages (default 1000,10000,100000)")
+    p.add_argument("--turns", type=int, default=50, help="occupancy: turns measured per size (median)")
     p.add_argument("--naive-fraction", type=float, default=None,
-                   help="time naive on this fraction of the messages and scale linearly (default: all)")
+                   help="occupancy: time naive on this fraction of the messages and scale linearly (default: all)")
     p.add_argument("--model", default="gpt-4o")
     p.add_argument("--quick", action="store_true", help="tiny sizes and few turns (for tests)")
     args = p.parse_args(argv)
@@ -281,15 +302,11 @@ def main(argv: list[str] | None = None) -> int:
         sizes, turns = list(QUICK_SIZES), min(turns, 5)
     if any(n < TOOL_EVERY for n in sizes):
         p.error(f"sizes must be at least {TOOL_EVERY} messages")
-    if args.bench == "all":
-        for name, fn in BENCHES.items():
-            if name == "occupancy":
-                fn(sizes, turns, naive_fraction=args.naive_fraction, model=args.model)
-            else:
-                fn(sizes, turns, quick=args.quick)
-    else:
-        BENCHES[args.bench](sizes, turns, naive_fraction=args.naive_fraction, model=args.model, quick=args.quick)
-    return 0
+    rc = 0
+    for name in (BENCHES if args.bench == "all" else [args.bench]):
+        res = BENCHES[name](sizes, turns, naive_fraction=args.naive_fraction, model=args.model, quick=args.quick)
+        rc = max(rc, res if isinstance(res, int) else 0)
+    return rc
 
 
 if __name__ == "__main__":  # pragma: no cover

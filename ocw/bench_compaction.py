@@ -18,44 +18,36 @@ nearly the whole history (prepare must read all of it); "rolling" — the steady
 state, a summary (written through the real persist path) covering all but the
 last 400 messages, so the next compaction folds only the turns since.
 
-Sessions are built with bulk SQL (INSERT … SELECT over a small table of
-templates whose token counts were computed once, by the function
-`Session.append` uses; a sample of rows is recounted to prove it), one parent
-chain, HEAD and rev set, 10 % of messages ~2k-token tool outputs, each tool
-call with a unique id. Timings are printed, never asserted.
+Sessions are built by the occupancy benchmark's `ocw.bench.build_session`:
+bulk SQL (INSERT … SELECT over a small table of templates whose token counts
+were computed once, by the function `Session.append` uses; a sample of rows is
+recounted to prove it), one parent chain, HEAD and rev set, 10 % of messages
+~2k-token tool outputs, each tool call with a unique id. Timings are printed,
+never asserted.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import random
 import sys
 import tempfile
 import time
 
+from .bench import _WORDS, TOOL_EVERY, TOOL_TOKENS
+from .bench import build_session as _build
 from .context.cut import find_cut_index
 from .context.engine import (CUT_NOTE, SUMMARY_SYSTEM, WRAPPER_TOKENS, prepare, summary_budget,
                              transcript_line)
 from .render import block_text, render_blocks
 from .session import SUMMARY_NAME
-from .tokens import count_message, count_text, get_encoding, truncate_to_tokens
+from .tokens import count_message, count_text, truncate_to_tokens
 
 DEFAULT_SIZES = (10_000, 100_000)
 QUICK_SIZES = (300, 1_000)
 WINDOW = 128_000
-TOOL_EVERY = 10  # one message in ten is a tool output (the one before it, its call)
-TOOL_TOKENS = 2_000
-N_CHAT, N_TOOL = 64, 16
 STATES = ("fresh", "rolling")  # no summary yet / a summary and the turns since
 ROLLING_TAIL = 400  # messages after the summary in the rolling state
-
-_WORDS = (
-    "the context window holds every message a model reads next turn so a long session slowly fills it "
-    "compaction folds older turns into a rolling summary while the recent tail stays verbatim "
-    "duckdb stores each node once and the kernel keeps counts in memory with prefix sums "
-    "tool outputs are long logs tables stack traces and file listings that dominate the budget"
-).split()
 
 
 class _NoCallProvider:
@@ -72,88 +64,12 @@ class _NoCallProvider:
         raise AssertionError("prepare called the summarizer")
 
 
-def _text(rng: random.Random, words: int) -> str:
-    return " ".join(rng.choice(_WORDS) for _ in range(words))
-
-
-def _tool_output(rng: random.Random, tokens: int, enc) -> str:
-    lines: list[str] = []
-    while True:
-        for _ in range(40):
-            lines.append(f"{rng.randrange(10**6):06d} INFO worker[{rng.randrange(64)}] {_text(rng, 8)} "
-                         f"status={rng.choice(['ok', 'retry', 'fail'])} t={rng.random() * 100:.3f}ms")
-        ids = enc.encode_ordinary("\n".join(lines))
-        if len(ids) >= tokens:
-            return enc.decode(ids[:tokens])
-
-
-def _templates(session, rng: random.Random) -> list[tuple[int, str, str, int]]:
-    """(k, role, content JSON with @ID@ for the tool id, tokens). The tool id is not
-    part of the rendered text (render_block), so it never changes a count."""
-    enc_name = session.encoding.name
-    enc = get_encoding(enc_name)
-    cap = session.tool_result_cap
-    rows = []
-
-    def add(role, blocks):
-        tokens = count_message(role, render_blocks(blocks, cap, enc_name), enc_name, None)
-        rows.append((len(rows), role, json.dumps(blocks, ensure_ascii=False), tokens))
-
-    for i in range(N_CHAT):
-        add("user" if i % 2 == 0 else "assistant", [{"type": "text", "text": _text(rng, rng.randint(20, 120))}])
-    for i in range(N_TOOL):
-        add("assistant", [{"type": "text", "text": _text(rng, 12)},
-                          {"type": "tool_use", "id": "call_@ID@", "name": "run_shell",
-                           "input": {"cmd": f"tail -n 400 /var/log/job{i}.log"}}])
-    for i in range(N_TOOL):
-        add("tool", [{"type": "tool_result", "tool_use_id": "call_@ID@",
-                      "content": _tool_output(rng, TOOL_TOKENS, enc)}])
-    return rows
-
-
 def build_session(store, n: int, *, window: int = WINDOW, model: str = "gpt-4o", seed: int = 7,
                   verify: int = 24):
-    """A session of `n` messages on one chain, bulk-inserted; returns it loaded."""
-    s = store.create_session(model=model, context_window=window, name=f"bench-compaction-{n}",
-                             system_prompt="You are a careful assistant working in a Jupyter notebook.")
-    rng = random.Random(seed)
-    tpl = _templates(s, rng)
-    with store.db.transaction() as con:
-        con.execute("CREATE TEMP TABLE bench_tpl (k INTEGER, role VARCHAR, content VARCHAR, tokens INTEGER)")
-        con.executemany("INSERT INTO bench_tpl VALUES (?, ?, ?, ?)", tpl)
-        # Message i: a tool output when i % 10 == 9 (answering the call at i - 1), its
-        # call when i % 10 == 8, otherwise chat alternating user / assistant.
-        con.execute(
-            f"""
-            INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding)
-            SELECT 'n_c' || i, ?, CASE WHEN i = 0 THEN NULL ELSE 'n_c' || (i - 1) END, t.role, NULL,
-                   replace(t.content, '@ID@', CAST(i - (i % {TOOL_EVERY}) AS VARCHAR))::JSON, t.tokens, ?
-            FROM range(?) r(i)
-            JOIN bench_tpl t ON t.k = CASE
-                WHEN i % {TOOL_EVERY} = {TOOL_EVERY - 1} THEN {N_CHAT + N_TOOL} + (i // {TOOL_EVERY}) % {N_TOOL}
-                WHEN i % {TOOL_EVERY} = {TOOL_EVERY - 2} THEN {N_CHAT} + (i // {TOOL_EVERY}) % {N_TOOL}
-                ELSE ((i // 2) * 2 % {N_CHAT}) + (i % 2) END
-            ORDER BY i
-            """,
-            [s.id, s.encoding.name, n],
-        )
-        con.execute("UPDATE sessions SET head_id = ?, rev = rev + 1 WHERE id = ?", [f"n_c{n - 1}", s.id])
-        con.execute("DROP TABLE bench_tpl")
-    with store.db.connect() as con:
-        con.execute("CHECKPOINT")
-        sample = con.execute(
-            f"SELECT role, content, tokens FROM nodes WHERE session_id = ? "
-            f"USING SAMPLE reservoir({int(verify)} ROWS) REPEATABLE ({int(seed)})", [s.id]).fetchall()
-        sample += con.execute(  # and one whole cycle: every template kind
-            f"SELECT role, content, tokens FROM nodes WHERE session_id = ? AND seq <= (SELECT min(seq) + {TOOL_EVERY}"
-            " FROM nodes WHERE session_id = ?)", [s.id, s.id]).fetchall()
-    enc = s.encoding.name
-    for role, content, tokens in sample:  # the precomputed counts are the real ones
-        real = count_message(role, render_blocks(json.loads(content), s.tool_result_cap, enc), enc, None)
-        if real != tokens:
-            raise RuntimeError(f"bench build: stored count {tokens} != recount {real}")
-    s.sync()
-    return s
+    """The occupancy benchmark's builder (`ocw.bench.build_session`) with this benchmark's
+    window, name and node ids; returns the session loaded."""
+    return _build(store, n, model=model, window=window, seed=seed, name=f"bench-compaction-{n}",
+                  id_prefix="n_c", verify=verify)
 
 
 # -- the naive path -----------------------------------------------------------------------------
