@@ -47,6 +47,16 @@ def demo_env(db: Path) -> dict:
     return env
 
 
+def lab_command(jupyter: str, port: int) -> list[str]:
+    """The JupyterLab command line that opens the quickstart (run it in notebooks/)."""
+    cmd = [jupyter, "lab", f"--port={port}", "--ip=127.0.0.1", f"--ServerApp.root_dir={NOTEBOOK.parent}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")  # containers and CI machines often run as root
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or sys.platform in ("darwin", "win32")):
+        cmd.append("--no-browser")  # no screen: open the URL JupyterLab prints
+    return [*cmd, NOTEBOOK.name]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ocw.demo", description=__doc__)
     ap.add_argument("--headless", action="store_true", help="execute the notebook instead of opening JupyterLab")
@@ -71,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "OCW_PROVIDER": os.environ.get("OCW_PROVIDER", "offline")}
     jupyter = shutil.which("jupyter", path=str(Path(sys.executable).parent)) or "jupyter"
     print(f"Opening {NOTEBOOK.relative_to(ROOT)} in JupyterLab (offline model; Ctrl-C to stop)…")
-    return subprocess.call([jupyter, "lab", f"--port={args.port}", f"--ServerApp.root_dir={ROOT / 'notebooks'}",
-                            NOTEBOOK.name], env=env)
+    # JupyterLab resolves the file argument against its working directory.
+    return subprocess.call(lab_command(jupyter, args.port), env=env, cwd=NOTEBOOK.parent)
 
 
 if __name__ == "__main__":

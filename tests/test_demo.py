@@ -61,3 +61,18 @@ def test_headless_demo_executes_the_quickstart(tmp_path, monkeypatch, ocw_env, c
     assert "sk-test-SECRET-abc123456" not in executed.read_text()
     # Its own database, not the caller's.
     assert (out_dir / "demo.duckdb").exists() and not Path(ocw_env).exists()
+
+
+def test_lab_command_opens_the_quickstart_and_starts_as_root(monkeypatch):
+    """`make demo` (not headless): JupyterLab must accept being root here (it refuses
+    otherwise) and find the notebook relative to the notebooks folder it runs in."""
+    from ocw import demo
+
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    cmd = demo.lab_command("jupyter", 8899)
+    assert cmd[:2] == ["jupyter", "lab"] and "--port=8899" in cmd
+    assert cmd[-1] == "01-quickstart.ipynb" and (demo.NOTEBOOK.parent / cmd[-1]).exists()
+    assert f"--ServerApp.root_dir={demo.NOTEBOOK.parent}" in cmd
+    assert ("--allow-root" in cmd) == (os.geteuid() == 0)
+    assert "--no-browser" in cmd
