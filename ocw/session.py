@@ -135,6 +135,15 @@ class Session:
                 out[i] = self._content[i]
         return out
 
+    CONTENT_CACHE = 4096  # recent messages kept parsed in memory; older ones are read back
+
+    def _remember_content(self, nid: str, blocks: list) -> None:
+        """Keep what this process just wrote (the next request reads the tail), but
+        bounded: a long-lived kernel must not hold every tool output it ever saw."""
+        self._content[nid] = blocks
+        while len(self._content) > self.CONTENT_CACHE:
+            del self._content[next(iter(self._content))]
+
     def _count_node(self, meta: NodeMeta, blocks: list) -> int:
         return count_message(meta.role, render_blocks(blocks, self.tool_result_cap, self.encoding.name),
                              self.encoding.name, meta.name)
@@ -176,7 +185,7 @@ class Session:
             # Adopt the write only once it is committed.
             for meta, (_, _, _, blocks, _) in zip(written, prepared):
                 self._graph.add(meta)
-                self._content[meta.id] = blocks
+                self._remember_content(meta.id, blocks)
                 self._last_seq = max(self._last_seq, meta.seq)
             self._rev += 1
             self._row["head_id"] = parent
@@ -454,7 +463,7 @@ class Session:
                 self._bump(con, metadata=meta, generation_delta=1)
             node = NodeMeta(sid, seq, covered[-1], "llm", SUMMARY_NAME, tokens, len(covered), old.id if old else None)
             self._graph.add(node)
-            self._content[sid] = blocks
+            self._remember_content(sid, blocks)
             self._last_seq = max(self._last_seq, seq)
             self._rev += 1
             self._row["metadata"] = meta

@@ -495,3 +495,17 @@ def test_tool_result_cap_change_keeps_the_recount_exact(store):
         assert t.occupancy()["total"] == occ["total"]
     finally:
         other.close()
+
+
+def test_content_cache_is_bounded_and_history_still_complete(store, monkeypatch):
+    """A long-lived kernel keeps only recent messages parsed in memory; the rest
+    are read back from the file, so rendered_history is still whole and exact."""
+    from ocw.session import Session
+
+    monkeypatch.setattr(Session, "CONTENT_CACHE", 3)
+    s = store.create_session(model="gpt-4o", context_window=100_000, system_prompt="x")
+    for i in range(10):
+        s.append("user" if i % 2 == 0 else "assistant", f"message number {i}")
+    assert len(s._content) == 3
+    texts = [m["content"][0]["text"] for m in s.rendered_history() if m.get("id")]
+    assert texts == [f"message number {i}" for i in range(10)]
