@@ -122,8 +122,13 @@ def make(shell, *, code_execution: bool = False, read_only: bool = True) -> dict
         return _bounded(_describe(ns[name]))
 
     def read_file(path: str, max_chars: int = MAX_FILE_CHARS) -> str:
-        """Read a text file (a path relative to the notebook's working directory), up to max_chars characters."""
-        p = Path(path).expanduser()
+        """Read a text file inside the notebook's working directory (a relative path), up to max_chars characters."""
+        root = Path.cwd().resolve()
+        p = (root / Path(path).expanduser()).resolve()
+        # A read-only tool the model drives must not reach ~/.ssh or /etc: only the
+        # notebook's own folder tree (symlinks resolved) is readable.
+        if p != root and root not in p.parents:
+            raise PermissionError(f"{path} is outside the notebook's folder {root}; only files under it can be read")
         if not p.is_file():
             raise FileNotFoundError(f"{path} is not a file")
         limit = max(1, min(int(max_chars), MAX_FILE_CHARS))

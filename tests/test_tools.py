@@ -299,6 +299,22 @@ def test_read_file_is_bounded_and_text_only(tmp_path, monkeypatch):
         read("blob.bin")
 
 
+def test_read_file_stays_inside_the_notebook_folder(tmp_path, monkeypatch):
+    """The model drives this tool: it must not reach ~/.ssh or /etc, nor escape by
+    `..` or a symlink; files in subfolders are fine."""
+    work = tmp_path / "work"
+    (work / "data").mkdir(parents=True)
+    (work / "data" / "a.txt").write_text("inside")
+    (tmp_path / "secret.txt").write_text("outside")
+    (work / "link.txt").symlink_to(tmp_path / "secret.txt")
+    monkeypatch.chdir(work)
+    read = builtins_for(None)["read_file"]
+    assert read("data/a.txt") == "inside"
+    for bad in ("../secret.txt", str(tmp_path / "secret.txt"), "link.txt", "/etc/passwd"):
+        with pytest.raises(PermissionError, match="outside the notebook's folder"):
+            read(bad)
+
+
 # -- code execution: only behind the per-session opt-in ------------------------------------------
 def test_run_python_exists_only_for_a_session_that_opted_in(ocw_shell, capsys):
     shell, rt = ocw_shell
