@@ -259,7 +259,11 @@ function render({ model, el }) {
     arc.style.visibility = arcLen > 0 ? "" : "hidden";
     percent.textContent = hasSession ? pctText : "—";
     percent.classList.toggle("ocw-ring-percent-long", percent.textContent.length > 5);
-    ringName.textContent = hasSession ? model.get("session_name") || sessionId : L.no_session;
+    const fullName = model.get("session_name") || sessionId;
+    // A notebook's session is named by its path; the file name is what a reader needs.
+    const shortName = fullName.split("/").pop() || fullName;
+    ringName.textContent = hasSession ? shortName : L.no_session;
+    ringName.title = hasSession ? fullName : "";
     used.textContent = hasSession ? `${formatInt(total)} / ${formatInt(windowSize)}` : "";
     ringStatus.textContent = busy ? L.compacting : "";
     ringStatus.hidden = !busy;
@@ -273,7 +277,7 @@ function render({ model, el }) {
     panel.hidden = !open;
     panel.classList.toggle("ocw-open", open);
     panel.setAttribute("aria-label", L.panel);
-    panelTitle.textContent = hasSession ? `${L.title} · ${model.get("session_name") || sessionId}` : L.title;
+    panelTitle.textContent = hasSession ? `${L.title} · ${shortName}` : L.title;
     empty.textContent = L.empty;
     empty.hidden = hasSession;
     body.hidden = !hasSession;

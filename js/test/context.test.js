@@ -364,6 +364,10 @@ describe("updates and cleanup", () => {
     expect($$(".ocw-row").map((r) => r.dataset.category)).toEqual(["system", "messages", "free"]);
     model.set("session_name", "research");
     expect($(".ocw-ring-name").textContent).toBe("research");
+    model.set("session_name", "/home/ana/projects/sales/analysis.ipynb");
+    expect($(".ocw-ring-name").textContent).toBe("analysis.ipynb");
+    expect($(".ocw-ring-name").title).toBe("/home/ana/projects/sales/analysis.ipynb");
+    expect($(".ocw-panel-title").textContent).toContain("analysis.ipynb");
     model.set("panel_open", false);
     expect($(".ocw-panel").hidden).toBe(true);
   });
