@@ -130,9 +130,9 @@ class OcwMagics(Magics):
             raise UsageError("The %%chat cell is empty: write your message below the %%chat line.")
         view = _StreamView(self.rich)
         try:
-            result = self.runtime.chat(cell, session=args.session, new=args.new, model=args.model,
-                                       provider=args.provider, tools=args.tools,
-                                       on_text=view.on_text, on_system=view.on_system, on_tool=view.on_tool)
+            self.runtime.chat(cell, session=args.session, new=args.new, model=args.model,
+                              provider=args.provider, tools=args.tools,
+                              on_text=view.on_text, on_system=view.on_system, on_tool=view.on_tool)
         except KeyboardInterrupt as e:
             done = getattr(getattr(e, "turn_result", None), "tool_steps", 0)
             if done:  # finished tool steps are stored in call + result pairs
@@ -142,9 +142,7 @@ class OcwMagics(Magics):
                                  "the session is consistent, the next %%chat continues from there.") from None
             view.finish("Interrupted — nothing of this turn was saved; run the cell again to resend it.")
             raise UsageError("Interrupted: the session is as it was before this cell.") from None
-        view.finish()
-        if result.step_limit_reached:
-            pass  # already said by the turn's system message
+        view.finish()  # a reached step limit was already said by the turn's system message
 
     @line_magic
     @friendly
