@@ -95,6 +95,7 @@ class Session:
                                            != self._row["metadata"].get("tool_result_cap"))
         self._row = new_row
         enc = self.encoding.name
+        stale: list[NodeMeta] = []  # counted with another encoding: recount from content
         for nid, seq, parent, role, name, tokens, ncov, supersedes, nenc in con.execute(
             "SELECT id, seq, parent_id, role, name, tokens, json_array_length(covers_ids), supersedes, encoding"
             " FROM nodes WHERE session_id = ? AND seq > ? ORDER BY seq",
@@ -102,11 +103,15 @@ class Session:
         ).fetchall():
             meta = NodeMeta(nid, seq, parent, role, name, tokens or 0, int(ncov or 0), supersedes)
             if nenc != enc:
-                meta.tokens = self._count_node(meta, self._load_content(con, [nid])[nid])
+                stale.append(meta)
             self._graph.add(meta)
             self._last_seq = max(self._last_seq, seq)
         if encoding_changed or cap_changed:
             self._recount_all(con)
+        elif stale:  # one content read for all of them, not one query per node
+            contents = self._load_content(con, [m.id for m in stale])
+            for meta in stale:
+                meta.tokens = self._count_node(meta, contents[meta.id])
         self._rev = row[8]
         self._graph.move_head(self._row["head_id"])
 
