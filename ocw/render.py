@@ -7,6 +7,7 @@ with a note saying how much was cut, while the store keeps it whole.
 from __future__ import annotations
 
 from .errors import OcwError
+from .graph import SUMMARY_NAME
 from .tokens import count_text, truncate_to_tokens
 
 BLOCK_TYPES = {
@@ -63,7 +64,7 @@ def render_blocks(blocks: list[dict], cap: int, encoding: str) -> list[dict]:
 
 
 def summary_message(node_id: str, blocks: list[dict], tokens: int) -> dict:
-    return {"id": node_id, "role": "llm", "name": "context/summary", "content": blocks, "tokens": tokens}
+    return {"id": node_id, "role": "llm", "name": SUMMARY_NAME, "content": blocks, "tokens": tokens}
 
 
 def block_text(blocks: list[dict]) -> str:

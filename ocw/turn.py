@@ -18,6 +18,7 @@ from typing import Callable
 from .context.engine import CompactionResult, auto_compact_paused
 from .context.snip import snip
 from .errors import ContextOverflowError, OcwError
+from .graph import SUMMARY_NAME
 from .i18n import text as i18n_text
 from .render import normalize_content
 from .store import new_id
@@ -51,7 +52,7 @@ def to_provider_messages(history: list[dict]) -> tuple[str, list[dict]]:
         if role == "system" and i == 0 and "id" not in m:
             system_parts.append("\n".join(b.get("text", "") for b in content))
             continue
-        if role == "llm" and m.get("name") == "context/summary":
+        if role == "llm" and m.get("name") == SUMMARY_NAME:
             text = SUMMARY_PREFIX + "\n".join(b.get("text", "") for b in content)
             role, content = "user", [{"type": "text", "text": text}]
         elif role == "system":

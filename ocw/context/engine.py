@@ -91,7 +91,7 @@ def plan_compaction(session, keep_recent_tokens: int | None = None, trigger: str
     """Read rendered history and choose the cut. Returns a Plan, or the reason
     there is nothing to compact. Makes no LLM call and writes nothing."""
     history = session.rendered_history()
-    summary = next((m for m in history if m.get("name") == "context/summary"), None)
+    summary = next((m for m in history if m.get("name") == SUMMARY_NAME), None)
     tail = [m for m in history if m.get("id") and m is not summary]
     # An automatic compaction must bring the next turn well under the threshold,
     # or it would run again every turn (a loop); the manual default follows the seed.

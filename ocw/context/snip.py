@@ -9,9 +9,11 @@ tool_use without its tool_result or a tool_result without its tool_use.
 """
 from __future__ import annotations
 
+from ..graph import SUMMARY_NAME
+
 
 def _pinned(msg: dict) -> bool:
-    return msg.get("role") == "system" or msg.get("name") == "context/summary"
+    return msg.get("role") == "system" or msg.get("name") == SUMMARY_NAME
 
 
 def _groups(messages: list[dict]) -> list[list[int]]:
