@@ -12,7 +12,19 @@ MESSAGES = {
         "failed": "Context compaction failed",
         "failed_error": "Context compaction failed: {error}",
         "no_op": "Context is already compacted; no older messages to fold.",
+        "no_op_short": "Nothing to compact yet: the conversation has fewer than 4 messages.",
+        "no_op_tail": "Nothing to compact yet: the whole conversation fits in the recent part that compaction keeps.",
         "no_session": "Start a conversation first",
+        "window_learned": "The model's context window is {window} tokens ({source}); ocw plans with it from now on "
+                          "(it assumed {before}).",
+        "source_overflow": "stated in the server's error",
+        "no_usage": "The server sends no token usage with its replies; the ring shows ocw's estimates.",
+        "message_too_big": "This message alone is about {tokens} tokens, more than the model's window of {window} "
+                           "tokens can take",
+        "message_too_big_hint": "shorten it, or split it over several %%chat cells",
+        "still_too_long": "The request is still too long for the model (its window is {window} tokens) after "
+                          "compacting once this turn",
+        "still_too_long_hint": "keep less with %compact {keep}, or start a new session with %new",
         "auto_paused": "Automatic compaction is paused for this session after 3 failures in a row; %compact still works.",
         "snipped": "The request was still over the window after compaction; {n} older messages were left out of this request only.",
         "busy": "A compaction is already running for this session; wait for it to finish.",
@@ -25,7 +37,16 @@ MESSAGES = {
         "failed": "上下文压缩失败",
         "failed_error": "上下文压缩失败：{error}",
         "no_op": "当前上下文已是压缩状态，没有可压缩的旧消息。",
+        "no_op_short": "暂无可压缩的内容：对话还不到 4 条消息。",
+        "no_op_tail": "暂无可压缩的内容：整个对话都在压缩时保留的最近部分之内。",
         "no_session": "请先开始对话",
+        "window_learned": "模型的上下文窗口为 {window} tokens（{source}）；ocw 今后按此规划（此前假定为 {before}）。",
+        "source_overflow": "服务器错误信息中给出",
+        "no_usage": "服务器的回复不包含 token 用量；圆环显示的是 ocw 的估算。",
+        "message_too_big": "仅这一条消息就约有 {tokens} tokens，超过了模型 {window} tokens 的窗口",
+        "message_too_big_hint": "请缩短它，或拆分到多个 %%chat 单元格中",
+        "still_too_long": "本轮压缩一次之后，请求对模型来说仍然太长（其窗口为 {window} tokens）",
+        "still_too_long_hint": "用 %compact {keep} 保留更少内容，或用 %new 开始新会话",
         "auto_paused": "本会话的自动压缩已连续失败 3 次，现已暂停；仍可使用 %compact。",
         "snipped": "压缩后请求仍超出窗口；本次请求省略了 {n} 条较早的消息（未修改会话）。",
         "busy": "本会话已有压缩正在进行，请等待其完成。",
@@ -50,7 +71,8 @@ def system_message(event: str, payload: dict | None = None, lang: str | None = N
         return text("started", lang)
     if event == "compaction_finished":
         if payload.get("no_op"):
-            return text("no_op", lang)
+            kind = payload.get("no_op_kind")
+            return text({"too_short": "no_op_short", "nothing_older": "no_op_tail"}.get(kind, "no_op"), lang)
         return text(
             "finished",
             lang,

@@ -19,24 +19,23 @@ def no_session(lang: str | None = None) -> str:
     return i18n.text("no_session", lang)
 
 
-def _pct(n: int, window: int) -> str:
-    return f"{100 * n / window:5.1f}%" if window else "  -  "
-
-
 def context_table(session) -> str:
     occ = session.occupancy()
     w = occ["window"]
     lines = [f"Context — session {occ['session_name']!r}, model {session.model}"]
     for cat, n in occ["breakdown"].items():
-        lines.append(f"  {CATEGORY_LABELS.get(cat, cat):<18} {n:>9,}  {_pct(n, w)}")
+        lines.append(f"  {CATEGORY_LABELS.get(cat, cat):<18} {n:>9,}  {occ['percents'][cat]:>5}%")
     lines.append(f"  {'Total':<18} {occ['total']:>9,} / {w:,} tokens ({100 * occ['ratio']:.1f}%)")
+    if occ.get("window_source", "configured") != "configured":
+        lines.append(f"  {'Window':<18} {w:>9,}  ({occ['window_source']})")
     if occ["reserve_ratio"]:
         lines.append(f"  {'Auto-compact at':<18} {occ['reserve']:>9,}  ({occ['reserve_ratio']:.0%} line)")
     else:
         lines.append(f"  {'Auto-compact':<18} {'off':>9}")
     basis = occ["basis"]
     if occ.get("calibration"):
-        basis += f" (measured ÷ estimated = {occ['calibration']:.2f})"
+        basis += f" (measured ÷ estimated = {occ['calibration']:.2f}"
+        basis += "; the rows are scaled to add up to the total)" if occ.get("calibrated") else ")"
     lines.append(f"  Basis: {basis}; encoding: {occ['encoding']}")
     lines.append(f"  Compactions: {occ['compaction_count']} (counts inferred from usage drops are approximate)")
     return "\n".join(lines)

@@ -15,7 +15,7 @@ from . import i18n
 from .config import Ocw
 from .errors import OcwError, SessionNotFound
 from .store import Store
-from .turn import run_turn
+from .turn import learn_window, run_turn
 
 
 def notebook_session_name() -> str:
@@ -36,6 +36,7 @@ class Runtime:
         self._lock = threading.RLock()
         self.widgets: list = []
         self.tools = None  # a ToolRegistry, created on first use
+        self._probed: set = set()  # (session, provider, model, base URL) whose window was asked for
         self.config.observe(self._on_auto_compact_change, names=["auto_compact"])
         # Close the DuckDB file before the interpreter tears down: left to the
         # finalizer (or to the idle-release thread racing it), closing at exit
@@ -101,8 +102,8 @@ class Runtime:
         else:
             same_provider = s.provider_name == provider
             want = model or cfg.model or (s.model if same_provider else self._default_model(provider))
-            window = cfg.context_window or (s.context_window if want == s.model else cfg.resolved_window(want))
-            if want != s.model or not same_provider or window != s.context_window:
+            window = cfg.context_window or (s.configured_window if want == s.model else cfg.resolved_window(want))
+            if want != s.model or not same_provider or window != s.configured_window:
                 s.reset_context(model=want, context_window=window, provider=provider)
         self._make_current(s)
         return s
@@ -163,11 +164,29 @@ class Runtime:
         registry = self.tool_registry().active(builtins=self.config.tools if tools is None else tools, session=s)
         if self.config.tool_result_cap > 0 and s.tool_result_cap != self.config.tool_result_cap:
             s.set_tool_result_cap(self.config.tool_result_cap)  # %config Ocw.tool_result_cap, from now on
+        provider = self.provider_for(s)
+        self._probe_window(s, provider, on_system)
         return run_turn(
-            s, text, self.provider_for(s), threshold=self.config.auto_compact, lang=self.config.lang,
+            s, text, provider, threshold=self.config.auto_compact, lang=self.config.lang,
             tools=registry, max_steps=self.config.max_tool_steps, max_output_tokens=self.config.max_output_tokens,
             on_text=on_text, on_system=on_system, on_tool=on_tool,
         )
+
+    def _probe_window(self, session, provider, on_system=None) -> None:
+        """Ask the server for its window once per session and provider in this kernel
+        (llama.cpp /props, Ollama /api/show, model lists; a short timeout, never an
+        error): a local server's window is often smaller than ocw would assume."""
+        probe = getattr(provider, "probe_window", None)
+        key = (session.id, session.provider_name, session.model, self.config.base_url)
+        if probe is None or key in self._probed:
+            return
+        self._probed.add(key)
+        found = probe()
+        if not found:
+            return
+        note = learn_window(session, *found, reported=True, lang=self.config.lang)
+        if note and on_system is not None:
+            on_system(note)
 
     def tool_registry(self):
         from .tools import ToolRegistry

@@ -13,7 +13,7 @@ import json
 import threading
 from . import events as ev
 from .context import count as count_rules
-from .context.occupancy import compute_breakdown
+from .context.occupancy import compute_breakdown, estimate_total_used
 from .errors import OcwError, StoreError
 from .graph import SUMMARY_NAME, BranchIndex, NodeMeta
 from .render import normalize_content, render_blocks, summary_message
@@ -21,6 +21,27 @@ from .store import new_id
 from .tokens import count_message, count_text, encoding_for_model
 
 ROLES = ("system", "user", "assistant", "tool", "llm")
+CALIBRATION_MIN, CALIBRATION_MAX = 0.25, 8.0  # measured ÷ estimated outside this: a misreport
+CALIBRATION_DEAD_ZONE = 0.03  # |ratio − 1| up to this: the estimate stands as it is
+CALIBRATION_WEIGHT = 0.5  # weight of the newest sample (an exponential moving average)
+MIN_LEARNED_WINDOW = 256  # a stated window below this is a misreading, not a model
+
+
+def _positive_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def blend_calibration(old: dict | None, ratio: float, model: str) -> dict | None:
+    """The session's calibration after one more measured ÷ estimated sample (None:
+    the sample is not plausible and changes nothing)."""
+    if not (CALIBRATION_MIN <= ratio <= CALIBRATION_MAX):
+        return None
+    if isinstance(old, dict) and old.get("model") == model and isinstance(old.get("ratio"), (int, float)):
+        ratio = (1 - CALIBRATION_WEIGHT) * old["ratio"] + CALIBRATION_WEIGHT * ratio
+        samples = int(old.get("samples") or 0) + 1
+    else:
+        samples = 1
+    return {"ratio": round(ratio, 4), "samples": samples, "model": model}
 DEFAULT_TOOL_RESULT_CAP = 4000  # tokens of one tool result the model reads
 
 
@@ -45,7 +66,7 @@ class Session:
     name = property(lambda self: self._row["name"])
     model = property(lambda self: self._row["model"])
     provider_name = property(lambda self: self._row["provider"])
-    context_window = property(lambda self: self._row["context_window"])
+    configured_window = property(lambda self: self._row["context_window"])
     system_prompt = property(lambda self: self._row["system_prompt"] or "")
     head = property(lambda self: self._row["head_id"])
     generation = property(lambda self: self._row["occupancy_generation"])
@@ -54,6 +75,44 @@ class Session:
     @property
     def encoding(self):
         return encoding_for_model(self.model)
+
+    # -- the window ocw plans with, and the calibration of its estimates ---------------
+    @property
+    def learned_window(self) -> dict | None:
+        """What the server said about its window (its endpoint, or an overflow error),
+        while the session keeps the model it was learned for."""
+        learned = self._row["metadata"].get("learned_window")
+        if isinstance(learned, dict) and learned.get("model") == self.model and _positive_int(learned.get("tokens")):
+            return learned
+        return None
+
+    @property
+    def context_window(self) -> int:
+        """The window ocw plans with: the smallest it knows of — the configured one
+        (or the model's known window) and the one the server reported or stated."""
+        learned = self.learned_window
+        configured = self.configured_window
+        return min(configured, learned["tokens"]) if learned else configured
+
+    @property
+    def window_source(self) -> str:
+        """Where `context_window` comes from: "configured", or the server's own words."""
+        learned = self.learned_window
+        return learned["source"] if learned and learned["tokens"] < self.configured_window else "configured"
+
+    @property
+    def calibration(self) -> float:
+        """Measured ÷ estimated, learned from this session's provider samples (1.0 with
+        none): a local model's tokenizer may count ~2× what the offline estimate says,
+        and planning (threshold, tail, snip, summarizer sizes) must use its figures."""
+        cal = self._row["metadata"].get("calibration")
+        if isinstance(cal, dict) and cal.get("model") == self.model:
+            ratio = cal.get("ratio")
+            # Within a few percent the estimate is as good as exact: no scaling, no noise.
+            if isinstance(ratio, (int, float)) and CALIBRATION_MIN <= ratio <= CALIBRATION_MAX \
+                    and abs(ratio - 1.0) > CALIBRATION_DEAD_ZONE:
+                return float(ratio)
+        return 1.0
 
     @property
     def compaction_count(self) -> int:
@@ -267,6 +326,10 @@ class Session:
                 meta, inferred = count_rules.apply_sample(self._row["metadata"], sample)
                 if meta is self._row["metadata"]:
                     return False
+                estimated = estimate_total_used(self.occupancy_parts())
+                cal = blend_calibration(meta.get("calibration"), tokens / estimated, self.model) if estimated else None
+                if cal is not None:
+                    meta = {**meta, "calibration": cal}
                 self._bump(con, metadata=meta)
             self._rev += 1
             self._row["metadata"] = meta
@@ -280,6 +343,10 @@ class Session:
             with self.store.db.transaction() as con:
                 self._sync(con)
                 meta = count_rules.clear_baseline(self._row["metadata"])
+                if model is not None and model != self.model:
+                    # Another model: another tokenizer and maybe another window.
+                    meta.pop("learned_window", None)
+                    meta.pop("calibration", None)
                 con.execute(
                     "UPDATE sessions SET model = coalesce(?, model), context_window = coalesce(?, context_window),"
                     " provider = coalesce(?, provider) WHERE id = ?", [model, context_window, provider, self.id])
@@ -345,6 +412,32 @@ class Session:
             self._rev += 1
             self._row["metadata"] = meta
         self._publish()
+
+    def learn_window(self, tokens: int, source: str, *, reported: bool = False) -> bool:
+        """Remember a window the server reported (`reported=True`: its own endpoint,
+        asked once per session) or stated (an overflow error). Returns True when the
+        window ocw plans with changed (the caller announces it once). A report
+        replaces an earlier figure (the server may have been restarted with another
+        window); a stated limit only ever lowers it."""
+        if not _positive_int(tokens) or tokens < MIN_LEARNED_WINDOW:
+            return False
+        with self._lock:
+            self.sync()
+            before = self.context_window
+            old = self.learned_window
+            if old is not None and (old["tokens"] == tokens or (not reported and tokens > old["tokens"])):
+                return False
+            self.set_metadata(learned_window={"tokens": tokens, "source": source, "model": self.model})
+            return self.context_window != before
+
+    def learn_calibration(self, measured: int, estimated: int) -> None:
+        """One more measured ÷ estimated sample from outside a turn's usage (the
+        summarizer's own request, the prompt size an overflow error stated)."""
+        if not (_positive_int(measured) and _positive_int(estimated)):
+            return
+        cal = blend_calibration(self._row["metadata"].get("calibration"), measured / estimated, self.model)
+        if cal is not None:
+            self.set_metadata(calibration=cal)
 
     # -- reading ----------------------------------------------------------------
     def active_summary(self) -> NodeMeta | None:
@@ -420,6 +513,7 @@ class Session:
                 head=self.head,
                 generation=self.generation,
                 reserve_ratio=reserve_ratio,
+                calibration=self.calibration,
             )
             enc = self.encoding
             occ.update(
@@ -428,6 +522,7 @@ class Session:
                 compaction_count=self.compaction_count,
                 session_id=self.id,
                 session_name=self.name,
+                window_source=self.window_source,
             )
         return occ
 
@@ -443,10 +538,12 @@ class Session:
         return compact(self, keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=provider)
 
     def _persist_summary(self, text: str, covered: list[str], expected_head: str | None,
-                         expected_generation: int) -> str:
+                         expected_generation: int, usage_samples: list[tuple[int, int]] = ()) -> str:
         """Append the summary node, supersede the old one, bump the generation and
         count the compaction — one transaction. HEAD does not move. Refuses if the
-        branch moved while the summary was being written."""
+        branch moved while the summary was being written. `usage_samples` (the
+        summarizer's measured vs estimated input) refine the calibration in the
+        same write, so a failed compaction changes nothing at all."""
         sid = new_id("n_")
         blocks = [{"type": "text", "text": text}]
         tokens = count_message("llm", blocks, self.encoding.name, SUMMARY_NAME)
@@ -465,6 +562,10 @@ class Session:
                      self.encoding.name, json.dumps(covered), old.id if old else None],
                 ).fetchone()
                 meta = count_rules.count_own_compaction(self._row["metadata"])
+                for measured, estimated in usage_samples:
+                    cal = blend_calibration(meta.get("calibration"), measured / estimated, self.model) if estimated else None
+                    if cal is not None:
+                        meta["calibration"] = cal
                 self._bump(con, metadata=meta, generation_delta=1)
             node = NodeMeta(sid, seq, covered[-1], "llm", SUMMARY_NAME, tokens, len(covered), old.id if old else None)
             self._graph.add(node)

@@ -12,9 +12,11 @@ What a turn stores, and why:
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .context.cut import default_tail_budget
 from .context.engine import CompactionResult, auto_compact_paused
 from .context.snip import snip
 from .errors import ContextOverflowError, OcwError
@@ -26,6 +28,7 @@ from .tools import no_tools_result
 from .tokens import count_message, render_block
 
 SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"
+log = logging.getLogger("ocw")
 
 
 @dataclass
@@ -64,6 +67,16 @@ def to_provider_messages(history: list[dict]) -> tuple[str, list[dict]]:
         else:
             out.append({"role": role, "content": list(content)})
     return "\n\n".join(p for p in system_parts if p), out
+
+
+def learn_window(session, tokens: int, source: str, *, reported: bool = False, lang: str = "en") -> str | None:
+    """Tell the session a window the server reported or stated; returns the one-time
+    system line announcing it when the window ocw plans with changed, else None."""
+    before = session.context_window
+    if not session.learn_window(tokens, source, reported=reported):
+        return None
+    return i18n_text("window_learned", lang, window=f"{session.context_window:,}", source=source,
+                     before=f"{before:,}")
 
 
 def unpaired_tool_blocks_as_text(history: list[dict]) -> list[dict]:
@@ -119,13 +132,13 @@ class Turn:
         self._ids_in_use: set[str] = set()  # tool_use ids the model can see (kept unique)
 
     # -- prepare --------------------------------------------------------------------
-    def _compact(self, trigger: str) -> CompactionResult | None:
+    def _compact(self, trigger: str, keep_recent_tokens: int | None = None) -> CompactionResult | None:
         s = self.session
         if trigger == "auto" and auto_compact_paused(s):
             return None
         unsubscribe = s.events.subscribe(self._relay_compaction_event)
         try:
-            res = s.compact(trigger=trigger, provider=self.provider)
+            res = s.compact(keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=self.provider)
         finally:
             unsubscribe()
         self.result.compactions.append(res)
@@ -139,9 +152,10 @@ class Turn:
 
             self.on_system(system_message(name, payload, self.lang))
 
-    def _outgoing(self, pending: list[tuple]) -> tuple[str, list[dict]]:
-        """Rendered history plus the not-yet-stored messages of this turn, snipped
-        to the window if compaction could not bring it under."""
+    def _outgoing(self, pending: list[tuple], limit: int | None = None) -> tuple[str, list[dict]]:
+        """Rendered history plus the not-yet-stored messages of this turn, snipped to
+        `limit` calibrated tokens (default: the threshold's share of the window) if
+        compaction could not bring it under."""
         s = self.session
         history = s.rendered_history()
         parts = s.occupancy_parts()
@@ -151,9 +165,14 @@ class Turn:
         for role, content in pending:
             blocks = normalize_content(content)
             history.append({"role": role, "content": blocks, "tokens": count_message(role, blocks, enc)})
-        limit = int(s.context_window * (self.threshold or 1.0)) - parts["tools"]
-        history, dropped = snip(history, max(1, limit))
+        if limit is None:
+            limit = int(s.context_window * (self.threshold or 1.0))
+        # snip counts estimated tokens; the limit is in the model's (calibrated) ones.
+        budget = int(limit / s.calibration) - parts["tools"]
+        history, dropped = snip(history, max(1, budget))
         self._snipped_now = bool(dropped)
+        self._sent_estimate = parts["tools"] + sum(m.get("tokens", 0) for m in history)
+        self._newest_estimate = history[-1].get("tokens", 0) + parts["system"] + parts["tools"] if history else 0
         if dropped:
             self.result.snipped += dropped
             self.on_system(i18n_text("snipped", self.lang, n=dropped))
@@ -162,10 +181,12 @@ class Turn:
         return to_provider_messages(history)
 
     def _budget_ratio(self, pending: list[tuple]) -> float:
+        """The turn budget (DESIGN.md §4): rendered history plus the new messages, over
+        the window, in calibrated tokens — the figures the ring shows."""
         s = self.session
         enc = s.encoding.name
         extra = sum(count_message(r, normalize_content(c), enc) for r, c in pending)
-        return (s.occupancy()["total"] + extra) / s.context_window
+        return (s.occupancy()["total"] + extra * s.calibration) / s.context_window
 
     # -- request ----------------------------------------------------------------------
     def _request(self, pending: list[tuple]):
@@ -175,22 +196,61 @@ class Turn:
         s.tool_definitions = tool_defs or []
         if self.threshold and self._budget_ratio(pending) >= self.threshold:
             self._compact("auto")
+        failed = None  # the request the provider refused as too long
+        limit = None  # what the retry must fit, in calibrated tokens
         while True:
-            system, messages = self._outgoing(pending)
+            system, messages = self._outgoing(pending, limit)
+            if failed is not None and (system, messages) == failed:
+                raise self._cannot_fit(limit)  # never send an identical request twice
             try:
                 return self.provider.stream(
                     messages, system=system or None, tools=tool_defs or None,
                     max_tokens=self.max_output_tokens, on_event=self._on_stream_event,
                 )
-            except ContextOverflowError:
-                if self._overflow_retry_used:
-                    raise ContextOverflowError(
-                        "the request is still too long for the model after compacting once this turn",
-                        hint="start a new session with %new, or compact harder with %compact 2000",
-                    ) from None
-                self._overflow_retry_used = True
+            except ContextOverflowError as e:
+                if failed is not None:
+                    raise self._still_too_long(e) from None
+                failed = (system, messages)
                 self.result.retried_after_overflow = True
-                self._compact("reactive")
+                limit = self._recover_from_overflow(e)
+
+    def _recover_from_overflow(self, err: ContextOverflowError) -> int:
+        """Reactive compaction (DESIGN.md §4): learn what the server said, compact
+        harder than the automatic pass did, and return the size (calibrated tokens)
+        the retry must fit: 80 % of the window the server stated, or, when it stated
+        none, half the request that failed."""
+        s = self.session
+        sent = getattr(self, "_sent_estimate", 0)
+        if getattr(err, "prompt_tokens", None) and sent:
+            s.learn_calibration(err.prompt_tokens, sent)
+        if getattr(err, "limit", None):
+            self._learn_window(err.limit, i18n_text("source_overflow", self.lang))
+            limit = int(s.context_window * 0.8)
+        else:
+            failed_size = getattr(err, "prompt_tokens", None) or int(sent * s.calibration)
+            limit = max(1, min(int(s.context_window * 0.8), failed_size // 2))
+        self._compact("reactive", keep_recent_tokens=min(default_tail_budget(s.context_window), limit // 4))
+        return limit
+
+    def _learn_window(self, tokens: int, source: str) -> None:
+        note = learn_window(self.session, tokens, source, lang=self.lang)
+        if note:
+            self.on_system(note)
+
+    def _cannot_fit(self, limit: int | None) -> ContextOverflowError:
+        s = self.session
+        newest = int(getattr(self, "_newest_estimate", 0) * s.calibration)
+        if limit is not None and newest > limit:
+            return ContextOverflowError(
+                i18n_text("message_too_big", self.lang, tokens=f"{newest:,}", window=f"{s.context_window:,}"),
+                hint=i18n_text("message_too_big_hint", self.lang))
+        return self._still_too_long(None)
+
+    def _still_too_long(self, err) -> ContextOverflowError:
+        s = self.session
+        return ContextOverflowError(
+            i18n_text("still_too_long", self.lang, window=f"{s.context_window:,}"),
+            hint=i18n_text("still_too_long_hint", self.lang, keep=f"{max(1, s.context_window // 8)}"))
 
     def _on_stream_event(self, kind: str, data) -> None:
         if kind == "text":
@@ -251,13 +311,22 @@ class Turn:
             self._ids_in_use.add(call["id"])
 
     def _record_usage(self, reply) -> None:
-        # A snipped request measured less than the branch now holds; recording it
-        # would make the next budget look small and automatic compaction never fire.
-        if getattr(self, "_snipped_now", False):
-            return
+        """The reply is stored by now: nothing here may fail the cell. A sample that
+        cannot be saved is logged and changes nothing (DESIGN.md §5)."""
+        s = self.session
         used = reply.usage.context_tokens if reply.usage else None
-        if used is not None:
-            self.session.record_usage(used)
+        try:
+            if used is None:
+                if not getattr(self.provider, "offline", False) and not s.metadata.get("no_usage_noted"):
+                    s.set_metadata(no_usage_noted=True)  # said once per session
+                    self.on_system(i18n_text("no_usage", self.lang))
+                return
+            # A snipped request measured less than the branch now holds; recording it
+            # would make the next budget look small and automatic compaction never fire.
+            if not getattr(self, "_snipped_now", False):
+                s.record_usage(used)
+        except OcwError as e:
+            log.warning("ocw: the usage sample of this turn was not saved: %s", e)
 
 
 def run_turn(session, user_content, provider, **kw) -> TurnResult:

@@ -52,6 +52,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "estimated": "estimated",
         "measured": "measured",
         "calibration": "measured ÷ estimated",
+        "window_from": "Window from",
         "reserve": "Auto-compaction at",
         "off": "off",
         "count": "Compactions",
@@ -83,6 +84,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "estimated": "估算",
         "measured": "实测",
         "calibration": "实测 ÷ 估算",
+        "window_from": "窗口来源",
         "reserve": "自动压缩阈值",
         "off": "关闭",
         "count": "压缩次数",
@@ -146,9 +148,13 @@ class ContextWidget(anywidget.AnyWidget):
     window = t.Int(0, help="The model's context window in tokens.").tag(sync=True)
     ratio = t.Float(0.0, help="total / window; may exceed 1.").tag(sync=True)
     breakdown = t.Dict(help="category -> tokens: system, tools, summary, messages, free.").tag(sync=True)
+    percents = t.Dict(help="category -> percent of the window, one decimal, as the session computed it "
+                           "(they add up to 100.0 when the total fits the window).").tag(sync=True)
+    window_source = t.Unicode("configured", help='Where the window comes from: "configured" or what the '
+                                                 "server reported or stated.").tag(sync=True)
     basis = t.Enum(("estimated", "measured"), "estimated").tag(sync=True)
     encoding = t.Unicode("", help='Tokenizer of the figures, e.g. "cl100k_base (estimate)".').tag(sync=True)
-    calibration = t.Float(None, allow_none=True, help="measured ÷ estimated when basis is measured.").tag(sync=True)
+    calibration = t.Float(None, allow_none=True, help="measured ÷ estimated, when the figures are calibrated.").tag(sync=True)
     generation = t.Int(0).tag(sync=True)
     compaction_count = t.Int(0).tag(sync=True)
     busy = t.Bool(False, help="A compaction is running.").tag(sync=True)
@@ -222,6 +228,8 @@ class ContextWidget(anywidget.AnyWidget):
             self.window = 0
             self.ratio = 0.0
             self.breakdown = {}
+            self.percents = {}
+            self.window_source = "configured"
             self.basis = "estimated"
             self.encoding = ""
             self.calibration = None
@@ -265,9 +273,11 @@ class ContextWidget(anywidget.AnyWidget):
             self.window = int(occ.get("window") or 0)
             self.ratio = float(occ.get("ratio") or 0.0)
             self.breakdown = {str(k): _tokens(v) for k, v in breakdown.items()}
+            self.percents = {str(k): str(v) for k, v in (occ.get("percents") or {}).items()}
+            self.window_source = str(occ.get("window_source") or "configured")
             self.basis = basis
             self.encoding = encoding
-            self.calibration = float(calibration) if basis == "measured" and calibration is not None else None
+            self.calibration = float(calibration) if calibration is not None else None
             self.generation = int(occ.get("generation") or 0)
             self.compaction_count = int(occ.get("compaction_count") or 0)
             if occ.get("reserve_ratio") is not None:

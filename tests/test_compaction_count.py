@@ -30,8 +30,8 @@ def file_meta(store, sid) -> dict:
     return json.loads(meta)
 
 
-def session_with_turns(store, n=40):
-    s = store.create_session(context_window=16_000)
+def session_with_turns(store, n=40, window=16_000):
+    s = store.create_session(context_window=window)
     s.append_many([("user" if i % 2 == 0 else "assistant", f"turn {i} " + FILLER * 20) for i in range(n)])
     return s
 
@@ -48,7 +48,8 @@ def test_new_session_counts_zero(cstore):
 
 
 def test_samples_through_the_session(cstore):
-    s = session_with_turns(cstore, 4)
+    # A window that holds every sample below: a sample larger than its window is not valid.
+    s = session_with_turns(cstore, 4, window=256_000)
     assert s.record_usage(120_000) is False  # first sample: baseline only
     assert s.compaction_count == 0 and baseline(s) == 120_000
     assert s.record_usage(80_000) is True  # lower: the provider shed context

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from ocw.context.cut import MIN_MESSAGES, MIN_TAIL_MESSAGES, Cut, default_tail_budget, find_cut_index
+from ocw.context.cut import (MIN_MESSAGES, MIN_TAIL_MESSAGES, TAIL_HOLDS_ALL, TOO_SHORT, Cut, default_tail_budget,
+                            find_cut_index)
 
 
 def msg(i: int, tokens: int, role: str = "user", text: str | None = None, blocks: list | None = None) -> dict:
@@ -41,19 +42,23 @@ def assert_no_split_pair(messages, cut: Cut):
     (200_000, 20_000),  # 10 %
     (128_000, 12_800),
     (80_000, 8_000),  # 10 % = 8k
-    (50_000, 8_000),  # 10 % = 5k, clamped up to 8k
-    (32_000, 8_000),  # window − min(8k, 8k) = 24k: no effect
-    (12_000, 8_000),  # window − min(8k, 3k) = 9k: no effect
-    (10_000, 7_500),  # small window: 10k − 2.5k
-    (8_192, 6_144),  # 8192 − 2048
-    (4_096, 3_072),
-    (1_000, 750),
+    (50_000, 8_000),  # 10 % = 5k, clamped up to 8k (25 % = 12.5k: no effect)
+    (32_001, 8_000),  # 25 % = 8,000.25: the 8k floor holds
+    (32_000, 8_000),  # 25 % = 8k exactly
+    (31_999, 7_999),  # 25 % caps the 8k floor
+    (12_000, 3_000),  # small windows keep their last quarter
+    (10_000, 2_500),
+    (8_192, 2_048),
+    (6_000, 1_500),
+    (4_096, 1_024),
+    (2_048, 512),
+    (1_000, 250),
 ])
 def test_default_tail_budget(window, budget):
     assert default_tail_budget(window) == budget
 
 
-@pytest.mark.parametrize("window, expected_kept", [(128_000, 12), (1_000_000, 40), (50_000, 8), (10_000, 7)])
+@pytest.mark.parametrize("window, expected_kept", [(128_000, 12), (1_000_000, 40), (50_000, 8), (40_000, 8)])
 def test_tail_is_the_longest_suffix_within_the_budget(window, expected_kept):
     messages = uniform(100, 1_000)
     cut = find_cut_index(messages, window)
@@ -88,10 +93,20 @@ def test_tool_and_thinking_blocks_count_as_nonempty():
 
 
 def test_small_window_rule_bounds_the_budget():
-    # On a 10k window the tail budget is 7.5k, not the 8k floor.
-    messages = uniform(30, 500)
-    assert find_cut_index(messages, 10_000).index == 30 - 15  # 15 × 500 = 7.5k
-    assert find_cut_index(messages, 12_000).index == 30 - 16  # 16 × 500 = 8k
+    # On small windows the tail is the last quarter, not the 8k floor.
+    messages = uniform(30, 100)
+    assert find_cut_index(messages, 10_000).index == 30 - 25  # 25 × 100 = 2.5k
+    assert find_cut_index(messages, 6_000).index == 30 - 15  # 15 × 100 = 1.5k
+
+
+def test_five_message_floor_yields_to_half_the_window():
+    # The floor widens the tail to five nonempty messages only while they fit in half
+    # the window: on a 6k window, messages of 1k keep 3 (3k = half), not 5.
+    messages = uniform(20, 1_000)
+    assert find_cut_index(messages, 6_000).index == 20 - 3
+    assert find_cut_index(messages, 5_999).index == 20 - 2  # half is 2,999.5: a third would not fit
+    assert find_cut_index(messages, 10_000).index == 20 - 5  # half = 5k: all five fit
+    assert find_cut_index(messages, 9_999).index == 20 - 4
 
 
 # -- keep_recent_tokens ------------------------------------------------------------------------------
@@ -113,7 +128,8 @@ def test_keep_recent_tokens_covering_everything_is_nothing_to_compact():
 def test_everything_within_the_default_tail_is_nothing_to_compact():
     messages = uniform(12, 1_000)
     cut = find_cut_index(messages, 128_000)
-    assert cut == Cut(0, cut.reason) and cut.reason
+    assert cut == Cut(0, cut.reason, TAIL_HOLDS_ALL) and cut.reason
+    assert find_cut_index(uniform(13, 1_000), 128_000).index == 1  # one more message: it folds
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3])
@@ -127,10 +143,20 @@ def test_four_messages_can_be_compacted():
     assert find_cut_index(uniform(4, 50_000), 8_192, keep_recent_tokens=0).index == 4
 
 
-def test_max_tail_tokens_caps_the_default_but_keeps_the_floor():
+def test_calibration_scales_every_budget():
+    # A local tokenizer counting 2× the estimate: the 12.8k tail holds half as many messages.
     messages = uniform(100, 1_000)
-    assert find_cut_index(messages, 128_000, max_tail_tokens=6_000).index == 94
-    assert find_cut_index(messages, 128_000, max_tail_tokens=1_000).index == 95  # five-message floor
+    assert find_cut_index(messages, 128_000, calibration=2.0).index == 100 - 6  # 6 × 2k = 12k ≤ 12.8k
+    assert find_cut_index(messages, 128_000, calibration=1.0).index == 100 - 12
+    assert find_cut_index(messages, 128_000, keep_recent_tokens=4_000, calibration=2.0).index == 98
+    # The floor's half-window limit is calibrated too: 5 × 2k = 10k > 16k/2, so 4 stay.
+    assert find_cut_index(uniform(20, 1_000), 16_000, calibration=2.0).index == 20 - 4
+
+
+def test_no_op_kinds():
+    assert find_cut_index(uniform(3, 10), 8_192).kind == TOO_SHORT
+    assert find_cut_index(uniform(4, 10), 8_192).kind == TAIL_HOLDS_ALL
+    assert find_cut_index(uniform(40, 100), 8_192).kind == ""
 
 
 # -- tool calls and results stay together ------------------------------------------------------

@@ -138,7 +138,16 @@ def test_four_messages_are_enough(estore, fake_summarizer):
 
 
 # -- nothing to compact ----------------------------------------------------------------------
-@pytest.mark.parametrize("case", ["fewer_than_four", "already_compacted", "keep_covers_everything", "empty"])
+SHORT = ("Nothing to compact yet: the conversation has fewer than 4 messages.", "暂无可压缩的内容：对话还不到 4 条消息。")
+TAIL = ("Nothing to compact yet: the whole conversation fits in the recent part that compaction keeps.",
+        "暂无可压缩的内容：整个对话都在压缩时保留的最近部分之内。")
+SEED = (NO_OP, "当前上下文已是压缩状态，没有可压缩的旧消息。")
+NO_OP_TEXTS = {"fewer_than_four": SHORT, "already_compacted": SEED, "keep_covers_everything": TAIL, "empty": SHORT,
+               "summarised_then_short": SEED}
+
+
+@pytest.mark.parametrize("case", ["fewer_than_four", "already_compacted", "keep_covers_everything", "empty",
+                                  "summarised_then_short"])
 def test_no_op_outcomes_make_no_call_and_no_started(estore, fake_summarizer, session_dump, case):
     if case == "fewer_than_four":
         s = build(estore, n=3)
@@ -150,6 +159,11 @@ def test_no_op_outcomes_make_no_call_and_no_started(estore, fake_summarizer, ses
     elif case == "keep_covers_everything":
         s = build(estore)
         kw = {"keep_recent_tokens": 10**9}
+    elif case == "summarised_then_short":  # a summary and fewer than four messages after it
+        s = build(estore)
+        assert s.compact(provider=fake_summarizer("First summary."), keep_recent_tokens=0).outcome == "succeeded"
+        add_turns(s, 100, 2)
+        kw = {"keep_recent_tokens": 0}
     else:
         s = estore.create_session(context_window=16_000)
         kw = {}
@@ -167,8 +181,8 @@ def test_no_op_outcomes_make_no_call_and_no_started(estore, fake_summarizer, ses
     assert r.tokens_after == r.tokens_before == s.occupancy()["total"]
     assert state(estore, s) == before
     assert session_dump(estore, s.id) == dump
-    assert r.message() == NO_OP
-    assert r.message("zh") == "当前上下文已是压缩状态，没有可压缩的旧消息。"
+    # Each case says why, in both languages; the seed's text only where a summary exists.
+    assert (r.message(), r.message("zh")) == NO_OP_TEXTS[case]
     assert "covered 0" not in r.message()
     assert_lock_free(s)
 
@@ -427,8 +441,8 @@ def test_prepare_builds_the_input_without_writing_or_calling(estore, fake_summar
 
 # -- after success -------------------------------------------------------------------------
 def test_after_success_occupancy_is_the_reported_figure_and_estimated(estore, fake_summarizer):
-    s = build(estore, n=60)
-    s.record_usage(s.occupancy()["total"] + 321)  # a measured figure for this HEAD and generation
+    s = build(estore, n=40)
+    s.record_usage(int(s.occupancy()["total"] * 1.2))  # a measured figure for this HEAD and generation
     occ = s.occupancy()
     assert occ["basis"] == "measured"
     gen, count = s.generation, s.compaction_count
@@ -437,10 +451,13 @@ def test_after_success_occupancy_is_the_reported_figure_and_estimated(estore, fa
     r = s.compact(provider=fake_summarizer("One line."))
 
     assert r.outcome == "succeeded"
-    assert r.tokens_before == occ["estimated_total"]  # same ruler before and after
+    assert r.tokens_before == occ["total"]  # "X" is what the ring showed just before
     after = s.occupancy()
     assert after["total"] == r.tokens_after
-    assert after["basis"] == "estimated"
+    # After a compaction the basis is an estimate, calibrated by the sample the session learned.
+    assert after["basis"] == "estimated" and after["calibrated"]
+    assert s.calibration != 1.0  # learned from the sample (and the summarizer's own usage)
+    assert after["total"] == round(after["estimated_total"] * s.calibration)
     assert r.tokens_after < r.tokens_before * 0.75
     assert s.generation == gen + 1
     assert s.compaction_count == count + 1

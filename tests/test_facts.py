@@ -97,3 +97,13 @@ def test_facts_budget_keeps_summary_plus_list_under_what_it_replaces():
 def test_facts_budget_is_capped_by_the_window_and_the_maximum():
     assert facts_budget(1_000_000, 100, 8_192) == 8_192 // 16
     assert facts_budget(1_000_000, 100, 10_000_000) == FACTS_MAX
+
+
+def test_snake_case_names_and_host_names_are_identifiers():
+    text = "The flaky test test_merge_orders fails on orders_v2; the 503s come from api.example.com."
+    ids = extract_identifiers(text)
+    assert "test_merge_orders" in ids and "orders_v2" in ids and "api.example.com" in ids
+    # Plain words, a single underscore-free name, and dotted numbers or method calls are not.
+    assert extract_identifiers("merge orders version 3.2 df.groupby plain") == []
+    # A host inside a URL adds nothing beyond the URL.
+    assert extract_identifiers("see https://api.example.com/v1/x") == ["https://api.example.com/v1/x"]

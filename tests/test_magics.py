@@ -162,21 +162,22 @@ def test_compact_reports_success_then_nothing_to_fold(lang, openai_env, monkeypa
     after = s.occupancy()
     # One summary request, nothing else.
     assert len(srv.requests) == n_requests + 1 and srv.requests[-1].is_summary
-    # N is what the summary node covers: the default tail keeps at least five messages,
-    # so of six messages one is folded.
+    # N is what the summary node covers: on a 2,000-token window the tail is its last
+    # quarter (500 tokens), widened toward five messages only while they fit in half
+    # the window (1,000): the last question and reply stay, four of six are folded.
     summary = next(n for n in read_nodes(s) if n["name"] == "context/summary")
     n_covered = len(summary["covers"])
-    assert n_covered == 1
-    # X is the estimate over rendered history before (the one entry point, DESIGN §3);
+    assert n_covered == 4
+    # X is what the ring showed before (the one entry point, DESIGN §3);
     # Y is the occupancy total after (estimated basis until the next request).
-    x, y = before["estimated_total"], after["total"]
-    assert after["basis"] == "estimated" and y == after["estimated_total"] and y < x
+    x, y = before["total"], after["total"]
+    assert after["basis"] == "estimated" and y < x
     expected = MESSAGES[lang]["finished"].format(n=n_covered, before=f"{x:,}", after=f"{y:,}")
     assert out.strip() == expected
     if lang == "zh":
-        assert out.startswith("上下文已压缩：覆盖了 1 条较早的消息")
+        assert out.startswith("上下文已压缩：覆盖了 4 条较早的消息")
     else:
-        assert out.startswith("Context compacted: covered 1 older messages")
+        assert out.startswith("Context compacted: covered 4 older messages")
     assert s.compaction_count == 1 and s.generation == before["generation"] + 1
     assert s.head == before["head"]  # compaction never moves HEAD
 
@@ -445,16 +446,16 @@ def test_chat_model_option_clears_the_baseline_and_keeps_the_count(oip, openai_e
     s = session()
     assert s.model == "gpt-4o-mini" and s.compaction_count == 0
     # Control: a provider sample lower than the baseline infers a compaction...
-    s.record_usage(1_000_000)
+    s.record_usage(1_999)  # within the 2,000-token window: a valid sample
     chat(oip, "second", capsys)
     assert s.compaction_count == 1
     # ...but a model change clears the baseline first (the count is kept).
-    s.record_usage(1_000_000)
+    s.record_usage(1_999)
     chat(oip, "third", capsys, "--model gpt-4o")
     s.sync()
     assert s.model == "gpt-4o" and srv.requests[-1].body["model"] == "gpt-4o"
     assert s.compaction_count == 1
-    assert s.metadata["context_window"]["used"] < 1_000_000  # the new baseline
+    assert s.metadata["context_window"]["used"] < 1_999  # the new baseline
     assert len(s.branch()) == 6  # same session, same branch
     chat(oip, "fourth", capsys)  # the model sticks
     assert srv.requests[-1].body["model"] == "gpt-4o"
@@ -633,7 +634,13 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
                        ("Messages", "messages"), ("Free space", "free")):
         assert f"{label:<18} {occ['breakdown'][key]:>9,}" in out, label
     assert f"{'Total':<18} {occ['total']:>9,} / 2,000 tokens ({100 * occ['ratio']:.1f}%)" in out
-    assert f"Basis: measured (measured ÷ estimated = {occ['calibration']:.2f}); encoding: o200k_base" in out
+    assert occ["calibrated"]  # the server counts differently from the estimate: rows are scaled
+    assert (f"Basis: measured (measured ÷ estimated = {occ['calibration']:.2f}; the rows are scaled to add up to "
+            "the total); encoding: o200k_base") in out
+    # Every figure agrees: the rows add up to the total, the percents to 100.0 %.
+    assert sum(occ["breakdown"][k] for k in ("system", "tools", "summary", "messages")) == occ["total"]
+    shown = [float(ln.rsplit(None, 1)[-1].rstrip("%")) for ln in out.splitlines()[1:6]]
+    assert round(sum(shown), 1) == 100.0
     assert "Compactions: 0" in out
     # After a compaction: the estimate, and the count.
     srv.script(text="Summary: garden.")

@@ -57,9 +57,11 @@ def test_usage_is_counted_with_the_tokenizer():
     assert p.encoding == "cl100k_base" and p.context_window == 8192
     msgs = [user("first question"), {"role": "assistant", "content": [{"type": "text", "text": "an answer"}]}, user("second one")]
     reply = p.stream(msgs, system="You are terse.")
-    expected = count_text("You are terse.", "cl100k_base") + sum(
+    # ocw's own rules: the system prompt and every message with their framing, and the
+    # assistant's header that ends the prompt (a chat template's generation prompt).
+    expected = count_message("system", [{"type": "text", "text": "You are terse."}], "cl100k_base") + sum(
         count_message(m["role"], m["content"], "cl100k_base") for m in msgs
-    )
+    ) + count_message("assistant", [], "cl100k_base")
     assert reply.usage.input_tokens == expected
     assert reply.usage.output_tokens == count_text(reply.text, "cl100k_base") > 0
     assert OfflineProvider(context_window=1000).context_window == 1000

@@ -114,20 +114,20 @@ def test_no_automatic_compaction_when_it_is_off(sess, provider, refserver):
 
 
 def test_snip_trims_the_request_only(sess, provider, refserver):
-    """Nothing to compact (two long turns: four messages, a five-message tail), still
-    over the threshold: the oldest messages leave this request, the DAG keeps them."""
-    turns(sess, provider, refserver, 2, reply_words=230)
-    assert sess.occupancy()["ratio"] > 0.7
+    """Nothing to compact (one long turn: two messages, fewer than four), still over
+    the threshold: the oldest messages leave this request, the DAG keeps them."""
+    turns(sess, provider, refserver, 1, reply_words=500)
+    assert sess.occupancy()["ratio"] > 0.75
     before = snapshot(sess)
     msgs = []
     refserver.script(text="snipped reply")
-    res = run_turn(sess, "Turn 2. " + USER, provider, on_system=msgs.append)
-    assert res.snipped >= 1 and any("left out of this request only" in m for m in msgs)
+    res = run_turn(sess, "Turn 1. " + USER, provider, on_system=msgs.append)
+    assert res.snipped == 2 and any("left out of this request only" in m for m in msgs)
     assert [c.outcome for c in res.compactions] == ["no_op"] and not refserver.summary_requests()
     sent = refserver.requests[-1].messages
-    assert len(sent) == 1 + 5 - res.snipped  # system + 4 stored + the new user message, minus the snipped
-    assert sent[-1]["content"].startswith("Turn 2.") or "Turn 2." in str(sent[-1]["content"])
-    assert sess.branch()[:4] == before[1] and len(sess.branch()) == 6  # nothing removed
+    assert len(sent) == 1 + 3 - 2  # system + 2 stored + the new user message, minus the 2 snipped
+    assert "Turn 1." in str(sent[-1]["content"])
+    assert sess.branch()[:2] == before[1] and len(sess.branch()) == 4  # nothing removed
 
 
 def test_reactive_compaction_at_most_once_per_turn(sess, provider, refserver):
@@ -147,7 +147,8 @@ def test_reactive_compaction_at_most_once_per_turn(sess, provider, refserver):
     with pytest.raises(ContextOverflowError) as e:
         run_turn(sess, "too much", provider)
     assert "after compacting once" in str(e.value)
-    # overflow, (nothing left to fold: no summary request), one retry — then stop.
+    # overflow, (fewer than four messages since the summary: no summary request), one
+    # smaller retry — then stop.
     assert [(r.status, r.is_summary) for r in refserver.requests[n:]] == [(400, False), (400, False)]
     assert refserver.pending == 3
     assert snapshot(sess) == before

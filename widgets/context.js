@@ -21,6 +21,8 @@ const WATCHED = [
   "window",
   "ratio",
   "breakdown",
+  "percents",
+  "window_source",
   "basis",
   "encoding",
   "calibration",
@@ -50,6 +52,7 @@ const DEFAULT_LABELS = {
   estimated: "estimated",
   measured: "measured",
   calibration: "measured ÷ estimated",
+  window_from: "Window from",
   reserve: "Auto-compaction at",
   count: "Compactions",
   count_info:
@@ -178,6 +181,7 @@ function render({ model, el }) {
   const [reserveLabel, reserveValue] = fact("ocw-reserve");
   const [basisLabel, basisValue] = fact("ocw-basis");
   const [encodingLabel, encodingValue] = fact("ocw-encoding");
+  const [sourceLabel, sourceValue] = fact("ocw-window-source");
 
   const countRow = h("div", "ocw-count-row");
   const countLabel = h("span", "ocw-count-label");
@@ -207,7 +211,7 @@ function render({ model, el }) {
     return { ...DEFAULT_LABELS, ...(l && typeof l === "object" ? l : {}) };
   }
 
-  function renderRows(L, entries, windowSize) {
+  function renderRows(L, entries, windowSize, percents) {
     rows.replaceChildren();
     barSegs.replaceChildren();
     let offset = 0;
@@ -220,7 +224,8 @@ function render({ model, el }) {
       const tok = h("span", "ocw-row-tokens", { role: "cell" });
       tok.textContent = formatInt(tokens);
       const pct = h("span", "ocw-row-share", { role: "cell" });
-      pct.textContent = formatPercent(share);
+      // The session's own percents (they add up to 100.0 %); computed here only as a fallback.
+      pct.textContent = percents && percents[cat] !== undefined ? `${percents[cat]}%` : formatPercent(share);
       row.append(name, tok, pct);
       rows.append(row);
       if (cat !== "free" && windowSize > 0 && tokens > 0 && offset < 100) {
@@ -282,7 +287,7 @@ function render({ model, el }) {
     empty.hidden = hasSession;
     body.hidden = !hasSession;
 
-    renderRows(L, hasSession ? breakdownEntries(model.get("breakdown")) : [], windowSize);
+    renderRows(L, hasSession ? breakdownEntries(model.get("breakdown")) : [], windowSize, model.get("percents"));
     const reserve = Number(model.get("reserve_ratio"));
     const reservePct = Number.isFinite(reserve) ? Math.min(100, Math.max(0, reserve * 100)) : 80;
     const autoOff = Number.isFinite(reserve) && reserve <= 0; // automatic compaction is off
@@ -298,7 +303,7 @@ function render({ model, el }) {
     const basis = model.get("basis") === "measured" ? "measured" : "estimated";
     const cal = model.get("calibration");
     let basisText = L[basis];
-    if (basis === "measured" && typeof cal === "number" && Number.isFinite(cal)) {
+    if (typeof cal === "number" && Number.isFinite(cal)) {
       basisText += ` ×${cal.toFixed(2)}`;
       basisValue.title = L.calibration;
     } else {
@@ -308,6 +313,10 @@ function render({ model, el }) {
     basisValue.dataset.basis = basis;
     encodingLabel.textContent = L.encoding;
     encodingValue.textContent = model.get("encoding") || "—";
+    const source = model.get("window_source") || "configured";
+    sourceLabel.textContent = L.window_from;
+    sourceValue.textContent = source;
+    sourceLabel.hidden = sourceValue.hidden = source === "configured";
 
     countLabel.textContent = L.count;
     count.textContent = formatInt(model.get("compaction_count"));

@@ -15,8 +15,13 @@ def compaction_count(metadata: dict) -> int:
     return value if isinstance(value, int) and value >= 0 else 0
 
 
-def valid_sample(used) -> bool:
-    return isinstance(used, int) and not isinstance(used, bool) and used >= 0
+def valid_sample(used, size=None) -> bool:
+    """A usage figure ocw can trust: a whole number ≥ 0 and, when the window it was
+    measured against is known, not larger than that window (a sample above it is
+    a misreport or a window ocw has wrong; either way it says nothing about drops)."""
+    if not (isinstance(used, int) and not isinstance(used, bool) and used >= 0):
+        return False
+    return not (isinstance(size, int) and not isinstance(size, bool) and size > 0 and used > size)
 
 
 def apply_sample(metadata: dict, sample: dict) -> tuple[dict, bool]:
@@ -27,7 +32,7 @@ def apply_sample(metadata: dict, sample: dict) -> tuple[dict, bool]:
     higher: nothing. The same decreased sample delivered twice counts once,
     because the second delivery equals the baseline the first one left.
     """
-    if not valid_sample(sample.get("used")):
+    if not valid_sample(sample.get("used"), sample.get("size")):
         return metadata, False
     new = dict(metadata)
     baseline = metadata.get("context_window")

@@ -19,6 +19,7 @@ Invariants, and why they hold:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .. import events as ev
@@ -27,8 +28,8 @@ from ..i18n import system_message, text as i18n_text
 from ..providers.base import SUMMARY_MARKER
 from ..render import block_text
 from ..session import SUMMARY_NAME
-from ..tokens import count_message, count_text, render_block, truncate_to_tokens
-from .cut import find_cut_index
+from ..tokens import FRAME_TOKENS, count_message, count_text, render_block, truncate_to_tokens
+from .cut import TOO_SHORT as CUT_TOO_SHORT, find_cut_index
 from .facts import append_facts
 
 AUTO_FAILURE_LIMIT = 3
@@ -84,21 +85,25 @@ class Plan:
     generation: int
 
 
-AUTO_TAIL_SHARE = 0.4  # automatic/reactive compaction keeps at most this share of the window
+ALREADY_COMPACTED = "already_compacted"  # no-op kinds, each with its own system message
+TOO_SHORT = "too_short"
+NOTHING_OLDER = "nothing_older"
 
 
-def plan_compaction(session, keep_recent_tokens: int | None = None, trigger: str = "manual") -> Plan | str:
-    """Read rendered history and choose the cut. Returns a Plan, or the reason
-    there is nothing to compact. Makes no LLM call and writes nothing."""
+def plan_compaction(session, keep_recent_tokens: int | None = None, trigger: str = "manual") -> Plan | tuple[str, str]:
+    """Read rendered history and choose the cut. Returns a Plan, or (no-op kind,
+    reason) when there is nothing to compact. Makes no LLM call and writes nothing.
+    The same tail rule holds for every trigger (see cut.py); budgets are judged in
+    calibrated tokens, the ones the ring shows."""
     history = session.rendered_history()
     summary = next((m for m in history if m.get("name") == SUMMARY_NAME), None)
     tail = [m for m in history if m.get("id") and m is not summary]
-    # An automatic compaction must bring the next turn well under the threshold,
-    # or it would run again every turn (a loop); the manual default follows the seed.
-    cap = int(session.context_window * AUTO_TAIL_SHARE) if trigger != "manual" else None
-    cut = find_cut_index(tail, session.context_window, keep_recent_tokens, max_tail_tokens=cap)
+    cut = find_cut_index(tail, session.context_window, keep_recent_tokens, calibration=session.calibration)
     if cut.index <= 0:
-        return cut.reason
+        # The seed's "already compacted" text is for a session that has a summary;
+        # one that never had one says why there is nothing to fold instead.
+        kind = ALREADY_COMPACTED if summary else TOO_SHORT if cut.kind == CUT_TOO_SHORT else NOTHING_OLDER
+        return kind, cut.reason
     folded = tail[: cut.index]
     branch = session.branch()
     start = len(branch) - len(tail)  # the tail is the branch after the summary's range
@@ -138,17 +143,20 @@ class Prepared:
     """Everything a compaction needs before its LLM call (see `prepare`)."""
 
     tokens_before: int
-    plan: Plan | None = None  # None: nothing to compact (see `reason`)
+    plan: Plan | None = None  # None: nothing to compact (see `reason`, `no_op_kind`)
     reason: str = ""
+    no_op_kind: str = ""
     provider: object = None
-    window: int = 0  # the summarizer's window
-    out_budget: int = 0  # max_tokens of each summarizer call
+    window: int = 0  # the summarizer's window, in estimated tokens (its real window ÷ calibration)
+    out_budget: int = 0  # room for each summarizer answer, in estimated tokens
+    max_tokens: int = 0  # out_budget in the model's own tokens (what the request asks for)
     in_budget: int = 0  # tokens of summarizer input per call (window − output − system prompt)
     encoding: str = "cl100k_base"
     lines: list[str] = field(default_factory=list)  # the newly folded turns, one transcript line each
     estimates: list[int] = field(default_factory=list)  # tokens of each line (with its separator), an upper bound
     chunks: list[tuple[int, int]] = field(default_factory=list)  # planned calls: line ranges [start, end)
     calls: int = 0  # summarizer calls made so far
+    usage_samples: list[tuple[int, int]] = field(default_factory=list)  # (measured, estimated) input tokens
 
 
 def _take(estimates: list[int], start: int, room: int) -> int:
@@ -175,7 +183,9 @@ def plan_chunks(estimates: list[int], *, first_room: int, room: int) -> list[tup
 
 
 def _summarizer_window(provider, session) -> int:
-    return getattr(provider, "context_window", None) or session.context_window
+    """The smaller of the summarizer's own window (if it states one) and the session's."""
+    own = getattr(provider, "context_window", None)
+    return min(own, session.context_window) if own else session.context_window
 
 
 def prepare(session, keep_recent_tokens: int | None = None, trigger: str = "manual", provider=None) -> Prepared:
@@ -183,19 +193,22 @@ def prepare(session, keep_recent_tokens: int | None = None, trigger: str = "manu
     and the summarizer's input (transcript lines, their token estimates, the planned
     chunks). Writes nothing, calls no model, re-tokenizes no ordinary message."""
     session.sync()
-    # Both figures come from the same estimate (estimate_total_used): a measured
-    # figure before and an estimate after would compare two different rulers.
-    tokens_before = session.occupancy()["estimated_total"]
+    # "X" of "X → Y" is the figure the ring showed just before (measured or calibrated).
+    tokens_before = session.occupancy()["total"]
     plan = plan_compaction(session, keep_recent_tokens, trigger)
-    if isinstance(plan, str):
-        return Prepared(tokens_before, reason=plan)
+    if isinstance(plan, tuple):
+        kind, reason = plan
+        return Prepared(tokens_before, reason=reason, no_op_kind=kind)
     provider = provider or _default_provider(session)
     enc = session.encoding.name
-    window = _summarizer_window(provider, session)
+    # Sizes below are in estimated tokens; the model counts `calibration` times as
+    # many, so its window holds that much less of them.
+    calibration = session.calibration
+    window = int(_summarizer_window(provider, session) / calibration)
     out_budget = summary_budget(plan.replaced_tokens, window)
     in_budget = window - out_budget - (count_text(SUMMARY_SYSTEM, enc) + 64)
     prep = Prepared(tokens_before, plan, provider=provider, window=window, out_budget=out_budget,
-                    in_budget=in_budget, encoding=enc)
+                    max_tokens=math.ceil(out_budget * calibration), in_budget=in_budget, encoding=enc)
     if in_budget < 256:
         return prep  # summarize() fails with a clear message, after compaction_started
     old_tokens = count_text(plan.old_summary_text, enc)
@@ -270,9 +283,13 @@ def summarize(provider, prep: Prepared) -> tuple[str, int]:
         reply = provider.complete(
             [{"role": "user", "content": [{"type": "text", "text": body}]}],
             system=SUMMARY_SYSTEM,
-            max_tokens=prep.out_budget,
+            max_tokens=prep.max_tokens or prep.out_budget,
         )
         prep.calls += 1
+        measured = getattr(getattr(reply, "usage", None), "input_tokens", None)
+        if isinstance(measured, int) and measured > 0:  # the summarizer's own usage calibrates the session
+            prep.usage_samples.append((measured, count_message("user", [{"type": "text", "text": body}], enc)
+                                       + count_text(SUMMARY_SYSTEM, enc) + FRAME_TOKENS))
         partial = (reply.text or "").strip()
         if not partial:
             raise OcwError("the summarizer returned an empty summary")
@@ -324,7 +341,7 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider) -> Compactio
     prep = prepare(session, keep_recent_tokens, trigger, provider)
     tokens_before, plan = prep.tokens_before, prep.plan
     if plan is None:  # decided before any LLM call: no compaction_started, no summarizer call
-        payload = {"no_op": True, "reason": prep.reason, "trigger": trigger,
+        payload = {"no_op": True, "no_op_kind": prep.no_op_kind, "reason": prep.reason, "trigger": trigger,
                    "tokens_before": tokens_before, "tokens_after": tokens_before}
         session.events.emit(ev.COMPACTION_FINISHED, payload)
         return CompactionResult("no_op", trigger, tokens_before=tokens_before, tokens_after=tokens_before,
@@ -338,14 +355,15 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider) -> Compactio
         source = plan.old_summary_text + "\n" + "\n".join(prep.lines)
         text_tokens = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
         if text_tokens < plan.replaced_tokens:  # else: rejected below, facts or not
-            text = append_facts(text, source, facts_budget(plan.replaced_tokens, text_tokens, session.context_window), enc)
+            text = append_facts(text, source, facts_budget(plan.replaced_tokens, text_tokens, prep.window), enc)
         new_tokens = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
         if new_tokens >= plan.replaced_tokens:
             raise OcwError(
                 f"the summary ({new_tokens:,} tokens) is not smaller than what it replaces "
                 f"({plan.replaced_tokens:,} tokens); nothing was saved"
             )
-        summary_id = session._persist_summary(text, plan.covered_ids, plan.head, plan.generation)
+        summary_id = session._persist_summary(text, plan.covered_ids, plan.head, plan.generation,
+                                              usage_samples=prep.usage_samples)
     except BaseException as e:  # KeyboardInterrupt included: nothing was persisted
         error = e.user_message() if isinstance(e, OcwError) else (str(e) or e.__class__.__name__)
         if trigger == "auto":

@@ -19,6 +19,8 @@ _PATTERNS = [
     r"\b[\w.-]+/[\w.@/-]*\w",  # relative paths like src/app.py
     r"\b[\w-]+\.(?:py|ipynb|js|ts|tsx|json|md|txt|csv|tsv|parquet|yaml|yml|toml|sql|sh|rs|go|java|c|h|cpp|html|css|log|duckdb|db)\b",
     r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning)\b",  # error names
+    r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b",  # snake_case names: functions, tables, columns, tests
+    r"\b(?:[a-z0-9-]+\.)+(?:com|org|net|io|dev|ai|app|edu|gov|co|uk|de|cn|jp|fr)\b",  # host names
     r"\b[A-Z][A-Z0-9]{1,9}-\d+\b",  # ticket ids: ABC-123
     r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b",  # uuids
     r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b",  # hashes

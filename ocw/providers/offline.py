@@ -134,8 +134,9 @@ class OfflineProvider:
 
     def prompt_tokens(self, messages: list[dict], system: str | None = None, tools: list[dict] | None = None) -> int:
         """What a request costs: the system prompt, the tool definitions (as real
-        providers bill them) and every message (ocw.tokens rules)."""
-        n = count_text(system or "", self.encoding)
+        providers bill them) and every message, all by ocw.tokens rules — so that
+        its usage equals ocw's own estimate and the calibration stays 1.0."""
+        n = count_message("system", [{"type": "text", "text": system}], self.encoding) if system else 0
         if tools:
             n += count_text(json.dumps(tools, sort_keys=True, ensure_ascii=False), self.encoding)
         for m in messages:
@@ -199,6 +200,9 @@ class OfflineProvider:
                 if cut != text:
                     content, stop = [{"type": "text", "text": cut}], "max_tokens"
         out = sum(count_text(render_block(b), self.encoding) for b in content)
+        # Like a real chat template, the prompt ends with the assistant's header
+        # (the "generation prompt"), so input + output is the context after the reply.
+        used += count_message("assistant", [], self.encoding)
         return Reply(content=content, usage=Usage(used, out, 0), stop_reason=stop, model=self.model)
 
     def _digest(self, text: str) -> str:
