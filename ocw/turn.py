@@ -200,8 +200,8 @@ class Turn:
         limit = None  # what the retry must fit, in calibrated tokens
         while True:
             system, messages = self._outgoing(pending, limit)
-            if failed is not None and (system, messages) == failed:
-                raise self._cannot_fit(limit)  # never send an identical request twice
+            if failed is not None and ((system, messages) == failed or self._newest_too_big(limit)):
+                raise self._cannot_fit(limit)  # never send an identical (or hopeless) request twice
             try:
                 return self.provider.stream(
                     messages, system=system or None, tools=tool_defs or None,
@@ -237,10 +237,15 @@ class Turn:
         if note:
             self.on_system(note)
 
+    def _newest_too_big(self, limit: int | None) -> bool:
+        """The message being sent (with the system prompt and tools) alone exceeds what
+        the retry must fit: no compaction or snip can help."""
+        return limit is not None and int(getattr(self, "_newest_estimate", 0) * self.session.calibration) > limit
+
     def _cannot_fit(self, limit: int | None) -> ContextOverflowError:
         s = self.session
         newest = int(getattr(self, "_newest_estimate", 0) * s.calibration)
-        if limit is not None and newest > limit:
+        if self._newest_too_big(limit):
             return ContextOverflowError(
                 i18n_text("message_too_big", self.lang, tokens=f"{newest:,}", window=f"{s.context_window:,}"),
                 hint=i18n_text("message_too_big_hint", self.lang))
