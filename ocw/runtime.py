@@ -14,7 +14,6 @@ import threading
 from . import i18n
 from .config import Ocw
 from .errors import OcwError, SessionNotFound
-from .store import Store
 from .turn import learn_window, run_turn
 
 
@@ -56,6 +55,8 @@ class Runtime:
             if self._store is None or self._store_path != self.config.db:
                 if self._store is not None:
                     self._store.close()
+                from .sessions import Store
+
                 self._store = Store(self.config.db)
                 self._store_path = self.config.db
                 self.current = None

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .context.cut import default_tail_budget
-from .context.engine import CompactionResult, auto_compact_paused
+from .compaction import auto_compact_paused
+from .context.engine import CompactionResult
 from .context.snip import snip
 from .errors import ContextOverflowError, OcwError
 from .graph import SUMMARY_NAME

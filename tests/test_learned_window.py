@@ -15,7 +15,7 @@ import pytest
 
 from ocw.errors import ContextOverflowError, StoreError
 from ocw.providers.base import Reply, Usage
-from ocw.store import Store
+from ocw.sessions import Store
 from ocw.tokens import count_message
 from ocw.turn import run_turn
 
