@@ -63,7 +63,8 @@ the plain OpenAI / Anthropic behaviour; ``like_llama_server(2048)`` and
         # GET /props → {"default_generation_settings": {"n_ctx": 2048}, ...} and
         # GET /v1/models → data[0].meta.n_ctx = 2048, owned_by "llamacpp" (llama-server);
         # None: /props is a 404 and the list names no window.
-        # GETs are recorded in refserver.gets, never in refserver.requests.
+        # Window probes (GET /props, GET /v1/models, POST /api/show, GET /api/ps,
+        # GET /api/v0/models) are recorded in refserver.probes, never in .requests.
     refserver.stream_usage = False
         # no usage in streams, even when asked (llama-cpp-python); non-streamed
         # replies keep theirs
@@ -97,6 +98,7 @@ from ocw.providers.base import SUMMARY_MARKER
 from ocw.tokens import count_text
 
 AUTH_HEADERS = ("authorization", "x-api-key", "api-key", "proxy-authorization")
+PROBE_PATHS = ("/props", "/v1/models", "/api/show", "/api/ps", "/api/v0/models")
 CREATED = 1700000000
 ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -260,10 +262,11 @@ class _Handler(BaseHTTPRequestHandler):
     drop_next = False  # set after an empty stream: the next request on this connection is dropped
 
     def do_GET(self) -> None:
-        self._serve(self.server.ref._handle_get)
+        self._serve(self.server.ref._handle_probe)
 
     def do_POST(self) -> None:
-        self._serve(self.server.ref._handle)
+        probe = self.path.split("?")[0] in PROBE_PATHS
+        self._serve(self.server.ref._handle_probe if probe else self.server.ref._handle)
 
     def _serve(self, handle) -> None:
         try:
@@ -333,7 +336,7 @@ class RefServer:
         self.usage_scale: float = 1.0
         self.reject_null_content: bool = False
         self.drop_with_reset: bool = True
-        self.gets: list[Recorded] = []  # GET requests (window probes), apart from .requests
+        self.probes: list[Recorded] = []  # window probes (PROBE_PATHS), apart from .requests
         self.dropped = 0  # requests that arrived on a dropped connection, never answered
         self._scripts: list[Script] = []
         self._summary_scripts: list[Script] = []  # script_summary(): summary requests only
@@ -450,12 +453,14 @@ class RefServer:
             self.dropped += 1
         h._drop(reset=self.drop_with_reset)
 
-    def _handle_get(self, h: _Handler) -> None:
+    def _handle_probe(self, h: _Handler) -> None:
+        """The endpoints a window probe asks (a GET, or Ollama's POST /api/show)."""
         path = h.path.split("?")[0]
-        rec = Recorded("GET", path, None, {k.lower(): v for k, v in h.headers.items() if k.lower() not in AUTH_HEADERS},
+        h.rfile.read(int(h.headers.get("content-length") or 0))
+        rec = Recorded(h.command, path, None, {k.lower(): v for k, v in h.headers.items() if k.lower() not in AUTH_HEADERS},
                        any(h.headers.get(k) for k in AUTH_HEADERS), status=200)
         with self._lock:
-            self.gets.append(rec)
+            self.probes.append(rec)
         n = self.reported_window
         if path == "/props" and n:
             return h._json(200, {"default_generation_settings": {"n_ctx": n}, "total_slots": 1,
