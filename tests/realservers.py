@@ -140,6 +140,17 @@ def _folder() -> Path:
     return path
 
 
+SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+
+
+def require_llama_cpp_python(folder: Path) -> None:
+    """FAIL (never skip) when the folder is there but its server is not installed here."""
+    missing = [m for m in SERVER_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.fail(f"{folder} is present but this venv lacks {', '.join(missing)} (the llama-cpp-python "
+                    f"server): run `make install`, which installs {folder}/llama_cpp_python-*.whl[server]")
+
+
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
     """llama.cpp's llama-server: OpenAI wire at .openai_url, Anthropic wire at .anthropic_url."""
@@ -154,11 +165,7 @@ def llama_server(tmp_path_factory):
 def llama_cpp_python_server(tmp_path_factory):
     """The llama-cpp-python server (OpenAI wire only), run with this venv's Python."""
     folder = _folder()
-    missing = [m for m in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context",
-                           "pydantic_settings") if importlib.util.find_spec(m) is None]
-    if missing:
-        pytest.fail(f"{folder} is present but this venv lacks {', '.join(missing)} (the llama-cpp-python "
-                    f"server): run `make install`, which installs {folder}/llama_cpp_python-*.whl[server]")
+    require_llama_cpp_python(folder)
     port = _free_port()
     argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(folder / "tiny.gguf"), "--model_alias",
             MODEL_ALIAS, "--n_ctx", str(WINDOW), "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1",

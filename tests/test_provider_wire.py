@@ -8,7 +8,7 @@ import socket
 import threading
 
 import pytest
-from refserver import pool_connections, user
+from refserver import user
 
 import ocw.providers.http as http
 from ocw.errors import (
@@ -317,3 +317,26 @@ def test_connect_timeout_is_retried(unanswered_port, sleeps):
         p.stream([user("x")])
     assert len(attempts) == 3 and len(sleeps) == 2
     p.close()
+
+
+# -- overflow inside a 200 stream ---------------------------------------------------------
+@pytest.mark.parametrize("err, limit, prompt", [
+    ({"type": "invalid_request_error", "message": "prompt is too long: 3000 tokens > 2048 maximum"}, 2048, 3000),
+    ({"type": "request_too_large", "message": "Request too large"}, None, None),
+    ({"type": "exceed_context_size_error", "message": "request (2108 tokens) exceeds the available context size "
+      "(2048 tokens), try increasing it"}, 2048, 2108),
+])
+def test_overflow_inside_a_stream_carries_the_stated_numbers(refserver, wire, sleeps, err, limit, prompt):
+    p, _ = wire
+    refserver.script(text="a b c", stream_error=err)
+    with pytest.raises(ContextOverflowError) as ei:
+        p.stream([user("x")])
+    assert (ei.value.limit, ei.value.prompt_tokens) == (limit, prompt)
+    assert len(refserver.requests) == 1 and sleeps == []
+
+
+def test_rate_limit_inside_a_stream_saying_too_many_tokens_is_not_overflow(refserver, wire):
+    p, _ = wire
+    refserver.script(text="a b", stream_error={"type": "rate_limit_error", "message": "too many tokens per minute"})
+    with pytest.raises(RateLimitError):
+        p.stream([user("x")])

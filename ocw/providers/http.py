@@ -39,14 +39,12 @@ import random
 import ssl
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import httpx
 
 from ..errors import (
-    AuthError,
     BadRequest,
-    ContextOverflowError,
     MalformedResponse,
     ProviderConnectionError,
     ProviderError,
