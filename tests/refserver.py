@@ -33,7 +33,11 @@ Scripted replies are consumed one per request, FIFO; without one the reply is
 ``"echo: <last user text>"``. A summary request (system prompt starting with
 SUMMARY_MARKER) takes a ``script_summary`` item first, else ``summary_text`` if
 set, and only then the shared queue. ``overflow_above`` is checked first and
-consumes nothing.
+consumes nothing. A scripted ``overflow=True`` states the window and the prompt
+size only when the server has a window (``model_window`` or
+``overflow_above``); otherwise it uses the real wordings that state no numbers
+(OpenAI "Your input exceeds the context window of this model.", Anthropic
+"Input is too long for requested model.").
 
 What the real local servers do, learned from ../shared/realserver/README.md
 and observed on them (each is a knob, off by default so the other tests see
@@ -535,7 +539,8 @@ class RefServer:
 
     def _error_doc(self, kind: str, sc: Script, rec: Recorded, key: str) -> tuple[int, Any]:
         if sc.overflow:
-            window = self.model_window or self.overflow_above or max(1, rec.prompt_tokens - 1)
+            stated = self.model_window or self.overflow_above  # None: this server states no window
+            window = stated or max(1, rec.prompt_tokens - 1)
             p = rec.prompt_tokens
             if self.overflow_style == "llama.cpp":
                 return 400, {"error": {"code": 400, "message": f"request ({p} tokens) exceeds the available context "
@@ -550,10 +555,12 @@ class RefServer:
                                        "code": "context_length_exceeded"}}
             if kind == "openai":
                 msg = (f"This model's maximum context length is {window} tokens. However, your messages resulted in "
-                       f"{rec.prompt_tokens} tokens. Please reduce the length of the messages.")
+                       f"{rec.prompt_tokens} tokens. Please reduce the length of the messages." if stated else
+                       "Your input exceeds the context window of this model. Please adjust your input and try again.")
                 return 400, {"error": {"message": msg, "type": "invalid_request_error", "param": "messages",
                                        "code": "context_length_exceeded"}}
-            msg = f"prompt is too long: {rec.prompt_tokens} tokens > {window} maximum"
+            msg = (f"prompt is too long: {rec.prompt_tokens} tokens > {window} maximum" if stated else
+                   "Input is too long for requested model.")
             return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": msg}}
         status = int(sc.status or 500)
         if sc.body is not None:
