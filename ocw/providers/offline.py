@@ -132,6 +132,10 @@ class OfflineProvider:
     def close(self) -> None:
         pass
 
+    def probe_window(self, timeout: float = 2.0) -> tuple[int, str] | None:
+        """No server to ask: the offline model's window is the configured one."""
+        return None
+
     def prompt_tokens(self, messages: list[dict], system: str | None = None, tools: list[dict] | None = None) -> int:
         """What a request costs: the system prompt, the tool definitions (as real
         providers bill them) and every message, all by ocw.tokens rules — so that
@@ -178,7 +182,8 @@ class OfflineProvider:
         used = self.prompt_tokens(messages, system, tools)
         if used > self.context_window:
             body = f"prompt is too long: {used} tokens > {self.context_window} maximum"
-            raise ContextOverflowError(f"offline: {body}", status=400, body=body)
+            raise ContextOverflowError(f"offline: {body}", status=400, body=body,
+                                       limit=self.context_window, prompt_tokens=used)
         stop = "end_turn"
         if (system or "").startswith(SUMMARY_MARKER):
             content = [{"type": "text", "text": self.summarize(messages, max_tokens or DEFAULT_SUMMARY_TOKENS)}]
