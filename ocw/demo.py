@@ -97,7 +97,7 @@ def lab_command(port: int, root_dir: Path, token: str, notebook: str) -> list[st
     """The JupyterLab command line (this interpreter's) that serves `root_dir` and
     opens `notebook` in it. The port must be exactly `port` (no silent retry on
     another one), since the URL printed for the user names it."""
-    cmd = [sys.executable, "-m", "jupyter", "lab", f"--port={port}", "--ServerApp.port_retries=0", "--ip=127.0.0.1",
+    cmd = [sys.executable, "-m", "jupyterlab", f"--port={port}", "--ServerApp.port_retries=0", "--ip=127.0.0.1",
            f"--ServerApp.root_dir={root_dir}", f"--IdentityProvider.token={token}",
            "--log-level=WARN"]  # its start-up lines (and the Launcher's URL) would bury the notebook's URL
     if hasattr(os, "geteuid") and os.geteuid() == 0:

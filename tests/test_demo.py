@@ -89,7 +89,7 @@ def test_lab_command_serves_the_copy_on_exactly_the_port_and_starts_as_root(monk
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     cmd = demo.lab_command(8899, tmp_path, "tok123", "01-quickstart.ipynb")
-    assert cmd[:4] == [sys.executable, "-m", "jupyter", "lab"] and "--port=8899" in cmd
+    assert cmd[:3] == [sys.executable, "-m", "jupyterlab"] and "--port=8899" in cmd
     assert "--ServerApp.port_retries=0" in cmd
     assert cmd[-1] == "01-quickstart.ipynb"
     assert f"--ServerApp.root_dir={tmp_path}" in cmd and "--IdentityProvider.token=tok123" in cmd
@@ -185,7 +185,7 @@ def server_environ(pid: int) -> dict:
             cmd = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"jupyter" in cmd and b"lab" in cmd:
+        if b"jupyterlab" in cmd:
             raw = Path(f"/proc/{p}/environ").read_bytes().split(b"\0")
             return dict(x.decode().split("=", 1) for x in raw if b"=" in x)
     raise AssertionError("no JupyterLab process under the demo")
