@@ -256,8 +256,8 @@ def test_make_demo_opens_a_copy_and_a_demo_database_and_prints_the_notebooks_url
         assert git("ls-files", "--error-unmatch", str(notebook), cwd=path).returncode != 0  # not a tracked file
         status, body = get(f"http://127.0.0.1:{port}/api/contents/01-quickstart.ipynb?token={token}")
         served = json.loads(body)["content"]
-        assert [c["source"] for c in served["cells"]] == \
-            [c["source"] for c in json.loads((path / "notebooks" / "01-quickstart.ipynb").read_text())["cells"]]
+        tracked = nbformat.read(path / "notebooks" / "01-quickstart.ipynb", as_version=4)
+        assert [c["source"] for c in served["cells"]] == [c.source for c in tracked.cells]
         assert all(c.get("outputs") == [] for c in served["cells"] if c["cell_type"] == "code")
 
         db = run.value("Database:")
