@@ -27,9 +27,9 @@ MESSAGES = {
         "still_too_long_hint": "keep less with %compact {keep}, or start a new session with %new",
         "auto_paused": "Automatic compaction is paused for this session after 3 failures in a row; %compact still works.",
         "snipped": "The request was still over the window after compaction; {n} older message{s} left out of this "
-                   "request only (the session keeps them).",
+                   "request only (still kept in the session).",
         "snipped_uncompacted": "The request was over the window and nothing was compacted this turn; {n} older "
-                               "message{s} left out of this request only (the session keeps them; %compact folds "
+                               "message{s} left out of this request only (still kept in the session; %compact folds "
                                "them into the summary).",
         "busy": "A compaction is already running for this session; wait for it to finish.",
         # Compaction failure reasons in ocw's own words (quoted by "failed_error").
