@@ -209,7 +209,16 @@ function render({ model, el }) {
   el.append(root);
 
   // ---- state -> DOM ----
-  let live = true; // false once the kernel side is gone: nothing sent would arrive
+  // Is the kernel side there? The widget manager keeps the model's comm_live
+  // and triggers "comm_live_update" when it changes; anywidget's model proxy
+  // does not expose comm_live itself. The manager only ever turns a rendered
+  // model's comm dead (a restarted kernel makes new models), so an update we
+  // cannot read means disconnected.
+  function commIsLive(afterUpdate) {
+    if (typeof model.comm_live === "boolean") return model.comm_live;
+    return !afterUpdate;
+  }
+  let live = commIsLive(false); // false: nothing sent would arrive
   const labels = () => labelTable(model.get("labels"));
 
   function renderRows(L, entries, windowSize, percents) {
@@ -338,11 +347,8 @@ function render({ model, el }) {
     message.hidden = msg === "";
   }
 
-  // The widget manager sets the model's comm_live and triggers this event; the
-  // anywidget model proxy does not expose comm_live, and the manager only ever
-  // turns a rendered model's comm dead (a restarted kernel makes new models).
   function onCommLive() {
-    live = typeof model.comm_live === "boolean" ? model.comm_live : false;
+    live = commIsLive(true);
     update();
   }
 
