@@ -120,7 +120,7 @@ def test_no_key_error_says_it_once(ocw_loaded):
     r = k.run("%%chat --provider openai\nhi", ok=False)
     assert r.reply["content"]["ename"] == "UsageError"
     line = r.stderr.strip()
-    assert line == ("UsageError: openai: no API key — set OPENAI_API_KEY (or %config Ocw.api_key), "
+    assert line == ("UsageError: openai: no API key; set OPENAI_API_KEY — or %config Ocw.api_key; "
                     "then check with %ocw doctor"), line
     assert line.count("API key") == 1 and line.count("OPENAI_API_KEY") == 1
 
