@@ -12,7 +12,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(STAMP): $(PY) pyproject.toml hatch_build.py
+$(STAMP): $(PY) pyproject.toml hatch_build.py $(wildcard widgets/labextension/*/package.json widgets/labextension/*/static/*.js)
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 

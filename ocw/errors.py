@@ -17,9 +17,23 @@ class OcwError(Exception):
         if hint is not None:
             self.hint = hint
 
+    # An error whose text is ocw's own carries its ocw.i18n key, so a message that
+    # quotes it can say it in the user's language (a provider's words stay as said).
+    key: str | None = None
+    params: dict = {}
+
     def user_message(self) -> str:
         msg = str(self) or self.__class__.__name__
         return f"{msg} — {self.hint}" if self.hint else msg
+
+    @classmethod
+    def localized(cls, key: str, **params) -> "OcwError":
+        """An error in ocw's own words: English text, plus the key to say it in another language."""
+        from .i18n import text
+
+        err = cls(text(key, "en", **params))
+        err.key, err.params = key, dict(params)
+        return err
 
 
 class StoreError(OcwError):

@@ -520,6 +520,7 @@ class Session:
                 encoding=enc.label,
                 encoding_exact=enc.exact,
                 compaction_count=self.compaction_count,
+                compaction_inferred=count_rules.inferred_count(self._row["metadata"]),
                 session_id=self.id,
                 session_name=self.name,
                 window_source=self.window_source,

@@ -271,7 +271,7 @@ def summarize(provider, prep: Prepared) -> tuple[str, int]:
     counted exactly before it is sent, so every call fits the summarizer's window.
     Returns (text, calls made)."""
     if prep.in_budget < 256:
-        raise OcwError(f"the summarizer's window ({prep.window:,} tokens) is too small to summarize anything")
+        raise OcwError.localized("err_summarizer_window", window=f"{prep.window:,}")
     enc = prep.encoding
     partial = prep.plan.old_summary_text
     i, n = 0, len(prep.lines)
@@ -292,7 +292,7 @@ def summarize(provider, prep: Prepared) -> tuple[str, int]:
                                        + count_text(SUMMARY_SYSTEM, enc) + FRAME_TOKENS))
         partial = (reply.text or "").strip()
         if not partial:
-            raise OcwError("the summarizer returned an empty summary")
+            raise OcwError.localized("err_empty_summary")
     return partial, prep.calls
 
 
@@ -358,10 +358,7 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider) -> Compactio
             text = append_facts(text, source, facts_budget(plan.replaced_tokens, text_tokens, prep.window), enc)
         new_tokens = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
         if new_tokens >= plan.replaced_tokens:
-            raise OcwError(
-                f"the summary ({new_tokens:,} tokens) is not smaller than what it replaces "
-                f"({plan.replaced_tokens:,} tokens); nothing was saved"
-            )
+            raise OcwError.localized("err_not_smaller", new=f"{new_tokens:,}", old=f"{plan.replaced_tokens:,}")
         summary_id = session._persist_summary(text, plan.covered_ids, plan.head, plan.generation,
                                               usage_samples=prep.usage_samples)
     except BaseException as e:  # KeyboardInterrupt included: nothing was persisted
@@ -369,6 +366,9 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider) -> Compactio
         if trigger == "auto":
             session.auto_compact_failures += 1
         payload = {"error": error, "trigger": trigger}
+        key = "err_interrupted" if isinstance(e, KeyboardInterrupt) else getattr(e, "key", None)
+        if key:  # ocw's own words: the message can say them in the user's language
+            payload.update(error_key=key, error_params=getattr(e, "params", {}))
         session.events.emit(ev.COMPACTION_FAILED, payload)
         if not isinstance(e, Exception):
             raise

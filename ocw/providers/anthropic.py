@@ -132,7 +132,7 @@ class AnthropicProvider(HTTPProvider):
     def _headers(self) -> dict[str, str]:
         key = self._key.get()
         if not key and self.host.endswith("anthropic.com"):
-            raise AuthError("anthropic: no API key; set ANTHROPIC_API_KEY")
+            raise AuthError("anthropic: no API key; set ANTHROPIC_API_KEY", hint="or %config Ocw.api_key; then check with %ocw doctor")
         h = {"anthropic-version": API_VERSION}
         if key:
             h["x-api-key"] = key

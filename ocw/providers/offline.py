@@ -109,6 +109,23 @@ def keywords(text: str, n: int = 5) -> list[str]:
     return [first[t][1] for t in sorted(counts, key=lambda t: (-counts[t], first[t][0]))[:n]]
 
 
+def _is_context_block(block: dict) -> bool:
+    """A block ocw put before the user's words: the rolling summary or a system note.
+    Consecutive user-role messages travel merged into one (the summary renders as a
+    user message), so after a compaction that folded everything the last message
+    starts with the summary; the question is what follows it."""
+    from ..turn import SUMMARY_PREFIX  # lazily: ocw.turn imports the providers' layer
+
+    text = block.get("text", "") if block.get("type") == "text" else ""
+    return text.startswith((SUMMARY_PREFIX, "[system note] "))
+
+
+def _latest_user_blocks(blocks: list[dict]) -> list[dict]:
+    """The blocks the user wrote in the latest message (all of them if nothing else is left)."""
+    own = [b for b in blocks if not _is_context_block(b)]
+    return own or blocks
+
+
 def _chunks(text: str, words: int = 3) -> list[str]:
     parts = re.findall(r"\S+\s*|\s+", text)
     return ["".join(parts[i : i + words]) for i in range(0, len(parts), words)] or [text]
@@ -191,14 +208,15 @@ class OfflineProvider:
             last = next((m for m in reversed(messages) if m.get("role") in ("user", "tool")), None)
             blocks = _blocks(last) if last else []
             results = [b for b in blocks if b.get("type") == "tool_result"]
-            call = self._tool_call(_text_of(blocks), tools, messages) if tools and not results else None
+            asked = _text_of(_latest_user_blocks(blocks))
+            call = self._tool_call(asked, tools, messages) if tools and not results else None
             if results:
                 content = [{"type": "text", "text": self._tool_result_reply(results)}]
             elif call is not None:
                 content = [{"type": "text", "text": f"{PREFIX}Calling `{call['name']}`."}, call]
                 stop = "tool_use"
             else:
-                content = [{"type": "text", "text": self._digest(_text_of(blocks))}]
+                content = [{"type": "text", "text": self._digest(asked)}]
             if max_tokens and content[0]["type"] == "text":
                 text = content[0]["text"]
                 cut = truncate_to_tokens(text, max_tokens, self.encoding)

@@ -159,7 +159,7 @@ class OpenAIProvider(HTTPProvider):
     def _headers(self) -> dict[str, str]:
         key = self._key.get()
         if not key and self.host.endswith("openai.com"):
-            raise AuthError("openai: no API key; set OPENAI_API_KEY")
+            raise AuthError("openai: no API key; set OPENAI_API_KEY", hint="or %config Ocw.api_key; then check with %ocw doctor")
         return {"authorization": f"Bearer {key}"} if key else {}
 
     def _payload(self, messages, system, tools, max_tokens, stream: bool) -> dict:
