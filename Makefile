@@ -12,11 +12,22 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(STAMP): $(PY) pyproject.toml hatch_build.py
+$(STAMP): $(PY) pyproject.toml hatch_build.py $(wildcard widgets/labextension/*/package.json widgets/labextension/*/static/*.js)
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# The real servers' folder (tests/realservers.py looks in the same places, in this order).
+REALSERVER := $(firstword $(OCW_REALSERVER_DIR) $(wildcard ../shared/realserver) $(wildcard /work/shared/realserver))
+RS_WHEEL   := $(firstword $(wildcard $(REALSERVER)/llama_cpp_python-*.whl))
+RS_STAMP   := $(VENV)/.ocw-realserver
+
+# llama-cpp-python's server for the real-server tests: the prebuilt wheel from the
+# shared folder, its pure-Python dependencies from PyPI (seconds). No folder: nothing.
+$(RS_STAMP): $(STAMP) $(RS_WHEEL)
+	$(PY) -m pip install -q '$(RS_WHEEL)[server]'
+	touch $(RS_STAMP)
+
+install: $(STAMP) $(if $(RS_WHEEL),$(RS_STAMP))
 
 js/node_modules/.package-lock.json: js/package.json js/package-lock.json
 	cd js && npm ci --no-audit --no-fund --loglevel=error

@@ -80,6 +80,9 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider) -> Compactio
         if trigger == "auto":
             session.auto_compact_failures += 1
         payload = {"error": error, "trigger": trigger}
+        key = "err_interrupted" if isinstance(e, KeyboardInterrupt) else getattr(e, "key", None)
+        if key:  # ocw's own words: the message can say them in the user's language
+            payload.update(error_key=key, error_params=getattr(e, "params", {}))
         session.events.emit(ev.COMPACTION_FAILED, payload)
         if not isinstance(e, Exception):
             raise

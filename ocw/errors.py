@@ -17,9 +17,23 @@ class OcwError(Exception):
         if hint is not None:
             self.hint = hint
 
+    # An error whose text is ocw's own carries its ocw.i18n key, so a message that
+    # quotes it can say it in the user's language (a provider's words stay as said).
+    key: str | None = None
+    params: dict = {}
+
     def user_message(self) -> str:
         msg = str(self) or self.__class__.__name__
         return f"{msg} — {self.hint}" if self.hint else msg
+
+    @classmethod
+    def localized(cls, key: str, **params) -> "OcwError":
+        """An error in ocw's own words: English text, plus the key to say it in another language."""
+        from .i18n import text
+
+        err = cls(text(key, "en", **params))
+        err.key, err.params = key, dict(params)
+        return err
 
 
 class StoreError(OcwError):
@@ -70,9 +84,25 @@ class ProviderError(OcwError):
 
 class ContextOverflowError(ProviderError):
     """The prompt is larger than the model's context window (413, context_length_exceeded,
-    Anthropic "prompt is too long"). Never retried as-is: the turn compacts and retries once."""
+    Anthropic "prompt is too long"). Never retried as-is: the turn compacts and retries once.
+
+    ``limit`` is the window the server stated and ``prompt_tokens`` the prompt size
+    it counted, read from its own words (ocw.providers.overflow); None when it
+    did not say. A ``prompt_tokens`` under ``limit`` means the prompt fits but
+    the room asked for the reply (max_tokens) does not."""
 
     hint = "run %compact, or start a new session with %new"
+
+    def __init__(self, message: str = "", *, limit: int | None = None, prompt_tokens: int | None = None, **kw):
+        super().__init__(message, **kw)
+        self.limit = limit
+        self.prompt_tokens = prompt_tokens
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__name__}({str(self)!r}, status={self.status!r}, "
+            f"request_id={self.request_id!r}, limit={self.limit!r}, prompt_tokens={self.prompt_tokens!r})"
+        )
 
 
 class RateLimitError(ProviderError):

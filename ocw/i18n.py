@@ -26,8 +26,18 @@ MESSAGES = {
                           "compacting once this turn",
         "still_too_long_hint": "keep less with %compact {keep}, or start a new session with %new",
         "auto_paused": "Automatic compaction is paused for this session after 3 failures in a row; %compact still works.",
-        "snipped": "The request was still over the window after compaction; {n} older messages were left out of this request only.",
+        "snipped": "The request was still over the window after compaction; {n} older message{s} left out of this "
+                   "request only (still kept in the session).",
+        "snipped_uncompacted": "The request was over the window and nothing was compacted this turn; {n} older "
+                               "message{s} left out of this request only (still kept in the session; %compact folds "
+                               "them into the summary).",
         "busy": "A compaction is already running for this session; wait for it to finish.",
+        # Compaction failure reasons in ocw's own words (quoted by "failed_error").
+        "err_summarizer_window": "the summarizer's window ({window} tokens) is too small to summarize anything",
+        "err_empty_summary": "the summarizer returned an empty summary",
+        "err_not_smaller": "the summary ({new} tokens) is not smaller than what it replaces ({old} tokens); "
+                           "nothing was saved",
+        "err_interrupted": "interrupted; nothing was saved",
         "step_limit": "Stopped after {n} tool step{s} (the limit, %config Ocw.max_tool_steps = {limit}); "
                       "the calls and results are saved, ask again to continue.",
     },
@@ -48,8 +58,14 @@ MESSAGES = {
         "still_too_long": "本轮压缩一次之后，请求对模型来说仍然太长（其窗口为 {window} tokens）",
         "still_too_long_hint": "用 %compact {keep} 保留更少内容，或用 %new 开始新会话",
         "auto_paused": "本会话的自动压缩已连续失败 3 次，现已暂停；仍可使用 %compact。",
-        "snipped": "压缩后请求仍超出窗口；本次请求省略了 {n} 条较早的消息（未修改会话）。",
+        "snipped": "压缩后请求仍超出窗口；本次请求省略了 {n} 条较早的消息（会话中仍保留）。",
+        "snipped_uncompacted": "请求超出窗口，且本轮没有进行压缩；本次请求省略了 {n} 条较早的消息"
+                               "（会话中仍保留；%compact 可将其折叠进摘要）。",
         "busy": "本会话已有压缩正在进行，请等待其完成。",
+        "err_summarizer_window": "摘要模型的窗口（{window} tokens）太小，无法生成摘要",
+        "err_empty_summary": "摘要模型返回了空摘要",
+        "err_not_smaller": "摘要（{new} tokens）不比它替代的内容（{old} tokens）小；未保存任何内容",
+        "err_interrupted": "已中断；未保存任何内容",
         "step_limit": "已执行 {n} 步工具调用，达到上限（%config Ocw.max_tool_steps = {limit}）；调用与结果已保存，可继续提问。",
     },
 }
@@ -82,5 +98,7 @@ def system_message(event: str, payload: dict | None = None, lang: str | None = N
         )
     if event == "compaction_failed":
         err = payload.get("error")
+        if payload.get("error_key") in MESSAGES["en"]:  # ocw's own words: in the user's language
+            err = text(payload["error_key"], lang, **(payload.get("error_params") or {}))
         return text("failed_error", lang, error=err) if err else text("failed", lang)
     raise ValueError(f"not a compaction event: {event!r}")

@@ -1,5 +1,9 @@
-"""`%%chat`, `%compact`, `%context`, `%rewind`, `%branch`, `%new`, `%clear`,
-`%sessions`, `%ocw help|doctor|tools` — thin bodies that call the Runtime.
+"""`%%chat`, `%compact`, `%context`, `%rewind`, `%branch`, `%new`, `%sessions`,
+`%ocw help|doctor|tools` — thin bodies that call the Runtime.
+
+ocw's magics shadow none of IPython's (a new session is `%new`; IPython's
+`%clear` stays IPython's), and unloading ocw removes only the magics it
+registered itself.
 
 Errors follow one path: an OcwError becomes a one-line UsageError that says
 what to do (no traceback); OCW_DEBUG=1 (or %config Ocw.debug = True) shows
@@ -27,7 +31,6 @@ HELP = [
     ("%rewind [N | node_id]", "move HEAD back N turns (default 1) or to a node; the next %%chat forks"),
     ("%branch [node_id]", "list the branches, or switch HEAD to one"),
     ("%new [--name NAME]", "start a fresh session for this notebook (the old one is kept)"),
-    ("%clear", "same as %new"),
     ("%sessions", "list sessions with size and last use"),
     ("%ocw help", "this list"),
     ("%ocw doctor", "provider, key present or not, base URL reachability, tokenizer, database, versions"),
@@ -35,6 +38,16 @@ HELP = [
     ("%ocw allow-code", "let the model run Python in this kernel (run_python), for the current session only"),
     ("%ocw deny-code", "take that back (a new session or a restarted kernel starts without it)"),
 ]
+
+
+def interrupted_message(tool_steps: int) -> str:
+    """What an interrupted %%chat kept, in one line."""
+    if tool_steps:  # finished tool steps are stored in call + result pairs
+        kept = ("the finished step is saved" if tool_steps == 1
+                else f"the {tool_steps} finished steps are saved")
+        return (f"Interrupted after {tool_steps} tool step{'s' if tool_steps != 1 else ''}: {kept} (calls with "
+                "their results), the interrupted one is not; the next %%chat continues from there.")
+    return "Interrupted: nothing of this turn was saved; run the cell again to resend it."
 
 
 def friendly(fn):
@@ -134,14 +147,10 @@ class OcwMagics(Magics):
                               provider=args.provider, tools=args.tools,
                               on_text=view.on_text, on_system=view.on_system, on_tool=view.on_tool)
         except KeyboardInterrupt as e:
-            done = getattr(getattr(e, "turn_result", None), "tool_steps", 0)
-            if done:  # finished tool steps are stored in call + result pairs
-                view.finish(f"Interrupted — the {done} finished tool step{'s' if done != 1 else ''} of this turn "
-                            "are saved (calls with their results); the interrupted step is not.")
-                raise UsageError(f"Interrupted after {done} tool step{'s' if done != 1 else ''}; "
-                                 "the session is consistent, the next %%chat continues from there.") from None
-            view.finish("Interrupted — nothing of this turn was saved; run the cell again to resend it.")
-            raise UsageError("Interrupted: the session is as it was before this cell.") from None
+            # One message for one event: the partial reply stays as it was, and the
+            # error line (which also stops a Run All) says what was kept.
+            view.finish()
+            raise UsageError(interrupted_message(getattr(getattr(e, "turn_result", None), "tool_steps", 0))) from None
         view.finish()  # a reached step limit was already said by the turn's system message
 
     @line_magic
@@ -215,12 +224,6 @@ class OcwMagics(Magics):
 
     @line_magic
     @friendly
-    def clear(self, line):
-        """%clear — same as %new."""
-        return self.new(line)
-
-    @line_magic
-    @friendly
     def sessions(self, line):
         """%sessions — list sessions with size and last use."""
         print(report.sessions_table(self.runtime.store.sessions(), self.runtime.current))
@@ -270,10 +273,12 @@ def unload_ipython_extension(ipython):
     if runtime is not None:
         runtime.close()
     mm = ipython.magics_manager
-    for kind, names in (("cell", ["chat"]),
-                        ("line", ["compact", "context", "rewind", "branch", "new", "clear", "sessions", "ocw"])):
-        for n in names:
-            mm.magics[kind].pop(n, None)
+    for kind, table in mm.magics.items():
+        for name, fn in list(table.items()):
+            # Only ocw's own: a name another extension or IPython registered stays.
+            if isinstance(getattr(fn, "__self__", None), OcwMagics):
+                del table[name]
+    mm.registry.pop("OcwMagics", None)
     if cfg in getattr(ipython, "configurables", []):
         ipython.configurables.remove(cfg)
 

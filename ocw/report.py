@@ -37,7 +37,12 @@ def context_table(session) -> str:
         basis += f" (measured ÷ estimated = {occ['calibration']:.2f}"
         basis += "; the rows are scaled to add up to the total)" if occ.get("calibrated") else ")"
     lines.append(f"  Basis: {basis}; encoding: {occ['encoding']}")
-    lines.append(f"  Compactions: {occ['compaction_count']} (counts inferred from usage drops are approximate)")
+    count, inferred = occ["compaction_count"], occ.get("compaction_inferred", 0)
+    if inferred:  # only an inferred count is approximate: say so only then
+        lines.append(f"  Compactions: {count} ({inferred} inferred from a drop in provider-reported usage; "
+                     "inferred counts are approximate)")
+    else:
+        lines.append(f"  Compactions: {count}")
     return "\n".join(lines)
 
 
@@ -56,14 +61,19 @@ def branches_table(session) -> str:
 
 
 def sessions_table(rows: list[dict], current=None) -> str:
+    """One line per session. The name comes last and whole: a notebook's session is
+    named by its path, and two notebooks often differ only deep inside it, so any
+    cut could make two sessions look the same. Column widths follow the content."""
     if not rows:
         return "No sessions yet; start one with %%chat."
-    lines = [f"   {'name':<30} {'id':<15} {'model':<18} {'messages':>8} {'tokens':>9}  last use"]
+    id_w = max(len("id"), *(len(str(r["id"])) for r in rows))
+    model_w = max(len("model"), *(len(str(r["model"])) for r in rows))
+    lines = [f"   {'id':<{id_w}}  {'model':<{model_w}}  {'messages':>8}  {'tokens':>9}  {'last use':<16}  name"]
     for r in rows:
         mark = "*" if current is not None and r["id"] == current.id else " "
         last = r["updated_at"].strftime("%Y-%m-%d %H:%M") if r.get("updated_at") else "-"
-        lines.append(f" {mark} {str(r['name'])[:30]:<30} {r['id']:<15} {str(r['model'])[:18]:<18} "
-                     f"{r['messages']:>8,} {r['tokens']:>9,}  {last}")
+        lines.append(f" {mark} {str(r['id']):<{id_w}}  {str(r['model']):<{model_w}}  {r['messages']:>8,}  "
+                     f"{r['tokens']:>9,}  {last:<16}  {r['name']}")
     return "\n".join(lines)
 
 

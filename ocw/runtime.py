@@ -37,6 +37,7 @@ class Runtime:
         self.tools = None  # a ToolRegistry, created on first use
         self._probed: set = set()  # (session, provider, model, base URL) whose window was asked for
         self.config.observe(self._on_auto_compact_change, names=["auto_compact"])
+        self.config.observe(self._on_lang_change, names=["lang"])
         # Close the DuckDB file before the interpreter tears down: left to the
         # finalizer (or to the idle-release thread racing it), closing at exit
         # aborts the process ("terminate called ...") often enough to notice.
@@ -47,6 +48,14 @@ class Runtime:
         if self.current is not None:
             self.current.reserve_ratio = change["new"]
             self.current._publish()
+
+    def _on_lang_change(self, change) -> None:
+        """`%config Ocw.lang = 'zh'` switches what is already on screen too: every
+        widget this kernel shows (labels and message line) and the session's texts."""
+        if self.current is not None:
+            self.current.lang = change["new"]
+        for w in list(self.widgets):
+            w.lang = change["new"]
 
     # -- store and sessions -----------------------------------------------------------
     @property

@@ -545,8 +545,15 @@ class Session:
                 calibration=self.calibration,
             )
             enc = self.encoding
-            occ.update(encoding=enc.label, encoding_exact=enc.exact, compaction_count=self.compaction_count,
-                       session_id=self.id, session_name=self.name, window_source=self.window_source)
+            occ.update(
+                encoding=enc.label,
+                encoding_exact=enc.exact,
+                compaction_count=self.compaction_count,
+                compaction_inferred=count_rules.inferred_count(self._row["metadata"]),
+                session_id=self.id,
+                session_name=self.name,
+                window_source=self.window_source,
+            )
         return occ
 
     def _publish(self) -> None:

@@ -176,7 +176,10 @@ class Turn:
         self._newest_estimate = history[-1].get("tokens", 0) + parts["system"] + parts["tools"] if history else 0
         if dropped:
             self.result.snipped += dropped
-            self.on_system(i18n_text("snipped", self.lang, n=dropped))
+            # Say "after compaction" only when one did shrink the context this turn.
+            compacted = any(c.outcome == "succeeded" for c in self.result.compactions)
+            self.on_system(i18n_text("snipped" if compacted else "snipped_uncompacted", self.lang,
+                                     n=dropped, s="s" if dropped != 1 else ""))
         history = unpaired_tool_blocks_as_text(history)
         self._ids_in_use |= {b["id"] for m in history for b in m["content"] if b.get("type") == "tool_use"}
         return to_provider_messages(history)

@@ -34,8 +34,10 @@ log = logging.getLogger("ocw")
 
 CATEGORIES = ("system", "tools", "summary", "messages", "free")
 
-# UI strings, per language, sent to the browser in the `labels` traitlet so the
-# ES module needs no i18n table. Keys match DEFAULT_LABELS in widgets/context.js.
+# UI strings, per language, sent to the browser in the `labels` traitlet. This is
+# their one source: widgets/context.js has no table of its own (a missing key shows
+# as the key), and js/test/ui_labels.json, the copy the JS tests use, is checked
+# against it by tests/test_widgets.py.
 UI_LABELS: dict[str, dict[str, str]] = {
     "en": {
         "title": "Context window",
@@ -49,6 +51,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "tokens": "tokens",
         "basis": "Basis",
         "encoding": "Encoding",
+        "estimate": "estimate",
         "estimated": "estimated",
         "measured": "measured",
         "calibration": "measured ÷ estimated",
@@ -60,6 +63,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
             "ocw counts its own compactions exactly. Compactions done by the provider are "
             "inferred from drops in provider-reported usage, so the count may be approximate."
         ),
+        "inferred": "{n} inferred",
         "info_label": "About the compaction count",
         "compact_now": "Compact now",
         "compacting": "Compacting…",
@@ -68,6 +72,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "ring_label": "Context {pct} full: {used} of {window} tokens",
         "ring_label_empty": "Context: no session yet",
         "panel": "Context breakdown",
+        "disconnected": "Disconnected: the kernel restarted or stopped. Run %context again for a live view.",
     },
     "zh": {
         "title": "上下文窗口",
@@ -81,6 +86,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "tokens": "tokens",
         "basis": "依据",
         "encoding": "编码",
+        "estimate": "估算",
         "estimated": "估算",
         "measured": "实测",
         "calibration": "实测 ÷ 估算",
@@ -92,6 +98,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
             "ocw 自己执行的压缩会被准确计数；服务商执行的压缩是根据服务商报告的用量下降推断的，"
             "因此该计数可能是近似值。"
         ),
+        "inferred": "其中 {n} 次为推断",
         "info_label": "关于压缩次数",
         "compact_now": "立即压缩",
         "compacting": "正在压缩…",
@@ -100,6 +107,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "ring_label": "上下文已用 {pct}：{used} / {window} tokens",
         "ring_label_empty": "上下文：尚无会话",
         "panel": "上下文明细",
+        "disconnected": "已断开：内核已重启或停止。请重新运行 %context 以获得实时视图。",
     },
 }
 
@@ -153,16 +161,21 @@ class ContextWidget(anywidget.AnyWidget):
     window_source = t.Unicode("configured", help='Where the window comes from: "configured" or what the '
                                                  "server reported or stated.").tag(sync=True)
     basis = t.Enum(("estimated", "measured"), "estimated").tag(sync=True)
-    encoding = t.Unicode("", help='Tokenizer of the figures, e.g. "cl100k_base (estimate)".').tag(sync=True)
+    encoding = t.Unicode("", help='Tokenizer of the figures, e.g. "cl100k_base".').tag(sync=True)
+    encoding_exact = t.Bool(True, help="False: the model's tokenizer is unknown; the figures are estimates.").tag(sync=True)
     calibration = t.Float(None, allow_none=True, help="measured ÷ estimated, when the figures are calibrated.").tag(sync=True)
     generation = t.Int(0).tag(sync=True)
     compaction_count = t.Int(0).tag(sync=True)
+    compaction_inferred = t.Int(0, help="How many of compaction_count were inferred from usage drops.").tag(sync=True)
     busy = t.Bool(False, help="A compaction is running.").tag(sync=True)
     message = t.Unicode("", help="The last system message.").tag(sync=True)
     panel_open = t.Bool(False).tag(sync=True)
     reserve_ratio = t.Float(0.8, help="The auto-compaction line.").tag(sync=True)
     lang = t.Unicode("en").tag(sync=True)
     labels = t.Dict(help="UI strings in `lang`.").tag(sync=True)
+
+    # The compaction event `message` tells of, to say it again in another language.
+    _message_event: tuple[str, dict] | None = None
 
     def __init__(
         self,
@@ -190,7 +203,10 @@ class ContextWidget(anywidget.AnyWidget):
 
     @t.observe("lang")
     def _lang_changed(self, change):
-        self.labels = ui_labels(change["new"])
+        with self.hold_sync():
+            self.labels = ui_labels(change["new"])
+            if self._message_event is not None:
+                self.message = system_message(*self._message_event, change["new"])
 
     # -- session ------------------------------------------------------------------
     @property
@@ -209,7 +225,7 @@ class ContextWidget(anywidget.AnyWidget):
             self.session_id = str(session.id)
             self.session_name = str(getattr(session, "name", "") or "")
             self.busy = bool(getattr(session, "compaction_running", False))
-            self.message = ""
+            self._say(None)
             self.refresh()
         return self
 
@@ -232,11 +248,13 @@ class ContextWidget(anywidget.AnyWidget):
             self.window_source = "configured"
             self.basis = "estimated"
             self.encoding = ""
+            self.encoding_exact = True
             self.calibration = None
             self.generation = 0
             self.compaction_count = 0
+            self.compaction_inferred = 0
             self.busy = False
-            self.message = ""
+            self._say(None)
 
     def refresh(self) -> None:
         """Re-read the session's occupancy (what the session publishes; nothing is computed here)."""
@@ -262,9 +280,10 @@ class ContextWidget(anywidget.AnyWidget):
         sid = occ.get("session_id")
         if sid is not None and self.session_id and str(sid) != self.session_id:
             return  # not ours
+        # The name alone; the browser adds "(estimate)" in the widget's language.
         encoding = str(occ.get("encoding") or "")
-        if encoding and occ.get("encoding_exact") is False and "estimate" not in encoding:
-            encoding = f"{encoding} (estimate)"
+        exact = occ.get("encoding_exact") is not False and not encoding.endswith(" (estimate)")
+        encoding = encoding.removesuffix(" (estimate)")
         calibration = occ.get("calibration")
         basis = "measured" if occ.get("basis") == "measured" else "estimated"
         breakdown = occ.get("breakdown") or {}
@@ -277,9 +296,11 @@ class ContextWidget(anywidget.AnyWidget):
             self.window_source = str(occ.get("window_source") or "configured")
             self.basis = basis
             self.encoding = encoding
+            self.encoding_exact = exact
             self.calibration = float(calibration) if calibration is not None else None
             self.generation = int(occ.get("generation") or 0)
             self.compaction_count = int(occ.get("compaction_count") or 0)
+            self.compaction_inferred = int(occ.get("compaction_inferred") or 0)
             if occ.get("reserve_ratio") is not None:
                 self.reserve_ratio = float(occ["reserve_ratio"])
             name = occ.get("session_name")
@@ -295,11 +316,11 @@ class ContextWidget(anywidget.AnyWidget):
         elif name == ev.COMPACTION_STARTED:
             with self.hold_sync():
                 self.busy = True
-                self.message = system_message(name, payload, self.lang)
+                self._say((name, payload))
         elif name in (ev.COMPACTION_FINISHED, ev.COMPACTION_FAILED):
             with self.hold_sync():
                 self.busy = False
-                self.message = system_message(name, payload, self.lang)
+                self._say((name, payload))
                 self.refresh()
         elif name in (ev.HEAD_MOVED, ev.TURN_FINISHED):
             self.refresh()
@@ -321,10 +342,18 @@ class ContextWidget(anywidget.AnyWidget):
             text = self._compact(str(sid))
         except Exception as exc:  # the compaction path reports its own failures; this is a guard
             log.exception("ocw: compaction from the panel failed")
-            text = system_message(ev.COMPACTION_FAILED, {"error": str(exc)}, self.lang)
+            self._say((ev.COMPACTION_FAILED, {"error": str(exc)}))
             self.busy = bool(getattr(session, "compaction_running", False))
-        if text:
+            return
+        if text and str(text) != self.message:  # e.g. a refusal; an event's message is already shown
+            self._message_event = None
             self.message = str(text)
+
+    def _say(self, event: tuple[str, dict] | None) -> None:
+        """Show a compaction event's system message (None: no message), and keep the
+        event so a change of language says it again in the new one."""
+        self._message_event = event
+        self.message = system_message(*event, self.lang) if event is not None else ""
 
     # -- text ---------------------------------------------------------------------
     def __repr__(self) -> str:

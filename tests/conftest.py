@@ -258,3 +258,7 @@ def anthropic_env(ocw_env, refserver, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", DUMMY_KEY)
     monkeypatch.setenv("OCW_CONTEXT_WINDOW", "2000")
     return refserver
+
+
+# -- real servers (issue 10): llama-server and llama-cpp-python from ../shared/realserver --
+from realservers import llama_cpp_python_server, llama_server, pytest_report_header  # noqa: E402,F401

@@ -33,7 +33,55 @@ Scripted replies are consumed one per request, FIFO; without one the reply is
 ``"echo: <last user text>"``. A summary request (system prompt starting with
 SUMMARY_MARKER) takes a ``script_summary`` item first, else ``summary_text`` if
 set, and only then the shared queue. ``overflow_above`` is checked first and
-consumes nothing.
+consumes nothing. A scripted ``overflow=True`` states the window and the prompt
+size only when the server has a window (``model_window`` or
+``overflow_above``); otherwise it uses the real wordings that state no numbers
+(OpenAI "Your input exceeds the context window of this model.", Anthropic
+"Input is too long for requested model.").
+
+What the real local servers do, learned from ../shared/realserver/README.md
+and observed on them (each is a knob, off by default so the other tests see
+the plain OpenAI / Anthropic behaviour; ``like_llama_server(2048)`` and
+``like_llama_cpp_python(2048)`` set the ones each server shows):
+
+    refserver.overflow_style = "llama.cpp"
+        # overflow → 400 {"error": {"code": 400, "message": "request (P tokens)
+        # exceeds the available context size (N tokens), try increasing it",
+        # "type": "exceed_context_size_error", "n_prompt_tokens": P, "n_ctx": N}},
+        # on both wire formats, streamed or not (llama-server)
+    refserver.overflow_style = "llama-cpp-python"
+        # overflow, streamed → 200 text/event-stream whose body ends cleanly with
+        # no event at all; not streamed → 400 "This model's maximum context length
+        # is N tokens. However, you requested M tokens (P in the messages, C in the
+        # completion)..." code context_length_exceeded (llama-cpp-python)
+    refserver.script(empty_stream=True)
+        # one such empty stream without an overflow (the re-send then takes the
+        # next script: a reply)
+        # After every empty stream the server drops that kept-alive connection:
+        # the next request arriving on it is read and never answered (closed
+        # with a reset, or with a plain close if drop_with_reset = False).
+        # refserver.dropped counts those requests; they are not in .requests.
+    refserver.script(text="hi", then_drop=True)
+        # answer, then drop the next request on that connection the same way
+    refserver.reported_window = 2048
+        # GET /props → {"default_generation_settings": {"n_ctx": 2048}, ...} and
+        # GET /v1/models → data[0].meta.n_ctx = 2048, owned_by "llamacpp" (llama-server);
+        # None: /props is a 404 and the list names no window.
+        # Window probes (GET /props, GET /v1/models, POST /api/show, GET /api/ps,
+        # GET /api/v0/models) are recorded in refserver.probes, never in .requests.
+    refserver.stream_usage = False
+        # no usage in streams, even when asked (llama-cpp-python); non-streamed
+        # replies keep theirs
+    refserver.usage_scale = 1.9
+        # the server counts tokens ~1.9x ocw's cl100k estimate, like a local
+        # model's tokenizer: usage, prompt_tokens and the overflow check all use it
+    refserver.reject_null_content = True
+        # an assistant message with tool_calls and "content": null → HTTP 500,
+        # "7 validation errors: ... Input should be a valid string"
+        # (llama-cpp-python); "content": "" is accepted
+    refserver.script(echo_key_header=True)
+        # the reply carries the request's key in an "x-echo-key" header (a
+        # careless proxy), to prove it never reaches a log line
 """
 from __future__ import annotations
 
@@ -41,6 +89,7 @@ import json
 import os
 import re
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -53,6 +102,7 @@ from ocw.providers.base import SUMMARY_MARKER
 from ocw.tokens import count_text
 
 AUTH_HEADERS = ("authorization", "x-api-key", "api-key", "proxy-authorization")
+PROBE_PATHS = ("/props", "/v1/models", "/api/show", "/api/ps", "/api/v0/models")
 CREATED = 1700000000
 ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -88,6 +138,9 @@ class Script:
     chunk_delay: float = 0.0  # seconds between frames
     stop_reason: str | None = None  # wire value, e.g. "length" / "max_tokens"
     cached_tokens: int = 0
+    empty_stream: bool = False  # 200 event-stream with no event at all, then the connection is dropped
+    then_drop: bool = False  # answer normally, then drop this connection's next request (a server that let it go)
+    echo_key_header: bool = False  # the reply echoes the request's key in an x-echo-key header
 
 
 @dataclass
@@ -164,6 +217,20 @@ def prompt_text(body: dict, kind: str) -> str:
     return "\n".join(p for p in parts if p)
 
 
+# llama-cpp-python's answer to an assistant message with tool_calls and "content": null
+# (pydantic tries each message type in turn; the one that matters is the string_type line).
+_NULL_CONTENT_500 = {"error": {"message": "7 validation errors:\n  {'type': 'literal_error', 'loc': ('body', 'messages', 1, "
+                     "'ChatCompletionRequestSystemMessage', 'role'), 'msg': \"Input should be 'system'\"}\n  "
+                     "{'type': 'string_type', 'loc': ('body', 'messages', 1, 'ChatCompletionRequestAssistantMessage', "
+                     "'content'), 'msg': 'Input should be a valid string', 'input': None}",
+                     "type": "internal_server_error", "param": None, "code": None}}
+
+
+def _null_tool_call_content(body: dict) -> bool:
+    return any(isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls") and "content" in m
+               and m["content"] is None for m in body.get("messages") or [])
+
+
 def _pieces(text: str, words: int = 2) -> list[str]:
     parts = re.findall(r"\S+\s*|\s+", text)
     return ["".join(parts[i : i + words]) for i in range(0, len(parts), words)]
@@ -196,12 +263,20 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:  # keep pytest output clean
         pass
 
+    drop_next = False  # set after an empty stream: the next request on this connection is dropped
+
     def do_GET(self) -> None:
-        self._json(404, {"error": {"message": "not found", "type": "invalid_request_error"}}, {})
+        self._serve(self.server.ref._handle_probe)
 
     def do_POST(self) -> None:
+        probe = self.path.split("?")[0] in PROBE_PATHS
+        self._serve(self.server.ref._handle_probe if probe else self.server.ref._handle)
+
+    def _serve(self, handle) -> None:
         try:
-            self.server.ref._handle(self)
+            if self.drop_next:
+                return self.server.ref._drop_request(self)
+            handle(self)
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, socket.timeout, OSError):
             self.close_connection = True  # the client went away: that is its right
 
@@ -239,9 +314,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
-    def _drop(self) -> None:
+    def _drop(self, reset: bool = False) -> None:
+        """Close the connection now; ``reset``: with an RST ("Connection reset by peer")."""
         self.close_connection = True
         try:
+            if reset:
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
@@ -255,6 +333,15 @@ class RefServer:
         self.overflow_above: int | None = None  # prompt tokens; None: never
         self.model_window: int | None = None  # "M maximum" in overflow messages
         self.summary_text: str | None = None  # set: compaction's summary requests get it, scripts stay queued
+        # What the real local servers do (see the module doc); off by default.
+        self.overflow_style: str = "openai"  # | "llama.cpp" | "llama-cpp-python"
+        self.reported_window: int | None = None  # GET /props and /v1/models state it
+        self.stream_usage: bool = True
+        self.usage_scale: float = 1.0
+        self.reject_null_content: bool = False
+        self.drop_with_reset: bool = True
+        self.probes: list[Recorded] = []  # window probes (PROBE_PATHS), apart from .requests
+        self.dropped = 0  # requests that arrived on a dropped connection, never answered
         self._scripts: list[Script] = []
         self._summary_scripts: list[Script] = []  # script_summary(): summary requests only
         self._lock = threading.Lock()
@@ -301,6 +388,18 @@ class RefServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    # -- behaving like a real server (module doc) -------------------------------
+    def like_llama_server(self, window: int = 2048) -> "RefServer":
+        """llama.cpp's llama-server with ``-c window -np 1``."""
+        self.overflow_style, self.overflow_above, self.reported_window = "llama.cpp", window, window
+        return self
+
+    def like_llama_cpp_python(self, window: int = 2048) -> "RefServer":
+        """The llama-cpp-python server with ``--n_ctx window``."""
+        self.overflow_style, self.overflow_above = "llama-cpp-python", window
+        self.stream_usage, self.reject_null_content = False, True
+        return self
 
     # -- scripting and inspection ---------------------------------------------
     def script(self, times: int = 1, **kw: Any) -> Script:
@@ -351,6 +450,34 @@ class RefServer:
             self._conns.discard(conn)
 
     # -- request handling -----------------------------------------------------
+    def _drop_request(self, h: _Handler) -> None:
+        """A request on a connection the server had given up on: read, never answered."""
+        h.rfile.read(int(h.headers.get("content-length") or 0))
+        with self._lock:
+            self.dropped += 1
+        h._drop(reset=self.drop_with_reset)
+
+    def _handle_probe(self, h: _Handler) -> None:
+        """The endpoints a window probe asks (a GET, or Ollama's POST /api/show)."""
+        path = h.path.split("?")[0]
+        h.rfile.read(int(h.headers.get("content-length") or 0))
+        rec = Recorded(h.command, path, None, {k.lower(): v for k, v in h.headers.items() if k.lower() not in AUTH_HEADERS},
+                       any(h.headers.get(k) for k in AUTH_HEADERS), status=200)
+        with self._lock:
+            self.probes.append(rec)
+        n = self.reported_window
+        if path == "/props" and n:
+            return h._json(200, {"default_generation_settings": {"n_ctx": n}, "total_slots": 1,
+                                 "model_alias": "ref-model", "build_info": "ocw-refserver"}, {})
+        if path == "/v1/models":
+            entry: dict[str, Any] = {"id": "ref-model", "object": "model", "created": CREATED,
+                                     "owned_by": "llamacpp" if n else "ocw-refserver"}
+            if n:
+                entry["meta"] = {"n_ctx": n, "n_ctx_train": n, "n_vocab": 1759}
+            return h._json(200, {"object": "list", "data": [entry]}, {})
+        rec.status = 404
+        h._json(404, {"error": {"message": "not found", "type": "invalid_request_error"}}, {})
+
     def _handle(self, h: _Handler) -> None:
         raw = h.rfile.read(int(h.headers.get("content-length") or 0))
         headers = {k.lower(): v for k, v in h.headers.items()}
@@ -370,7 +497,10 @@ class RefServer:
         if kind is None or not isinstance(body, dict):
             rec.status = 404 if kind is None else 400
             return h._json(rec.status, {"error": {"message": "bad path or body", "type": "invalid_request_error"}}, rid_header)
-        rec.prompt_tokens = count_text(prompt_text(body, kind))
+        rec.prompt_tokens = round(count_text(prompt_text(body, kind)) * self.usage_scale)
+        if self.reject_null_content and kind == "openai" and _null_tool_call_content(body):
+            rec.status = 500
+            return h._json(500, _NULL_CONTENT_500, rid_header)
         limit = self.overflow_above
         if limit is not None and rec.prompt_tokens > limit:
             sc = Script(overflow=True)
@@ -382,6 +512,12 @@ class RefServer:
                 sc = self._scripts.pop(0) if self._scripts else Script()
         if sc.delay:
             self._stop.wait(sc.delay)
+        if (sc.empty_stream or (sc.overflow and self.overflow_style == "llama-cpp-python")) and body.get("stream"):
+            rec.status = 200  # what llama-cpp-python answers when its stream generator raises
+            h._start_stream(rid_header)
+            h._end_stream()
+            h.drop_next = True
+            return
         if sc.overflow or sc.status:
             status, doc = self._error_doc(kind, sc, rec, auth_value)
             extra = dict(rid_header)
@@ -391,22 +527,40 @@ class RefServer:
             return h._json(status, doc, extra)
         rec.status = 200
         reply = self._reply(body, kind, sc, rec)
+        if sc.echo_key_header:
+            rid_header = dict(rid_header, **{"x-echo-key": auth_value})
         if body.get("stream"):
             h._start_stream(rid_header)
             frames = self._openai_frames(body, reply) if kind == "openai" else self._anthropic_frames(reply)
             self._send_frames(h, frames, sc, kind)
         else:
             h._json(200, self._openai_doc(reply) if kind == "openai" else self._anthropic_doc(reply), rid_header)
+        h.drop_next = sc.then_drop
 
     def _error_doc(self, kind: str, sc: Script, rec: Recorded, key: str) -> tuple[int, Any]:
         if sc.overflow:
-            window = self.model_window or self.overflow_above or max(1, rec.prompt_tokens - 1)
+            stated = self.model_window or self.overflow_above  # None: this server states no window
+            window = stated or max(1, rec.prompt_tokens - 1)
+            p = rec.prompt_tokens
+            if self.overflow_style == "llama.cpp":
+                return 400, {"error": {"code": 400, "message": f"request ({p} tokens) exceeds the available context "
+                                       f"size ({window} tokens), try increasing it", "type": "exceed_context_size_error",
+                                       "n_prompt_tokens": p, "n_ctx": window}}
+            if self.overflow_style == "llama-cpp-python":
+                c = int(rec.body.get("max_tokens") or 4096)
+                return 400, {"error": {"message": f"This model's maximum context length is {window} tokens. However, "
+                                       f"you requested {p + c} tokens ({p} in the messages, {c} in the completion). "
+                                       "Please reduce the length of the messages or completion.",
+                                       "type": "invalid_request_error", "param": "messages",
+                                       "code": "context_length_exceeded"}}
             if kind == "openai":
                 msg = (f"This model's maximum context length is {window} tokens. However, your messages resulted in "
-                       f"{rec.prompt_tokens} tokens. Please reduce the length of the messages.")
+                       f"{rec.prompt_tokens} tokens. Please reduce the length of the messages." if stated else
+                       "Your input exceeds the context window of this model. Please adjust your input and try again.")
                 return 400, {"error": {"message": msg, "type": "invalid_request_error", "param": "messages",
                                        "code": "context_length_exceeded"}}
-            msg = f"prompt is too long: {rec.prompt_tokens} tokens > {window} maximum"
+            msg = (f"prompt is too long: {rec.prompt_tokens} tokens > {window} maximum" if stated else
+                   "Input is too long for requested model.")
             return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": msg}}
         status = int(sc.status or 500)
         if sc.body is not None:
@@ -428,7 +582,8 @@ class RefServer:
             prefix = "toolu_ref_" if kind == "anthropic" else "call_ref_"
             calls.append({"id": tc.get("id") or f"{prefix}{i + 1}", "name": tc["name"],
                           "args": tc["args"] if isinstance(tc.get("args"), str) else json.dumps(tc.get("input", {}))})
-        out_tokens = count_text((sc.thinking or "") + (text or "") + "".join(c["args"] for c in calls))
+        out_tokens = round(count_text((sc.thinking or "") + (text or "") + "".join(c["args"] for c in calls))
+                           * self.usage_scale)
         if kind == "openai":
             stop = sc.stop_reason or ("tool_calls" if calls else "stop")
         else:
@@ -447,7 +602,7 @@ class RefServer:
     def _openai_frames(self, body: dict, r: dict) -> list[bytes]:
         base = {"id": f"chatcmpl-{r['id']}", "object": "chat.completion.chunk", "created": CREATED,
                 "model": r["model"], "system_fingerprint": None}
-        usage_on = bool((body.get("stream_options") or {}).get("include_usage"))
+        usage_on = bool((body.get("stream_options") or {}).get("include_usage")) and self.stream_usage
 
         def chunk(delta: dict, finish: str | None = None) -> dict:
             c = dict(base, choices=[{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}])
@@ -503,7 +658,9 @@ class RefServer:
             return f"event: {name}\ndata: {json.dumps(doc)}\n\n".encode()
 
         msg = {"id": f"msg_{r['id']}", "type": "message", "role": "assistant", "model": r["model"], "content": [],
-               "stop_reason": None, "stop_sequence": None, "usage": self._anthropic_usage(r, 1)}
+               "stop_reason": None, "stop_sequence": None}
+        if self.stream_usage:
+            msg["usage"] = self._anthropic_usage(r, 1)
         frames = [ev("message_start", {"type": "message_start", "message": msg}), ev("ping", {"type": "ping"})]
         for i, b in enumerate(self._anthropic_blocks(r)):
             t = b["type"]
@@ -520,8 +677,10 @@ class RefServer:
                 deltas += [{"type": "input_json_delta", "partial_json": p} for p in _split3(b["_args"])]
             frames += [ev("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d}) for d in deltas]
             frames.append(ev("content_block_stop", {"type": "content_block_stop", "index": i}))
-        frames.append(ev("message_delta", {"type": "message_delta", "delta": {"stop_reason": r["stop"],
-                      "stop_sequence": None}, "usage": {"output_tokens": r["output"]}}))
+        delta = {"type": "message_delta", "delta": {"stop_reason": r["stop"], "stop_sequence": None}}
+        if self.stream_usage:
+            delta["usage"] = {"output_tokens": r["output"]}
+        frames.append(ev("message_delta", delta))
         frames.append(ev("message_stop", {"type": "message_stop"}))
         return frames
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +90,7 @@ class Widget:
         from playwright.sync_api import expect
 
         expect(self.percent).to_have_text(occ.percent, timeout=timeout)
-        expect(self.used).to_have_text(f"{occ.total:,} / {occ.window:,}", timeout=timeout)
+        expect(self.used).to_have_text(f"{occ.total:,} / {occ.window:,} tokens", timeout=timeout)
         expect(self.arc).to_contain_class(occ.color, timeout=timeout)
         classes = set(self.arc.get_attribute("class").split())
         assert classes & set(COLORS) == {occ.color}, f"the arc must carry exactly one color class: {classes}"
@@ -209,3 +210,160 @@ def scenario(nb: NotebookPage) -> None:
     assert int(before_tokens.replace(",", "")) > after.total
     expect(w.panel).to_be_visible()
     w.screenshot("after-compaction.png")
+
+
+
+# -- issue 12: the first hour (language live, a restarted kernel, colors, highlighting) ----------------
+FIRST_HOUR = ROOT / "tests" / "browser" / "first_hour.ipynb"
+FIRST_HOUR_SHOTS = ("first-hour-en.png", "first-hour-zh-dark.png", "first-hour-disconnected.png")
+LABEXTENSION = ROOT / "widgets" / "labextension" / "ocw-labextension"
+
+
+def rgb(css: str) -> tuple[int, int, int]:
+    m = re.match(r"rgba?\((\d+),\s*(\d+),\s*(\d+)", css)
+    assert m, css
+    return int(m[1]), int(m[2]), int(m[3])
+
+
+def hue(c: tuple[int, int, int]) -> float:
+    import colorsys
+
+    return colorsys.rgb_to_hsv(*(x / 255 for x in c))[0] * 360
+
+
+def contrast(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    def lum(c):
+        ch = [x / 255 for x in c]
+        ch = [x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in ch]
+        return 0.2126 * ch[0] + 0.7152 * ch[1] + 0.0722 * ch[2]
+
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def category_colors(w: Widget) -> dict[str, tuple[int, int, int]]:
+    out = {cat: rgb(w.row(cat).locator(".ocw-swatch").evaluate("e => getComputedStyle(e).backgroundColor"))
+           for cat in ("system", "tools", "summary", "messages")}
+    out["panel"] = rgb(w.panel.evaluate("e => getComputedStyle(e).backgroundColor"))
+    return out
+
+
+def assert_categories_distinct(colors: dict, theme: str) -> None:
+    """System prompt and Messages (and every pair) read as different hues, and each
+    swatch stands out from the panel (WCAG 3:1 for graphics)."""
+    cats = ("system", "tools", "summary", "messages")
+    for i, a in enumerate(cats):
+        for b in cats[i + 1:]:
+            d = abs(hue(colors[a]) - hue(colors[b]))
+            assert min(d, 360 - d) >= 45, f"{theme}: {a} {colors[a]} and {b} {colors[b]} are alike"
+        assert contrast(colors[a], colors["panel"]) >= 3, f"{theme}: {a} {colors[a]} on {colors['panel']}"
+    d = abs(hue(colors["system"]) - hue(colors["messages"]))
+    assert min(d, 360 - d) >= 60, f"{theme}: system prompt and messages look alike: {colors}"
+
+
+def test_installed_labextension_is_the_checkouts():
+    """JupyterLab loads the extension from where `make install` put it (share/jupyter/
+    labextensions): a stale copy would test old code."""
+    installed = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "ocw-labextension"
+    for rel in ("package.json", "static/remoteEntry.js"):
+        assert (installed / rel).is_file(), f"{installed / rel} is missing: run `make install`"
+        assert (installed / rel).read_bytes() == (LABEXTENSION / rel).read_bytes(), \
+            f"{installed / rel} is stale: run `make install`"
+
+
+def test_first_hour_in_jupyterlab():
+    require_python_packages()
+    chromium = chromium_path()
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for name in (*FIRST_HOUR_SHOTS, "first-hour-failure.png"):
+        (ARTIFACTS / name).unlink(missing_ok=True)
+    with running_lab(FIRST_HOUR) as lab, sync_playwright() as p:
+        browser = launch_chromium(p, chromium)
+        nb = None
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1100})
+            page.set_default_timeout(30_000)
+            nb = NotebookPage(page, cell_tags(FIRST_HOUR))
+            nb.console = []
+            page.on("pageerror", lambda e: nb.errors.append(str(e)))
+            page.on("console", lambda m: nb.console.append(f"{m.type}: {m.text}"))
+            page.goto(lab.notebook_url, wait_until="domcontentloaded", timeout=60_000)
+            nb.wait_for_kernel(timeout_ms=90_000)
+            first_hour_scenario(nb)
+        except (Exception, pytest.fail.Exception):
+            if nb is not None:
+                try:
+                    nb.page.screenshot(path=str(ARTIFACTS / "first-hour-failure.png"), full_page=True)
+                except Exception:
+                    pass
+                print(f"\n--- page errors ---\n{nb.errors}\n--- console ---\n" + "\n".join(nb.console[-40:]))
+            print(f"--- JupyterLab log (tail) ---\n{lab.log_tail()}")
+            raise
+        finally:
+            browser.close()
+
+
+def first_hour_scenario(nb: NotebookPage) -> None:
+    from playwright.sync_api import expect
+
+    # Item 9: a %%chat cell is edited as Markdown (an apostrophe opens no Python string).
+    expect(nb.cell("chat").locator(".cm-content")).to_have_attribute("data-language", "markdown")
+    expect(nb.cell("python").locator(".cm-content")).to_have_attribute("data-language", "python")
+
+    nb.run_cell("setup")
+    nb.run_cell("widget")
+    w = Widget(nb.cell("widget"))
+    root = nb.cell("widget").locator(".ocw-context")
+    expect(w.ring).to_be_visible(timeout=30_000)
+    expect(w.used).to_have_text(re.compile(r"^[\d,]+ / 4,000 tokens$"))  # the ring says its unit
+    w.ring.click()
+    expect(w.panel).to_be_visible()
+    expect(w.compact).to_have_text("Compact now")
+    expect(w.compact).to_be_enabled()
+    expect(root).to_have_attribute("data-state", "ready")
+
+    # The message line keeps "X → Y tokens" on one line, even in a narrow widget.
+    nb.run_cell("compact")
+    expect(w.message).to_have_text(FINISHED)
+    figure = w.message.locator(".ocw-nowrap", has_text="→")
+    expect(figure).to_have_text(re.compile(r"^[\d,]+ → [\d,]+ tokens$"))
+    w.message.evaluate("e => { e.style.width = '9em'; e.style.maxWidth = '9em'; }")
+    assert figure.evaluate("e => e.getClientRects().length") == 1, "the figure broke across lines"
+    assert w.message.evaluate("e => e.getClientRects()[0].height") > figure.evaluate(
+        "e => e.getClientRects()[0].height") * 1.5, "the narrow message should wrap elsewhere"
+    w.message.evaluate("e => { e.style.width = ''; e.style.maxWidth = ''; }")
+
+    # Item 9: System prompt and Messages in clearly different colors (light theme).
+    assert_categories_distinct(category_colors(w), "light")
+    w.screenshot("first-hour-en.png")
+
+    # Item 5: the language switches with the widget on screen, message line included.
+    nb.run_cell("zh")
+    expect(w.compact).to_have_text("立即压缩")
+    expect(w.message).to_have_text(re.compile(r"^上下文已压缩：覆盖了 \d+ 条较早的消息，[\d,]+ → [\d,]+ tokens$"))
+    expect(w.row("messages").locator(".ocw-row-name")).to_have_text("消息")
+    expect(nb.cell("widget").locator(".ocw-encoding")).to_have_text("cl100k_base (估算)")
+    expect(root).to_have_attribute("lang", "zh")
+    panel_text = w.panel.inner_text()
+    for english in ("Compact now", "estimate", "Messages", "System prompt", "Total", "Compactions"):
+        assert english not in panel_text, f"{english!r} still shown in the Chinese panel:\n{panel_text}"
+
+    # Item 9: distinct colors in the dark theme too.
+    nb.change_theme("JupyterLab Dark", light=False)
+    assert_categories_distinct(category_colors(w), "dark")
+    w.screenshot("first-hour-zh-dark.png")
+    nb.change_theme("JupyterLab Light", light=True)
+
+    # Item 6: the kernel restarts under the widget: it says it is disconnected, its button is off.
+    expect(w.compact).to_be_enabled()
+    nb.restart_kernel()
+    expect(root).to_have_attribute("data-state", "disconnected", timeout=30_000)
+    expect(w.compact).to_be_disabled()
+    expect(nb.cell("widget").locator(".ocw-ring-status")).to_have_text(re.compile(r"^已断开"))
+    before = len(nb.console)
+    w.compact.dispatch_event("click")  # a click on the dead widget sends nothing
+    nb.page.wait_for_timeout(500)
+    assert not [m for m in nb.console[before:] if "Cannot send" in m], nb.console[before:]
+    w.screenshot("first-hour-disconnected.png")

@@ -24,6 +24,29 @@ def test_count_absent_or_invalid_reads_zero():
     assert rules.compaction_count({"context_compaction_count": 4}) == 4
 
 
+def test_inferred_count_is_kept_beside_the_count():
+    """Issue 12: a view says "approximate" only when some compaction was inferred, so the
+    metadata keeps how many were (context_compaction_inferred; absent reads as 0)."""
+    assert rules.inferred_count({}) == 0
+    for bad in (None, "1", -1, True):
+        assert rules.inferred_count({"context_compaction_inferred": bad}) == 0
+    meta, _ = rules.apply_sample({}, sample(500))
+    assert rules.inferred_count(meta) == 0
+    meta = rules.count_own_compaction(meta)  # ocw's own: exact, not inferred
+    assert (rules.compaction_count(meta), rules.inferred_count(meta)) == (1, 0)
+    meta, _ = rules.apply_sample(meta, sample(400))  # baseline after our own compaction
+    meta, _ = rules.apply_sample(meta, sample(400))  # equal: nothing
+    assert (rules.compaction_count(meta), rules.inferred_count(meta)) == (1, 0)
+    meta, inferred = rules.apply_sample(meta, sample(399))  # just under: inferred
+    assert inferred and (rules.compaction_count(meta), rules.inferred_count(meta)) == (2, 1)
+    meta, inferred = rules.apply_sample(meta, sample(399))  # the same sample again: once
+    assert not inferred and rules.inferred_count(meta) == 1
+    meta = rules.clear_baseline(meta)  # a reset keeps both counts
+    assert (rules.compaction_count(meta), rules.inferred_count(meta)) == (2, 1)
+    meta = rules.count_own_compaction(meta)
+    assert (rules.compaction_count(meta), rules.inferred_count(meta)) == (3, 1)
+
+
 def test_first_sample_is_baseline_only():
     meta, inferred = rules.apply_sample({}, sample(500))
     assert inferred is False

@@ -29,6 +29,9 @@ def test_wheel_carries_widget_assets_and_works_in_a_fresh_venv(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "ocw/static/context.js" in names and "ocw/static/context.css" in names
     assert not any(n.startswith(("tests/", "widgets/")) for n in names)
+    # The hand-written JupyterLab extension (%%chat cells edited as Markdown) lands where JupyterLab looks.
+    ext = "ocw-0.1.0.data/data/share/jupyter/labextensions/ocw-labextension/"
+    assert ext + "package.json" in names and ext + "static/remoteEntry.js" in names
 
     env_dir = tmp_path / "fresh"
     venv.EnvBuilder(with_pip=False).create(env_dir)

@@ -81,7 +81,7 @@ def test_tool_call_with_raw_arguments_goes_back_verbatim_and_errors_are_marked()
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c", "content": "boom", "is_error": True}]},
     ]
     wire = to_wire_messages(msgs, None)
-    assert wire[0] == {"role": "assistant", "content": None, "tool_calls": [
+    assert wire[0] == {"role": "assistant", "content": "", "tool_calls": [
         {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{bad"}}]}
     assert wire[1] == {"role": "tool", "tool_call_id": "c", "content": "Error: boom"}
 

@@ -160,3 +160,43 @@ def test_an_empty_message_is_refused_before_anything_happens(sess, provider, ref
     with pytest.raises(OcwError):
         run_turn(sess, "   \n", provider)
     assert refserver.requests == [] and sess.branch() == []
+
+
+# -- issue 12, item 4: the snip note says "after compaction" only when one ran ------------------
+def test_snip_with_automatic_compaction_off_claims_no_compaction(sess, provider, refserver):
+    turns(sess, provider, refserver, 3, reply_words=230, threshold=0.0)
+    msgs = []
+    refserver.script(text="snipped reply")
+    res = run_turn(sess, "Turn 3. " + USER, provider, threshold=0.0, on_system=msgs.append)
+    assert not res.compactions and not refserver.summary_requests() and sess.compaction_count == 0
+    assert res.snipped >= 1
+    s = "s" if res.snipped != 1 else ""
+    assert msgs == [f"The request was over the window and nothing was compacted this turn; {res.snipped} older "
+                    f"message{s} left out of this request only (still kept in the session; %compact folds "
+                    "them into the summary)."]
+    assert not any("after compaction" in m for m in msgs)
+
+
+def test_snip_after_a_compaction_that_ran_says_so(sess, provider, refserver):
+    turns(sess, provider, refserver, 4, reply_words=50)
+    msgs = []
+    refserver.script(text="Summary: garden notes.")
+    refserver.script(text="reply to a long message")
+    res = run_turn(sess, "A long one. " + "tomatoes basil " * 700, provider, on_system=msgs.append)
+    assert [c.outcome for c in res.compactions] == ["succeeded"] and res.snipped >= 1
+    s = "s" if res.snipped != 1 else ""
+    assert msgs[-1] == (f"The request was still over the window after compaction; {res.snipped} older message{s} "
+                        "left out of this request only (still kept in the session).")
+
+
+@pytest.mark.parametrize("lang, compacted, text", [
+    ("zh", True, "压缩后请求仍超出窗口；本次请求省略了 1 条较早的消息（会话中仍保留）。"),
+    ("zh", False, "请求超出窗口，且本轮没有进行压缩；本次请求省略了 2 条较早的消息（会话中仍保留；%compact 可将其折叠进摘要）。"),
+    ("en", True, "The request was still over the window after compaction; 1 older message left out of this request "
+                 "only (still kept in the session)."),
+])
+def test_snip_texts_in_both_languages(lang, compacted, text):
+    from ocw.i18n import text as i18n_text
+
+    n = 1 if compacted else 2
+    assert i18n_text("snipped" if compacted else "snipped_uncompacted", lang, n=n, s="s" if n != 1 else "") == text

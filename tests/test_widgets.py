@@ -148,12 +148,17 @@ def test_measured_basis_and_calibration():
 
 
 def test_unknown_tokenizer_is_labelled_an_estimate():
+    """The widget sends the name and whether it is exact; the browser says "(estimate)"
+    in the widget's language (the Chinese panel must not say it in English)."""
     s = FakeSession()
     s.occ.update(encoding="cl100k_base", encoding_exact=False)
     w = ContextWidget(s)
-    assert w.encoding == "cl100k_base (estimate)"
-    s.publish(encoding="cl100k_base (estimate)")
-    assert w.encoding == "cl100k_base (estimate)"
+    assert (w.encoding, w.encoding_exact) == ("cl100k_base", False)
+    s.publish(encoding="cl100k_base (estimate)")  # a session's label, English suffix included
+    assert (w.encoding, w.encoding_exact) == ("cl100k_base", False)
+    s.publish(encoding="o200k_base", encoding_exact=True)
+    assert (w.encoding, w.encoding_exact) == ("o200k_base", True)
+    assert (ui_labels("en")["estimate"], ui_labels("zh")["estimate"]) == ("estimate", "估算")
 
 
 def test_compaction_events_drive_busy_and_message(session):
@@ -446,3 +451,70 @@ def test_css_follows_jupyterlab_themes():
     selectors = re.findall(r"\.([a-zA-Z][\w-]*)", re.sub(r"/\*.*?\*/", "", css, flags=re.S))
     assert selectors and all(s.startswith("ocw-") for s in selectors if not re.fullmatch(r"\d+", s))
     assert not re.search(r"suggest", css, re.I)
+
+
+# -- issue 12: one source of words, live language ---------------------------------------------
+def test_the_js_tests_use_exactly_pythons_labels():
+    """widgets/context.js has no word table; its tests read js/test/ui_labels.json, which
+    must be Python's UI_LABELS exactly (regenerate it from ocw.widgets.UI_LABELS)."""
+    copy = json.loads((ROOT / "js" / "test" / "ui_labels.json").read_text(encoding="utf-8"))
+    assert copy == UI_LABELS, (
+        "js/test/ui_labels.json differs from ocw.widgets.UI_LABELS; regenerate it with: .venv/bin/python -c "
+        "\"import json, ocw.widgets as w; print(json.dumps(w.UI_LABELS, ensure_ascii=False, indent=2))\" "
+        "> js/test/ui_labels.json")
+    src = asset("context.js").read_text(encoding="utf-8")
+    assert "DEFAULT_LABELS" not in src and "Compact now" not in src
+    assert set(UI_LABELS["en"]) == set(UI_LABELS["zh"])
+
+
+def test_language_switch_says_the_message_again_in_the_new_language():
+    s = FakeSession()
+    w = ContextWidget(s, lang="en")
+    s.events.emit(ev.COMPACTION_FINISHED, FINISHED)
+    assert w.message == FINISHED_TEXT
+    sent = []
+    w.observe(lambda c: sent.append(c["name"]), names=["labels", "message"])
+    w.lang = "zh"
+    assert w.labels == UI_LABELS["zh"]
+    assert w.message == "上下文已压缩：覆盖了 12 条较早的消息，9,800 → 2,100 tokens"
+    assert sorted(sent) == ["labels", "message"]
+    w.lang = "en"
+    assert w.message == FINISHED_TEXT
+
+
+@pytest.mark.parametrize("key, params, en, zh", [
+    ("err_empty_summary", {}, "the summarizer returned an empty summary", "摘要模型返回了空摘要"),
+    ("err_not_smaller", {"new": "900", "old": "800"},
+     "the summary (900 tokens) is not smaller than what it replaces (800 tokens); nothing was saved",
+     "摘要（900 tokens）不比它替代的内容（800 tokens）小；未保存任何内容"),
+])
+def test_ocw_own_failure_reason_follows_the_language(key, params, en, zh):
+    s = FakeSession()
+    w = ContextWidget(s, lang="en")
+    payload = {"error": en, "error_key": key, "error_params": params}
+    s.events.emit(ev.COMPACTION_FAILED, payload)
+    assert w.message == f"Context compaction failed: {en}"
+    w.lang = "zh"
+    assert w.message == f"上下文压缩失败：{zh}"
+    # A provider's own words carry no key: they stay as the provider said them.
+    s.events.emit(ev.COMPACTION_FAILED, {"error": "openai: HTTP 503 upstream overloaded"})
+    assert w.message == "上下文压缩失败：openai: HTTP 503 upstream overloaded"
+
+
+def test_a_refusal_from_the_compact_path_is_not_replaced_by_an_old_event():
+    s = FakeSession()
+    w = ContextWidget(s, compact=lambda sid: "A compaction is already running for this session; wait.")
+    s.events.emit(ev.COMPACTION_FINISHED, FINISHED)
+    browser_msg(w, {"action": "compact", "session_id": s.id})
+    assert w.message == "A compaction is already running for this session; wait."
+    w.lang = "zh"  # the refusal is not re-said as the old compaction's message
+    assert w.message == "A compaction is already running for this session; wait."
+
+
+def test_inferred_compactions_reach_the_widget():
+    s = FakeSession()
+    s.occ.update(compaction_count=3, compaction_inferred=1)
+    w = ContextWidget(s)
+    assert (w.compaction_count, w.compaction_inferred) == (3, 1)
+    s.publish(compaction_count=4, compaction_inferred=0)
+    assert (w.compaction_count, w.compaction_inferred) == (4, 0)

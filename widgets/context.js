@@ -5,6 +5,12 @@
 // and compaction events, the widget's traitlets mirror them, and this module
 // only shows them and sends actions back ({action: "compact", session_id}).
 // It never computes occupancy; it formats numbers and a percent from `ratio`.
+//
+// Every word it shows comes from Python in the `labels` traitlet (ocw.widgets.
+// UI_LABELS, the one source); a key missing there shows as the key itself.
+// When the kernel goes away (restart, shutdown) the widget manager marks the
+// model's comm dead and triggers "comm_live_update": the view then says it is
+// disconnected and disables its controls, since nothing it sends would arrive.
 
 const CATEGORIES = ["system", "tools", "summary", "messages", "free"];
 
@@ -28,6 +34,8 @@ const WATCHED = [
   "calibration",
   "generation",
   "compaction_count",
+  "compaction_inferred",
+  "encoding_exact",
   "busy",
   "message",
   "panel_open",
@@ -35,37 +43,6 @@ const WATCHED = [
   "lang",
   "labels",
 ];
-
-// English fallbacks; Python sends the strings of the chosen language in `labels`.
-const DEFAULT_LABELS = {
-  title: "Context window",
-  cat_system: "System prompt",
-  cat_tools: "Tool definitions",
-  cat_summary: "Summary",
-  cat_messages: "Messages",
-  cat_free: "Free space",
-  total: "Total",
-  window: "Window",
-  tokens: "tokens",
-  basis: "Basis",
-  encoding: "Encoding",
-  estimated: "estimated",
-  measured: "measured",
-  calibration: "measured ÷ estimated",
-  window_from: "Window from",
-  reserve: "Auto-compaction at",
-  count: "Compactions",
-  count_info:
-    "ocw counts its own compactions exactly. Compactions done by the provider are inferred from drops in provider-reported usage, so the count may be approximate.",
-  info_label: "About the compaction count",
-  compact_now: "Compact now",
-  compacting: "Compacting…",
-  empty: "No session yet — start one with %%chat",
-  no_session: "No session",
-  ring_label: "Context {pct} full: {used} of {window} tokens",
-  ring_label_empty: "Context: no session yet",
-  panel: "Context breakdown",
-};
 
 const RING_R = 27;
 
@@ -91,6 +68,32 @@ export function formatPercent(ratio) {
   const r = Number(ratio);
   if (!Number.isFinite(r)) return "—";
   return (Math.max(0, r) * 100).toFixed(1) + "%";
+}
+
+/** Python's labels; a missing key reads as the key (visible, never a crash). */
+export function labelTable(labels) {
+  const table = labels && typeof labels === "object" ? labels : {};
+  return new Proxy(table, {
+    get: (t, key) => (typeof key === "string" && typeof t[key] === "string" ? t[key] : key),
+  });
+}
+
+// A figure with its unit, or "X → Y tokens": one piece that never breaks across lines.
+const FIGURE = /\d[\d,.]*(?:\s*→\s*\d[\d,.]*)?(?:\s*(?:tokens|%))?/g;
+
+/** Fill `node` with `text`, each figure in a no-wrap span. */
+export function setTextKeepingFigures(node, text) {
+  node.replaceChildren();
+  let last = 0;
+  for (const m of String(text).matchAll(FIGURE)) {
+    if (m.index > last) node.append(document.createTextNode(text.slice(last, m.index)));
+    const span = document.createElement("span");
+    span.className = "ocw-nowrap";
+    span.textContent = m[0];
+    node.append(span);
+    last = m.index + m[0].length;
+  }
+  if (last < text.length) node.append(document.createTextNode(text.slice(last)));
 }
 
 function fill(template, values) {
@@ -206,10 +209,17 @@ function render({ model, el }) {
   el.append(root);
 
   // ---- state -> DOM ----
-  function labels() {
-    const l = model.get("labels");
-    return { ...DEFAULT_LABELS, ...(l && typeof l === "object" ? l : {}) };
+  // Is the kernel side there? The widget manager keeps the model's comm_live
+  // and triggers "comm_live_update" when it changes; anywidget's model proxy
+  // does not expose comm_live itself. The manager only ever turns a rendered
+  // model's comm dead (a restarted kernel makes new models), so an update we
+  // cannot read means disconnected.
+  function commIsLive(afterUpdate) {
+    if (typeof model.comm_live === "boolean") return model.comm_live;
+    return !afterUpdate;
   }
+  let live = commIsLive(false); // false: nothing sent would arrive
+  const labels = () => labelTable(model.get("labels"));
 
   function renderRows(L, entries, windowSize, percents) {
     rows.replaceChildren();
@@ -220,7 +230,8 @@ function render({ model, el }) {
       const row = h("div", "ocw-row", { role: "row", "data-category": cat });
       const name = h("span", "ocw-row-name", { role: "cell" });
       const swatch = h("span", "ocw-swatch", { "aria-hidden": "true" });
-      name.append(swatch, document.createTextNode(L[`cat_${cat}`] || cat));
+      const label = L[`cat_${cat}`];
+      name.append(swatch, document.createTextNode(label === `cat_${cat}` ? cat : label));
       const tok = h("span", "ocw-row-tokens", { role: "cell" });
       tok.textContent = formatInt(tokens);
       const pct = h("span", "ocw-row-share", { role: "cell" });
@@ -251,7 +262,8 @@ function render({ model, el }) {
     const pctText = formatPercent(ratio);
 
     root.setAttribute("lang", model.get("lang") === "zh" ? "zh" : "en");
-    root.dataset.state = hasSession ? "ready" : "empty";
+    root.dataset.state = !live ? "disconnected" : hasSession ? "ready" : "empty";
+    root.classList.toggle("ocw-disconnected", !live);
 
     // Ring.
     ring.classList.toggle("ocw-busy", busy);
@@ -269,9 +281,9 @@ function render({ model, el }) {
     const shortName = fullName.split("/").pop() || fullName;
     ringName.textContent = hasSession ? shortName : L.no_session;
     ringName.title = hasSession ? fullName : "";
-    used.textContent = hasSession ? `${formatInt(total)} / ${formatInt(windowSize)}` : "";
-    ringStatus.textContent = busy ? L.compacting : "";
-    ringStatus.hidden = !busy;
+    used.textContent = hasSession ? `${formatInt(total)} / ${formatInt(windowSize)} ${L.tokens}` : "";
+    ringStatus.textContent = !live ? L.disconnected : busy ? L.compacting : "";
+    ringStatus.hidden = live && !busy;
     const aria = hasSession
       ? fill(L.ring_label, { pct: pctText, used: formatInt(total), window: formatInt(windowSize) })
       : L.ring_label_empty;
@@ -293,12 +305,12 @@ function render({ model, el }) {
     const autoOff = Number.isFinite(reserve) && reserve <= 0; // automatic compaction is off
     reserveMark.hidden = autoOff;
     reserveMark.style.left = `${reservePct}%`;
-    reserveMark.title = `${L.reserve} ${autoOff ? (L.off || "off") : formatPercent(reservePct / 100)}`;
+    reserveMark.title = `${L.reserve} ${autoOff ? L.off : formatPercent(reservePct / 100)}`;
 
     totalLabel.textContent = L.total;
     totalValue.textContent = `${formatInt(total)} / ${formatInt(windowSize)} ${L.tokens}`;
     reserveLabel.textContent = L.reserve;
-    reserveValue.textContent = autoOff ? (L.off || "off") : formatPercent(reservePct / 100);
+    reserveValue.textContent = autoOff ? L.off : formatPercent(reservePct / 100);
     basisLabel.textContent = L.basis;
     const basis = model.get("basis") === "measured" ? "measured" : "estimated";
     const cal = model.get("calibration");
@@ -312,24 +324,38 @@ function render({ model, el }) {
     basisValue.textContent = basisText;
     basisValue.dataset.basis = basis;
     encodingLabel.textContent = L.encoding;
-    encodingValue.textContent = model.get("encoding") || "—";
+    const enc = model.get("encoding") || "";
+    encodingValue.textContent = !enc ? "—" : model.get("encoding_exact") === false ? `${enc} (${L.estimate})` : enc;
     const source = model.get("window_source") || "configured";
     sourceLabel.textContent = L.window_from;
     sourceValue.textContent = source;
     sourceLabel.hidden = sourceValue.hidden = source === "configured";
 
     countLabel.textContent = L.count;
-    count.textContent = formatInt(model.get("compaction_count"));
+    const inferred = Number(model.get("compaction_inferred")) || 0;
+    count.textContent =
+      formatInt(model.get("compaction_count")) + (inferred > 0 ? ` (${fill(L.inferred, { n: formatInt(inferred) })})` : "");
     info.setAttribute("aria-label", L.info_label);
     tooltip.textContent = L.count_info;
 
     compact.textContent = busy ? L.compacting : L.compact_now;
-    compact.disabled = !hasSession || busy;
+    compact.disabled = !live || !hasSession || busy;
     compact.setAttribute("aria-disabled", compact.disabled ? "true" : "false");
 
     const msg = model.get("message") || "";
-    message.textContent = msg;
+    setTextKeepingFigures(message, msg);
     message.hidden = msg === "";
+  }
+
+  function onCommLive() {
+    live = commIsLive(true);
+    update();
+  }
+
+  function disconnected() {
+    if (!live) return;
+    live = false;
+    update();
   }
 
   // ---- browser -> Python ----
@@ -358,8 +384,12 @@ function render({ model, el }) {
 
   listen(compact, "click", () => {
     const sessionId = model.get("session_id") || "";
-    if (sessionId === "" || model.get("busy")) return;
-    model.send({ action: "compact", session_id: sessionId });
+    if (!live || sessionId === "" || model.get("busy")) return;
+    try {
+      model.send({ action: "compact", session_id: sessionId });
+    } catch (e) {
+      disconnected(); // the kernel connection is gone ("Cannot send")
+    }
   });
 
   // The info tooltip shows on hover and on keyboard focus (CSS); a tap or click
@@ -385,10 +415,12 @@ function render({ model, el }) {
 
   // ---- Python -> browser ----
   for (const name of WATCHED) model.on(`change:${name}`, update);
+  model.on("comm_live_update", onCommLive);
   update();
 
   return () => {
     for (const name of WATCHED) model.off(`change:${name}`, update);
+    model.off("comm_live_update", onCommLive);
     for (const dispose of disposers.splice(0)) dispose();
     root.remove();
   };

@@ -1,7 +1,17 @@
 // Drives widgets/context.js (the browser side of ocw.widgets.ContextWidget)
 // in jsdom with a fake anywidget model.
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import widget, { colorClass, formatInt, formatPercent } from "../../widgets/context.js";
+// Python's UI_LABELS (ocw/widgets.py), the one source of the widget's words; tests/test_widgets.py
+// fails if this copy differs from it.
+import UI_LABELS from "./ui_labels.json";
+
+const WIDGETS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "widgets");
+const SOURCE = readFileSync(join(WIDGETS, "context.js"), "utf8");
+const CSS = readFileSync(join(WIDGETS, "context.css"), "utf8");
 
 /** A fake anywidget model: get/set/on/off/save_changes/send, Backbone-like events. */
 function fakeModel(initial = {}) {
@@ -22,7 +32,7 @@ function fakeModel(initial = {}) {
     panel_open: false,
     reserve_ratio: 0.8,
     lang: "en",
-    labels: {},
+    labels: UI_LABELS.en,
     ...initial,
   };
   const listeners = new Map();
@@ -125,7 +135,7 @@ describe("ring", () => {
     mount();
     expect($(".ocw-ring-base")).not.toBeNull();
     expect(colorsOf($(".ocw-ring-base"))).toEqual([]);
-    expect($(".ocw-ring-used").textContent).toBe("3,992 / 8,000");
+    expect($(".ocw-ring-used").textContent).toBe("3,992 / 8,000 tokens");
     const ring = $(".ocw-ring");
     expect(ring.getAttribute("role")).toBe("button");
     expect(ring.getAttribute("tabindex")).toBe("0");
@@ -234,8 +244,24 @@ describe("panel", () => {
     model.set("calibration", 1.034);
     model.set("basis", "measured");
     expect($(".ocw-basis").textContent).toBe("measured ×1.03");
-    model.set("encoding", "cl100k_base (estimate)");
+    model.set("encoding", "cl100k_base");
+    model.set("encoding_exact", false);
     expect($(".ocw-encoding").textContent).toBe("cl100k_base (estimate)");
+    model.set("labels", UI_LABELS.zh);
+    expect($(".ocw-encoding").textContent).toBe("cl100k_base (估算)");
+    model.set("encoding_exact", true);
+    expect($(".ocw-encoding").textContent).toBe("cl100k_base");
+  });
+
+  it("says how many compactions were inferred, and only when some were", () => {
+    const model = mount({ panel_open: true, compaction_count: 3, compaction_inferred: 0 });
+    expect($(".ocw-count").textContent).toBe("3");
+    model.set("compaction_inferred", 1);
+    expect($(".ocw-count").textContent).toBe("3 (1 inferred)");
+    model.set("labels", UI_LABELS.zh);
+    expect($(".ocw-count").textContent).toBe("3 (其中 1 次为推断)");
+    model.set("compaction_inferred", 0);
+    expect($(".ocw-count").textContent).toBe("3");
   });
 
   it("shows the compaction count with an accessible info tooltip", () => {
@@ -359,7 +385,7 @@ describe("updates and cleanup", () => {
     model.set("ratio", 0.8);
     model.set("breakdown", { system: 100, messages: 6300, free: 1600 });
     expect($(".ocw-ring-percent").textContent).toBe("80.0%");
-    expect($(".ocw-ring-used").textContent).toBe("6,400 / 8,000");
+    expect($(".ocw-ring-used").textContent).toBe("6,400 / 8,000 tokens");
     expect(colorsOf($(".ocw-ring-arc"))).toEqual(["ocw-ring-red"]);
     expect($$(".ocw-row").map((r) => r.dataset.category)).toEqual(["system", "messages", "free"]);
     model.set("session_name", "research");
@@ -402,5 +428,130 @@ describe("updates and cleanup", () => {
     expect(model.listenerCount()).toBe(perView);
     d2();
     expect(model.listenerCount()).toBe(0);
+  });
+});
+
+describe("labels come from Python only", () => {
+  it("has no word table of its own: a missing key shows as the key", () => {
+    expect(SOURCE).not.toMatch(/DEFAULT_LABELS|Compact now|Context window|压缩/);
+    mount({ panel_open: true, labels: { compact_now: "Compact now" } });
+    expect($(".ocw-compact").textContent).toBe("Compact now");
+    expect($(".ocw-total-label").textContent).toBe("total");
+    expect($('.ocw-row[data-category="messages"] .ocw-row-name').textContent).toBe("messages");
+  });
+
+  it("every label the view reads exists in Python's table", () => {
+    const used = new Set([...SOURCE.matchAll(/\bL\.([a-z_]+)/g)].map((m) => m[1]));
+    for (const cat of ["system", "tools", "summary", "messages", "free"]) used.add(`cat_${cat}`);
+    expect(used.size).toBeGreaterThan(20);
+    for (const key of used) {
+      expect(UI_LABELS.en, key).toHaveProperty(key);
+      expect(UI_LABELS.zh, key).toHaveProperty(key);
+    }
+  });
+});
+
+describe("language switch with the widget on screen", () => {
+  it("turns every label and the message line Chinese, with no English left", () => {
+    const model = mount({
+      panel_open: true,
+      encoding: "cl100k_base",
+      encoding_exact: false,
+      compaction_count: 2,
+      compaction_inferred: 1,
+      message: "Context compacted: covered 12 older messages, 9,800 → 2,100 tokens",
+    });
+    expect($(".ocw-compact").textContent).toBe("Compact now");
+    // What Python sends on %config Ocw.lang = 'zh': lang, labels, the message again.
+    model.set("lang", "zh");
+    model.set("labels", UI_LABELS.zh);
+    model.set("message", "上下文已压缩：覆盖了 12 条较早的消息，9,800 → 2,100 tokens");
+    expect($(".ocw-context").getAttribute("lang")).toBe("zh");
+    expect($(".ocw-compact").textContent).toBe("立即压缩");
+    expect($(".ocw-message").textContent).toBe("上下文已压缩：覆盖了 12 条较早的消息，9,800 → 2,100 tokens");
+    const text = $(".ocw-context").textContent + $(".ocw-ring").getAttribute("aria-label");
+    for (const [key, en] of Object.entries(UI_LABELS.en)) {
+      if (UI_LABELS.zh[key] === en || en.length < 4) continue; // "tokens" is the same in both
+      const words = en
+        .replace(/\{\w+\}/g, " ")
+        .split(/\s+/)
+        .filter((w) => w.length > 3 && !UI_LABELS.zh[key].includes(w)); // %%chat is %%chat in both
+      for (const w of words) expect(text, `${key}: "${w}" still English`).not.toContain(w);
+    }
+    expect(text).not.toContain("estimate");
+    model.set("lang", "en");
+    model.set("labels", UI_LABELS.en);
+    expect($(".ocw-compact").textContent).toBe("Compact now");
+  });
+});
+
+describe("message line", () => {
+  it("keeps each figure, arrow and unit on one line", () => {
+    const model = mount();
+    model.set("message", "Context compacted: covered 3 older messages, 4,857 → 2,885 tokens");
+    const spans = $$(".ocw-message .ocw-nowrap").map((n) => n.textContent);
+    expect(spans).toEqual(["3", "4,857 → 2,885 tokens"]);
+    expect($(".ocw-message").textContent).toBe("Context compacted: covered 3 older messages, 4,857 → 2,885 tokens");
+    model.set("message", "上下文已压缩：覆盖了 3 条较早的消息，4,857 → 2,885 tokens");
+    expect($$(".ocw-message .ocw-nowrap").map((n) => n.textContent)).toEqual(["3", "4,857 → 2,885 tokens"]);
+    model.set("message", "Compacting context…");
+    expect($$(".ocw-message .ocw-nowrap")).toHaveLength(0);
+    expect(CSS).toMatch(/\.ocw-context \.ocw-nowrap\s*\{[^}]*white-space:\s*nowrap/);
+  });
+});
+
+describe("disconnected (the kernel restarted)", () => {
+  it("says so and disables Compact now when the comm goes dead", () => {
+    const model = mount({ panel_open: true });
+    const button = $(".ocw-compact");
+    expect(button.disabled).toBe(false);
+    expect($(".ocw-context").dataset.state).toBe("ready");
+    // What the widget manager does on a kernel restart: comm_live = false + the event.
+    model.comm_live = false;
+    model.trigger("comm_live_update");
+    expect($(".ocw-context").dataset.state).toBe("disconnected");
+    expect($(".ocw-context").classList.contains("ocw-disconnected")).toBe(true);
+    expect(button.disabled).toBe(true);
+    expect(button.getAttribute("aria-disabled")).toBe("true");
+    const status = $(".ocw-ring-status");
+    expect(status.hidden).toBe(false);
+    expect(status.textContent).toBe(UI_LABELS.en.disconnected);
+    button.click();
+    button.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    expect(model.sent).toEqual([]);
+    // A later state change does not bring the controls back.
+    model.set("busy", false);
+    expect(button.disabled).toBe(true);
+  });
+
+  it("treats the event as a disconnect when the model proxy hides comm_live", () => {
+    const model = mount();
+    expect("comm_live" in model).toBe(false); // anywidget's proxy exposes no comm_live
+    model.trigger("comm_live_update");
+    expect($(".ocw-compact").disabled).toBe(true);
+    expect($(".ocw-context").dataset.state).toBe("disconnected");
+  });
+
+  it("stays live on a comm_live_update that says the comm is live", () => {
+    const model = mount();
+    model.comm_live = true;
+    model.trigger("comm_live_update");
+    expect($(".ocw-compact").disabled).toBe(false);
+    expect($(".ocw-ring-status").hidden).toBe(true);
+  });
+
+  it("a send that fails marks the view disconnected instead of throwing", () => {
+    const model = mount({ panel_open: true });
+    let tries = 0;
+    model.send = () => {
+      tries += 1;
+      throw new Error("Cannot send");
+    };
+    $(".ocw-compact").click();
+    expect(tries).toBe(1);
+    expect($(".ocw-compact").disabled).toBe(true);
+    expect($(".ocw-context").dataset.state).toBe("disconnected");
+    $(".ocw-compact").click();
+    expect(tries).toBe(1);
   });
 });

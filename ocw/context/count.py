@@ -3,6 +3,9 @@
 metadata["context_window"] is the last persisted provider sample
 ({size, used, remaining, source, head, generation}); its `used` is the baseline.
 metadata["context_compaction_count"] is the lifetime count (absent reads as 0).
+metadata["context_compaction_inferred"] is how many of those were inferred from a
+usage drop (absent reads as 0): only they make the count approximate, so a view
+says so only when it is not 0.
 
 Callers persist the returned metadata and only then adopt it, so a sample that
 cannot be persisted changes nothing — neither the baseline nor the count.
@@ -13,6 +16,11 @@ from __future__ import annotations
 def compaction_count(metadata: dict) -> int:
     value = metadata.get("context_compaction_count", 0)
     return value if isinstance(value, int) and value >= 0 else 0
+
+
+def inferred_count(metadata: dict) -> int:
+    value = metadata.get("context_compaction_inferred", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def valid_sample(used, size=None) -> bool:
@@ -43,6 +51,7 @@ def apply_sample(metadata: dict, sample: dict) -> tuple[dict, bool]:
     )
     if inferred:
         new["context_compaction_count"] = compaction_count(metadata) + 1
+        new["context_compaction_inferred"] = inferred_count(metadata) + 1
     else:
         new["context_compaction_count"] = compaction_count(metadata)
     new["context_window"] = dict(sample)

@@ -243,7 +243,7 @@ def summarize(provider, prep: Prepared) -> tuple[str, int]:
     counted exactly before it is sent, so every call fits the summarizer's window.
     Returns (text, calls made)."""
     if prep.in_budget < 256:
-        raise OcwError(f"the summarizer's window ({prep.window:,} tokens) is too small to summarize anything")
+        raise OcwError.localized("err_summarizer_window", window=f"{prep.window:,}")
     enc = prep.encoding
     partial = prep.plan.old_summary_text
     i, n = 0, len(prep.lines)
@@ -264,7 +264,7 @@ def summarize(provider, prep: Prepared) -> tuple[str, int]:
                                        + count_text(SUMMARY_SYSTEM, enc) + FRAME_TOKENS))
         partial = (reply.text or "").strip()
         if not partial:
-            raise OcwError("the summarizer returned an empty summary")
+            raise OcwError.localized("err_empty_summary")
     return partial, prep.calls
 
 
@@ -297,8 +297,5 @@ def finish(prep: Prepared, text: str) -> str:
         text = append_facts(text, source, facts_budget(plan.replaced_tokens, text_tokens, prep.window), enc)
     new_tokens = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
     if new_tokens >= plan.replaced_tokens:
-        raise OcwError(
-            f"the summary ({new_tokens:,} tokens) is not smaller than what it replaces "
-            f"({plan.replaced_tokens:,} tokens); nothing was saved"
-        )
+        raise OcwError.localized("err_not_smaller", new=f"{new_tokens:,}", old=f"{plan.replaced_tokens:,}")
     return text

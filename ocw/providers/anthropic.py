@@ -21,6 +21,8 @@ from .base import Reply, StreamCallback, Usage
 from .http import HTTPProvider, request_id_of
 from .openai import parse_arguments
 
+MESSAGES_PATH = "/v1/messages"
+
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 CONTINUE_TEXT = "(continued)"  # stands in for a user turn the API insists on
@@ -124,10 +126,13 @@ class AnthropicProvider(HTTPProvider):
         super().__init__(model, **kw)
         self.default_max_tokens = default_max_tokens
 
+    def _models_url(self) -> str:
+        return self.base_url + "/v1/models"
+
     def _headers(self) -> dict[str, str]:
         key = self._key.get()
         if not key and self.host.endswith("anthropic.com"):
-            raise AuthError("anthropic: no API key; set ANTHROPIC_API_KEY")
+            raise AuthError("anthropic: no API key; set ANTHROPIC_API_KEY", hint="or %config Ocw.api_key; then check with %ocw doctor")
         h = {"anthropic-version": API_VERSION}
         if key:
             h["x-api-key"] = key
@@ -166,9 +171,11 @@ class AnthropicProvider(HTTPProvider):
         stop = None
         model = None
         done = False
-        with self._open_stream("/v1/messages", payload) as (events, response):
+        seen = 0  # events of any kind: zero means the server said nothing at all
+        with self._open_stream(MESSAGES_PATH, payload) as (events, response):
             rid = request_id_of(response.headers)
             for ev in events:
+                seen += 1
                 if done:
                     continue  # drain, so the connection returns to the pool
                 if ev.event == "ping":
@@ -215,8 +222,10 @@ class AnthropicProvider(HTTPProvider):
                 elif kind == "message_stop":
                     done = True
                 # unknown event types are ignored (the API's versioning policy)
-            if not done:
+            if not done and seen:
                 raise self._error("stream ended without message_stop", response=response)
+        if not seen:
+            return self._resend_unstreamed(MESSAGES_PATH, self._payload(messages, system, tools, max_tokens, stream=False), emit)
         content = [c for c in (_ocw_block(blocks[i]) for i in sorted(blocks)) if c is not None]
         return Reply(content=content, usage=usage, stop_reason=stop, model=model or self.model, request_id=rid)
 
@@ -229,7 +238,10 @@ class AnthropicProvider(HTTPProvider):
         tools: list[dict] | None = None,
     ) -> Reply:
         payload = self._payload(messages, system, tools, max_tokens, stream=False)
-        doc, response = self._post_json("/v1/messages", payload)
+        doc, response = self._post_json(MESSAGES_PATH, payload)
+        return self._reply_from_json(doc, response)
+
+    def _reply_from_json(self, doc: dict, response) -> Reply:
         if doc.get("type") == "error":
             raise self._payload_error(doc, response, json.dumps(doc))
         if not isinstance(doc.get("content"), list):

@@ -97,5 +97,11 @@ class Provider(Protocol):
         """One non-streaming request (used for summaries)."""
         ...
 
+    def probe_window(self, timeout: float = 2.0) -> tuple[int, str] | None:
+        """(context window in tokens, source label) as the server reports it from its
+        own endpoint, e.g. (2048, "llama.cpp /props"); None when it has none. Never
+        raises; never contacts the official hosts; bounded by ``timeout``."""
+        ...
+
     def close(self) -> None:
         ...

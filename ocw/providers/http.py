@@ -3,25 +3,36 @@
 Why one module: the retry rules and the status → error mapping are policy (they
 decide whether a turn compacts, waits or fails), so they must be identical for
 OpenAI-compatible servers and for Anthropic. The provider modules only convert
-messages and parse their own events.
+messages and parse their own events; the mapping itself is ``wire_errors.py``.
 
 Rules (DESIGN.md §7):
-- 413, or a 400 saying the context is too long → ContextOverflowError, never
-  retried (the session compacts and retries once itself).
-- 401/403 → AuthError, never retried.
-- 408/409/429/5xx/529 and connect failures are retried with exponential backoff
-  and jitter, at most ``max_retries`` times; a ``Retry-After`` header is honored
-  when it is at most ``MAX_RETRY_AFTER`` seconds (a longer wait is reported, not
-  slept through: a notebook cell should not hang for an hour).
+- 413, or a 400/422 saying the context is too long → ContextOverflowError with
+  the window and prompt size the server stated, never retried (the session
+  compacts and retries once itself).
+- 401/403 → AuthError; other 4xx → BadRequest; a 5xx saying the request itself
+  is invalid → BadRequest. None of these is retried.
+- 408/409/429/5xx/529 and connect failures (refused, timed out) are retried
+  with exponential backoff and jitter, at most ``max_retries`` times; a
+  ``Retry-After`` header is honored when it is at most ``MAX_RETRY_AFTER``
+  seconds (a longer wait is reported, not slept through: a notebook cell
+  should not hang for an hour).
+- A request that fails on a reused keep-alive connection before any byte of
+  the response arrived (the server had closed it: "Server disconnected
+  without sending a response", a reset) is sent once more on a fresh
+  connection, without backoff and outside ``max_retries``: the server never
+  saw it, and llama-cpp-python drops its kept-alive connection after an
+  empty stream.
 - Retries happen only before the first byte of a body; a stream that breaks
   midway raises (the partial reply was already shown, replaying it would lie).
+- A stream that ends cleanly with no event at all (llama-cpp-python's answer to
+  an over-long streamed prompt) is asked again once without streaming, to
+  learn the real error or get the reply (``_resend_unstreamed``).
 - Every error carries status, request id and body text, with the API key
-  scrubbed out of all of them.
+  scrubbed out of all of them (``ocw.secrets``).
 """
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import json
 import logging
 import random
@@ -33,9 +44,7 @@ from typing import Any, Iterator
 import httpx
 
 from ..errors import (
-    AuthError,
     BadRequest,
-    ContextOverflowError,
     MalformedResponse,
     ProviderConnectionError,
     ProviderError,
@@ -43,7 +52,19 @@ from ..errors import (
     RateLimitError,
     ServerError,
 )
+from ..secrets import Secret, install_log_filter
+from . import probe
+from .base import Reply, StreamCallback
 from .sse import SSEDecoder, SSEEvent
+from .wire_errors import (  # noqa: F401  (re-exported: ocw.providers.http.* keeps working)
+    MAX_BODY_CHARS,
+    error_for_payload,
+    error_for_status,
+    parse_retry_after,
+    request_id_of,
+    retry_after_of,
+    server_message,
+)
 
 log = logging.getLogger("ocw.providers")
 
@@ -51,15 +72,8 @@ MAX_RETRY_AFTER = 60.0  # seconds; a longer Retry-After is raised, not slept
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 8.0
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-MAX_BODY_CHARS = 8000  # error bodies kept on the exception
-OVERFLOW_MARKERS = (
-    "context_length_exceeded",
-    "maximum context length",
-    "prompt is too long",
-    "exceed_context_size",  # llama.cpp server
-    "exceeds the available context size",
-    "too many tokens",
-)
+# Failures of a send on a reused connection that mean "the server had closed it".
+STALE_CONNECTION_ERRORS = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
 _ssl_lock = threading.Lock()
@@ -87,148 +101,17 @@ def backoff_delay(attempt: int) -> float:
     return ceiling * (0.5 + random.random() / 2)
 
 
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP date."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+class _ConnectionTrace:
+    """httpx's ``trace`` request extension: did this request open a new connection?"""
 
+    __slots__ = ("new_connection",)
 
-def retry_after_of(headers: httpx.Headers | dict | None) -> float | None:
-    """The server's requested wait: ``retry-after-ms`` (OpenAI) or ``Retry-After``."""
-    if not headers:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    return parse_retry_after(headers.get("retry-after"))
+    def __init__(self) -> None:
+        self.new_connection = False
 
-
-def request_id_of(headers: httpx.Headers | dict | None) -> str | None:
-    if not headers:
-        return None
-    return headers.get("x-request-id") or headers.get("request-id")
-
-
-class Secret:
-    """An API key that never shows itself in a repr, a log line or a traceback."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str | None):
-        self._value = value or None
-
-    def get(self) -> str | None:
-        return self._value
-
-    def __bool__(self) -> bool:
-        return self._value is not None
-
-    def __repr__(self) -> str:
-        return "<set>" if self._value else "<unset>"
-
-    __str__ = __repr__
-
-    def scrub(self, text: str | None) -> str | None:
-        if text is None or not self._value:
-            return text
-        return text.replace(self._value, "<redacted>")
-
-
-def _server_message(body: str) -> str:
-    """The human message inside an error body (OpenAI and Anthropic shapes), else the text."""
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return body.strip()[:300]
-    err = doc.get("error") if isinstance(doc, dict) else None
-    if isinstance(err, dict) and err.get("message"):
-        return str(err["message"])[:300]
-    if isinstance(err, str):
-        return err[:300]
-    if isinstance(doc, dict) and doc.get("message"):
-        return str(doc["message"])[:300]
-    return body.strip()[:300]
-
-
-def error_for_status(
-    status: int,
-    body: str,
-    headers: httpx.Headers | dict | None = None,
-    *,
-    provider: str = "provider",
-    secret: Secret | None = None,
-) -> ProviderError:
-    """Map an HTTP error response to ocw's typed error (see module doc)."""
-    secret = secret or Secret(None)
-    body = secret.scrub(body or "")[:MAX_BODY_CHARS]
-    rid = request_id_of(headers)
-    low = body.lower()
-    detail = secret.scrub(_server_message(body))
-    msg = f"{provider}: HTTP {status}" + (f": {detail}" if detail else "")
-    if rid:
-        msg += f" (request id {rid})"
-    kw: dict[str, Any] = dict(status=status, request_id=rid, body=body)
-    if status == 413 or (status == 400 and any(m in low for m in OVERFLOW_MARKERS)):
-        return ContextOverflowError(msg, **kw)
-    if status in (401, 403):
-        return AuthError(msg, **kw)
-    if status == 429:
-        return RateLimitError(msg, retry_after=retry_after_of(headers), **kw)
-    if status == 408:
-        return ProviderTimeout(msg, **kw)
-    if status >= 500 or status == 409:
-        return ServerError(msg, **kw)
-    return BadRequest(msg, **kw)
-
-
-def error_for_payload(
-    err: Any,
-    *,
-    provider: str,
-    status: int | None = None,
-    request_id: str | None = None,
-    body: str | None = None,
-    secret: Secret | None = None,
-) -> ProviderError:
-    """Map an error object sent inside a 200 stream (Anthropic ``event: error``,
-    an OpenAI-compatible ``data: {"error": ...}``) by its type, code and message."""
-    secret = secret or Secret(None)
-    if not isinstance(err, dict):
-        err = {"message": str(err)}
-    etype = str(err.get("type") or "")
-    code = str(err.get("code") or "")
-    message = secret.scrub(str(err.get("message") or etype or "error"))
-    low = f"{etype} {code} {message}".lower()
-    msg = f"{provider}: error in stream: {etype + ': ' if etype else ''}{message}"
-    if request_id:
-        msg += f" (request id {request_id})"
-    kw: dict[str, Any] = dict(status=status, request_id=request_id, body=secret.scrub(body))
-    if any(m in low for m in OVERFLOW_MARKERS) or etype == "request_too_large":
-        return ContextOverflowError(msg, **kw)
-    if "rate_limit" in low:
-        return RateLimitError(msg, **kw)
-    if etype in ("authentication_error", "permission_error") or "invalid_api_key" in low:
-        return AuthError(msg, **kw)
-    if etype in ("invalid_request_error", "not_found_error"):
-        return BadRequest(msg, **kw)
-    if "timeout" in low:
-        return ProviderTimeout(msg, **kw)
-    return ServerError(msg, **kw)  # overloaded_error, api_error, server_error, unknown
+    def __call__(self, event: str, info: dict) -> None:
+        if event.startswith(("connection.connect_tcp.", "connection.connect_unix_socket.")):
+            self.new_connection = True
 
 
 class HTTPProvider:
@@ -255,6 +138,7 @@ class HTTPProvider:
         self.max_retries = max(0, int(max_retries))
         self.context_window = context_window
         self._client: httpx.Client | None = None
+        install_log_filter()
 
     # -- lifecycle --------------------------------------------------------
     @property
@@ -304,6 +188,18 @@ class HTTPProvider:
     def _headers(self) -> dict[str, str]:
         raise NotImplementedError
 
+    def _reply_from_json(self, doc: dict, response: httpx.Response) -> Reply:
+        """A non-streamed reply document → Reply (raises the typed error it may carry)."""
+        raise NotImplementedError
+
+    def _models_url(self) -> str:
+        """Where the OpenAI-style model list is (a probe's first stop)."""
+        raise NotImplementedError
+
+    def _api_root(self) -> str:
+        """The server's root URL, under which /props, /api/show etc. live."""
+        return self.base_url
+
     def _payload_error(self, doc: dict, response, raw: str) -> ProviderError:
         """The typed error for an error object sent with a 200 (mid-stream or as JSON)."""
         return error_for_payload(
@@ -331,12 +227,25 @@ class HTTPProvider:
         """POST with retries; returns an open 2xx response (caller closes it)."""
         url = self.base_url + path
         attempt = 0
+        fresh_connection_tried = False
         while True:
             retryable, wait = False, None
+            trace = _ConnectionTrace()
             try:
-                request = self.client.build_request("POST", url, json=payload, headers=self._headers())
+                request = self.client.build_request(
+                    "POST", url, json=payload, headers=self._headers(), extensions={"trace": trace}
+                )
                 log.debug("%s POST %s (attempt %d, stream=%s)", self.name, url, attempt + 1, stream)
                 response = self.client.send(request, stream=True)
+            except STALE_CONNECTION_ERRORS as exc:
+                if trace.new_connection or fresh_connection_tried:
+                    raise self._error(f"connection to {url} failed: {exc}", ProviderConnectionError) from exc
+                # The server had closed the kept-alive connection: it never saw this request.
+                log.info("%s: the reused connection was closed by the server (%s); sending again on a fresh one",
+                         self.name, type(exc).__name__)
+                fresh_connection_tried = True
+                self._discard_client()
+                continue
             except httpx.ConnectTimeout as exc:  # nothing was sent: safe to retry
                 err: ProviderError = self._error(f"timed out connecting to {url}", ProviderTimeout)
                 err.__cause__, retryable = exc, True
@@ -374,10 +283,49 @@ class HTTPProvider:
 
     @staticmethod
     def _retryable(err: ProviderError) -> bool:
-        """Overflow and auth never; 408/409/429/5xx/529 yes (the caller bounds Retry-After)."""
-        if isinstance(err, (ContextOverflowError, AuthError)):
+        """408/409/429/5xx/529 yes (the caller bounds Retry-After); overflow, auth and
+        every BadRequest never, a 500 that calls the request invalid included."""
+        if not isinstance(err, (ServerError, RateLimitError, ProviderTimeout)):
             return False
         return err.status in RETRY_STATUSES or (err.status or 0) >= 500
+
+    def _resend_unstreamed(self, path: str, payload: dict, emit: StreamCallback) -> Reply:
+        """The stream ended cleanly with no event at all: send the same request once
+        without streaming. Its error is raised (llama-cpp-python's 400 with the
+        window and prompt size); its reply is emitted once, as a stream would
+        have (thinking, text, each tool_use), and returned with its usage."""
+        log.info("%s: the stream ended with no event; asking once more without streaming", self.name)
+        doc, response = self._post_json(path, payload)
+        reply = self._reply_from_json(doc, response)
+        for block in reply.content:
+            kind = block.get("type")
+            if kind == "thinking" and block.get("thinking"):
+                emit("thinking", block["thinking"])
+            elif kind == "text" and block.get("text"):
+                emit("text", block["text"])
+            elif kind == "tool_use":
+                emit("tool_use", block)
+        return reply
+
+    # -- the window, from the server's own endpoint --------------------------
+    def probe_window(self, timeout: float = 2.0) -> tuple[int, str] | None:
+        """(tokens, source label) from the server's own endpoint, or None; never
+        raises, never contacts the official hosts, bounded by ``timeout`` (probe.py)."""
+        try:
+            return probe.probe_window(
+                self._probe_fetch, models_url=self._models_url(), root=self._api_root(),
+                model=self.model, timeout=timeout,
+            )
+        except Exception as exc:  # a window not learned, never a failed turn
+            log.debug("%s: window probe failed: %s", self.name, type(exc).__name__)
+            return None
+
+    def _probe_fetch(self, method: str, url: str, body: Any, timeout: float) -> dict | None:
+        response = self.client.request(method, url, json=body, headers=self._headers(), timeout=timeout)
+        if response.status_code != 200:
+            return None
+        doc = response.json()
+        return doc if isinstance(doc, dict) else None
 
     def _post_json(self, path: str, payload: dict) -> tuple[dict, httpx.Response]:
         """A non-streaming call: retries, then the parsed JSON body."""

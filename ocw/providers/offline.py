@@ -109,6 +109,23 @@ def keywords(text: str, n: int = 5) -> list[str]:
     return [first[t][1] for t in sorted(counts, key=lambda t: (-counts[t], first[t][0]))[:n]]
 
 
+def _is_context_block(block: dict) -> bool:
+    """A block ocw put before the user's words: the rolling summary or a system note.
+    Consecutive user-role messages travel merged into one (the summary renders as a
+    user message), so after a compaction that folded everything the last message
+    starts with the summary; the question is what follows it."""
+    from ..turn import SUMMARY_PREFIX  # lazily: ocw.turn imports the providers' layer
+
+    text = block.get("text", "") if block.get("type") == "text" else ""
+    return text.startswith((SUMMARY_PREFIX, "[system note] "))
+
+
+def _latest_user_blocks(blocks: list[dict]) -> list[dict]:
+    """The blocks the user wrote in the latest message (all of them if nothing else is left)."""
+    own = [b for b in blocks if not _is_context_block(b)]
+    return own or blocks
+
+
 def _chunks(text: str, words: int = 3) -> list[str]:
     parts = re.findall(r"\S+\s*|\s+", text)
     return ["".join(parts[i : i + words]) for i in range(0, len(parts), words)] or [text]
@@ -131,6 +148,10 @@ class OfflineProvider:
 
     def close(self) -> None:
         pass
+
+    def probe_window(self, timeout: float = 2.0) -> tuple[int, str] | None:
+        """No server to ask: the offline model's window is the configured one."""
+        return None
 
     def prompt_tokens(self, messages: list[dict], system: str | None = None, tools: list[dict] | None = None) -> int:
         """What a request costs: the system prompt, the tool definitions (as real
@@ -178,7 +199,8 @@ class OfflineProvider:
         used = self.prompt_tokens(messages, system, tools)
         if used > self.context_window:
             body = f"prompt is too long: {used} tokens > {self.context_window} maximum"
-            raise ContextOverflowError(f"offline: {body}", status=400, body=body)
+            raise ContextOverflowError(f"offline: {body}", status=400, body=body,
+                                       limit=self.context_window, prompt_tokens=used)
         stop = "end_turn"
         if (system or "").startswith(SUMMARY_MARKER):
             content = [{"type": "text", "text": self.summarize(messages, max_tokens or DEFAULT_SUMMARY_TOKENS)}]
@@ -186,14 +208,15 @@ class OfflineProvider:
             last = next((m for m in reversed(messages) if m.get("role") in ("user", "tool")), None)
             blocks = _blocks(last) if last else []
             results = [b for b in blocks if b.get("type") == "tool_result"]
-            call = self._tool_call(_text_of(blocks), tools, messages) if tools and not results else None
+            asked = _text_of(_latest_user_blocks(blocks))
+            call = self._tool_call(asked, tools, messages) if tools and not results else None
             if results:
                 content = [{"type": "text", "text": self._tool_result_reply(results)}]
             elif call is not None:
                 content = [{"type": "text", "text": f"{PREFIX}Calling `{call['name']}`."}, call]
                 stop = "tool_use"
             else:
-                content = [{"type": "text", "text": self._digest(_text_of(blocks))}]
+                content = [{"type": "text", "text": self._digest(asked)}]
             if max_tokens and content[0]["type"] == "text":
                 text = content[0]["text"]
                 cut = truncate_to_tokens(text, max_tokens, self.encoding)

@@ -9,7 +9,9 @@ format every compatible server speaks. We ask for
 ocw's neutral messages (see base.py) are converted here: tool_use blocks become
 the assistant's ``tool_calls``, tool_result blocks become ``role: tool``
 messages placed right after that assistant message (the API requires it),
-thinking blocks are dropped (no compatible server accepts them back).
+thinking blocks are dropped (no compatible server accepts them back). An
+assistant message that only calls tools carries ``"content": ""``, never null
+(the spec allows null, llama-cpp-python's validation rejects it with a 500).
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from typing import Any
 from ..errors import AuthError
 from .base import Reply, StreamCallback, Usage
 from .http import HTTPProvider, request_id_of
+
+CHAT_PATH = "/chat/completions"
 
 STOP_REASONS = {
     "stop": "end_turn",
@@ -77,7 +81,8 @@ def to_wire_messages(messages: list[dict], system: str | None) -> list[dict]:
                 calls.append({"id": b.get("id"), "type": "function", "function": {"name": b.get("name"), "arguments": args}})
             if not text and not calls:
                 continue  # e.g. a thinking-only message
-            msg: dict[str, Any] = {"role": "assistant", "content": text or None}
+            # "" and never null: llama-cpp-python answers 500 to a null content.
+            msg: dict[str, Any] = {"role": "assistant", "content": text}
             if calls:
                 msg["tool_calls"] = calls
             wire.append(msg)
@@ -144,10 +149,17 @@ class OpenAIProvider(HTTPProvider):
             "max_completion_tokens" if self.host.endswith("openai.com") else "max_tokens"
         )
 
+    def _models_url(self) -> str:
+        return self.base_url + "/models"
+
+    def _api_root(self) -> str:
+        """base_url without its trailing ``/v1`` (llama.cpp's /props, Ollama's /api/*)."""
+        return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+
     def _headers(self) -> dict[str, str]:
         key = self._key.get()
         if not key and self.host.endswith("openai.com"):
-            raise AuthError("openai: no API key; set OPENAI_API_KEY")
+            raise AuthError("openai: no API key; set OPENAI_API_KEY", hint="or %config Ocw.api_key; then check with %ocw doctor")
         return {"authorization": f"Bearer {key}"} if key else {}
 
     def _payload(self, messages, system, tools, max_tokens, stream: bool) -> dict:
@@ -180,9 +192,11 @@ class OpenAIProvider(HTTPProvider):
         usage = Usage()
         model = None
         done = False
-        with self._open_stream("/chat/completions", payload) as (events, response):
+        seen = 0  # events of any kind: zero means the server said nothing at all
+        with self._open_stream(CHAT_PATH, payload) as (events, response):
             rid = request_id_of(response.headers)
             for ev in events:
+                seen += 1
                 if done:
                     continue  # read to the end so the connection can be reused
                 if ev.data.strip() == "[DONE]":
@@ -218,8 +232,10 @@ class OpenAIProvider(HTTPProvider):
                             slot["args"].append(fn["arguments"])
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
-            if not done:
+            if not done and seen:
                 raise self._error("stream ended without [DONE]", response=response, body="".join(text)[-2000:])
+        if not seen:
+            return self._resend_unstreamed(CHAT_PATH, self._payload(messages, system, tools, max_tokens, stream=False), emit)
         content: list[dict] = []
         if thinking:
             content.append({"type": "thinking", "thinking": "".join(thinking)})
@@ -248,7 +264,10 @@ class OpenAIProvider(HTTPProvider):
         tools: list[dict] | None = None,
     ) -> Reply:
         payload = self._payload(messages, system, tools, max_tokens, stream=False)
-        doc, response = self._post_json("/chat/completions", payload)
+        doc, response = self._post_json(CHAT_PATH, payload)
+        return self._reply_from_json(doc, response)
+
+    def _reply_from_json(self, doc: dict, response) -> Reply:
         if "error" in doc:
             raise self._payload_error(doc, response, json.dumps(doc))
         choices = doc.get("choices")

@@ -267,3 +267,34 @@ class NotebookPage:
                 pytest.fail(f"cell {tag!r} did not finish within {timeout:.0f} s "
                             f"(prompt {prompt.inner_text().strip()!r}); its output so far:\n{text}", pytrace=False)
             self.page.wait_for_timeout(200)
+
+    # -- JupyterLab's own commands, through its menus (issue 12) ----------------------------------
+    def menu(self, top: str, command: str, label: str | None = None) -> None:
+        """Open the menu bar's `top` menu and click the item running `command` (the one
+        showing `label`, for commands that appear with several arguments)."""
+        page = self.page
+        page.locator(".lm-MenuBar-itemLabel", has_text=top).first.click()
+        item = page.locator(f"li.lm-Menu-item[data-command='{command}']")
+        if label is not None:
+            item = item.filter(has_text=label)
+        item.first.click()
+
+    def restart_kernel(self, timeout_ms: int = 90_000) -> None:
+        """Kernel ▸ Restart Kernel…, confirm, and wait until the new kernel is idle."""
+        from playwright.sync_api import expect
+
+        self.menu("Kernel", "kernelmenu:restart")
+        self.page.locator(".jp-Dialog .jp-mod-accept").click()
+        expect(self.page.locator(".jp-Dialog")).to_have_count(0)
+        self.wait_for_kernel(timeout_ms)
+
+    def change_theme(self, theme: str, light: bool) -> None:
+        """Settings ▸ Theme ▸ `theme`; waits for JupyterLab to mark <body> light or dark."""
+        from playwright.sync_api import expect
+
+        page = self.page
+        page.locator(".lm-MenuBar-itemLabel", has_text="Settings").first.click()
+        page.locator("li.lm-Menu-item[data-type='submenu']", has_text="Theme").first.hover()
+        page.locator("li.lm-Menu-item[data-command='apputils:change-theme']", has_text=theme).first.click()
+        expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "true" if light else "false",
+                                                       timeout=30_000)
