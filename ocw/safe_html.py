@@ -7,13 +7,14 @@ carry any text a file or web page put in front of the model, so ocw never sends
 them as `text/markdown` or as unsanitized `text/html`. Everything goes through
 `display_bundle` (Markdown) or `tool_call_bundle` (preformatted text) here.
 
-Invariant: every `text/html` this module returns is the output of `sanitize`,
-an allow-list (`ALLOWED_TAGS`, `ALLOWED_ATTRIBUTES`) enforced by nh3, in which
-no tag can run code (no script, style, iframe, svg, math, form, object),
-no attribute is an event handler, a style or an `id`/`name` (which could
-clobber DOM globals), and every `href`/`src` is an absolute http, https or
-mailto URL or is removed. It holds because markdown-it renders with raw HTML
-off (a `<script>` in the text comes out as `&lt;script&gt;`), and because the
+Invariant: every `text/html` this module returns is the output of `sanitize`
+(the tool view then adds one fixed style of ocw's own to its <pre>): an
+allow-list (`ALLOWED_TAGS`, `ALLOWED_ATTRIBUTES`) enforced by nh3, in which no
+tag can run code (no script, style, iframe, svg, math, form, object), no
+attribute is an event handler, a style or an `id`/`name` (which could clobber
+DOM globals), and every `href`/`src` is an absolute http, https or mailto URL
+or is removed. It holds because markdown-it renders with raw HTML off (a
+`<script>` in the text comes out as `&lt;script&gt;`), and because the
 sanitizer runs last on the rendered fragment, whatever markdown-it emitted.
 The `text/plain` half is the text with terminal control characters removed, so
 a reply cannot rewrite a terminal either.
@@ -100,11 +101,14 @@ def display_bundle(text: str) -> dict[str, str]:
     return {"text/html": markdown_html(text), "text/plain": plain_text(text)}
 
 
-def tool_call_bundle(line: str, content: str, *, max_height_em: int = 24) -> dict[str, str]:
+TOOL_RESULT_STYLE = "max-height:24em;overflow:auto"  # a long result scrolls inside its <details>
+
+
+def tool_call_bundle(line: str, content: str) -> dict[str, str]:
     """A tool call: one summary line, the full result one click away (a <details>).
     `line` and `content` are shown verbatim (escaped), never as Markdown."""
     body = sanitize(f"<details class='ocw-tool-call'><summary><code>{html.escape(plain_text(line))}</code>"
                     f"</summary><pre>{html.escape(plain_text(content))}</pre></details>")
     # ocw's own fixed style, added after the sanitizer (which keeps no style from anyone)
-    body = body.replace("<pre>", f'<pre style="max-height:{max_height_em}em;overflow:auto">', 1)
+    body = body.replace("<pre>", f'<pre style="{TOOL_RESULT_STYLE}">', 1)
     return {"text/plain": plain_text(line), "text/html": body}
