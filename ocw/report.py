@@ -3,7 +3,6 @@ the doctor report, tool calls. No secrets: the doctor says whether a key is
 present, never its value."""
 from __future__ import annotations
 
-import html
 import importlib.metadata
 import json
 import os
@@ -176,18 +175,17 @@ def preview(text: str, limit: int = 160) -> str:
 
 def show_tool_call(call: dict, result: dict, *, rich: bool) -> None:
     """One compact line per call — name, arguments, a result preview — and the full
-    result one click away (a <details> element) in a notebook."""
+    result one click away (a <details> element) in a notebook. Arguments and result are
+    untrusted text: shown escaped (safe_html.tool_call_bundle), never as markup."""
+    from .safe_html import plain_text, tool_call_bundle
+
     args = redact(json.dumps(call.get("input", {}), ensure_ascii=False))
     status = "error" if result.get("is_error") else "ok"
     content = redact(str(result.get("content", "")))
     line = f"🔧 {call.get('name')}({preview(args, 120)}) → {status}: {preview(content)}"
     if not rich:
-        print(line)
+        print(plain_text(line))
         return
     from IPython.display import display
 
-    display({
-        "text/plain": line,
-        "text/html": f"<details class='ocw-tool-call'><summary><code>{html.escape(line)}</code></summary>"
-                     f"<pre style='max-height:24em;overflow:auto'>{html.escape(content)}</pre></details>",
-    }, raw=True)
+    display(tool_call_bundle(line, content), raw=True)

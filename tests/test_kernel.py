@@ -44,7 +44,7 @@ class Run:
     def ok(self) -> bool:
         return self.reply["content"]["status"] == "ok"
 
-    def final_text(self, mime: str = "text/markdown") -> str:
+    def final_text(self, mime: str = "text/plain") -> str:
         """What the streamed reply's display shows at the end (after every update)."""
         ids = [m["content"]["transient"]["display_id"] for m in self.displays
                if m["msg_type"] == "display_data" and "display_id" in m["content"].get("transient", {})]
@@ -164,8 +164,9 @@ def test_three_turn_chat_streams_into_display_updates_and_persists(kernel, serve
         first = r.displays[0]
         assert first["msg_type"] == "display_data" and first["content"]["transient"]["display_id"]
         assert any(m["msg_type"] == "update_display_data" for m in r.displays)
-        assert r.final_text() == text
-        assert r.final_text("text/plain") == text  # a plain-text front end sees the reply too
+        assert r.final_text() == text  # text/plain: a plain-text front end sees the reply too
+        assert r.final_text("text/html") == f"<p>{text}</p>\n"  # sanitized HTML, not Markdown
+        assert [m for m in r.displays if "text/markdown" in m["content"]["data"]] == []
         assert not r.errors and not r.stderr
     assert [(q.path, q.stream) for q in server.requests[n:]] == [("/v1/chat/completions", True)] * 3
     s, nodes = read_db(kernel, ocw_db_reader, "k-chat")
@@ -248,7 +249,7 @@ def test_interrupting_the_kernel_mid_stream_stores_nothing(kernel, server, ocw_d
     streaming = threading.Event()
 
     def on_msg(m):
-        if m["msg_type"] == "update_display_data" and "slow slow" in m["content"]["data"]["text/markdown"]:
+        if m["msg_type"] == "update_display_data" and "slow slow" in m["content"]["data"]["text/plain"]:
             streaming.set()
 
     def stop_button():

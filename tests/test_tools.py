@@ -395,7 +395,7 @@ def test_a_tool_call_shows_compactly_with_the_full_result_one_click_away(monkeyp
     assert line.startswith('🔧 read_file({"path": "notes.txt", "token": "[redacted]"}) → ok: first line xxx')
     assert len(line) < 400
     html = out.data["text/html"]
-    assert html.startswith("<details class='ocw-tool-call'><summary><code>🔧 read_file(")
+    assert html.startswith('<details class="ocw-tool-call"><summary><code>🔧 read_file(')
     assert "last line [redacted]</pre></details>" in html and "x" * 5000 in html
     assert "tok-abcdef123456" not in line + html
 

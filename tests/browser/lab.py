@@ -90,7 +90,7 @@ def free_port() -> int:
 class JupyterLab:
     """`python -m jupyter lab` on 127.0.0.1:<free port>, rooted in `workdir/root`."""
 
-    def __init__(self, notebook: Path, workdir: Path):
+    def __init__(self, notebook: Path, workdir: Path, env: dict[str, str] | None = None):
         self.workdir = Path(workdir)
         self.root = self.workdir / "root"
         self.notebook_name = notebook.name
@@ -102,6 +102,7 @@ class JupyterLab:
         self.root.mkdir(parents=True)
         shutil.copy2(notebook, self.root / notebook.name)
         self.env = self._environment()
+        self.env.update(env or {})  # e.g. a provider at a loopback server the test started
 
     @property
     def url(self) -> str:
@@ -200,11 +201,11 @@ class JupyterLab:
 
 
 @contextlib.contextmanager
-def running_lab(notebook: Path):
-    """A started JupyterLab serving a temp copy of `notebook`; stopped and its temp dir
-    removed on exit."""
+def running_lab(notebook: Path, env: dict[str, str] | None = None):
+    """A started JupyterLab serving a temp copy of `notebook` (its kernels see `env` on top
+    of the clean environment); stopped and its temp dir removed on exit."""
     workdir = Path(tempfile.mkdtemp(prefix="ocw-browser-"))
-    lab = JupyterLab(notebook, workdir)
+    lab = JupyterLab(notebook, workdir, env)
     try:
         yield lab.start()
     finally:
@@ -242,10 +243,11 @@ class NotebookPage:
         expect(self.page.locator("#jp-main-statusbar")).to_contain_text("Python 3 (ipykernel) | Idle",
                                                                          timeout=timeout_ms)
 
-    def run_cell(self, tag: str, timeout: float = 90.0) -> str:
+    def run_cell(self, tag: str, timeout: float = 90.0, expect_marker: bool = True) -> str:
         """Select the cell (click its prompt: command mode), Ctrl+Enter to run it in place,
         and wait until its prompt shows an execution count. The cell must print
-        `OCW-STEP <tag>`; returns that line. A traceback fails the test with its text."""
+        `OCW-STEP <tag>`; returns that line. A traceback fails the test with its text.
+        With expect_marker=False (a magic cell that cannot print one) returns the cell's output text."""
         cell = self.cell(tag)
         cell.scroll_into_view_if_needed()
         cell.locator(".jp-InputPrompt").first.click()
@@ -257,6 +259,8 @@ class NotebookPage:
         while True:
             done = PROMPT_DONE.match(prompt.inner_text().strip())
             text = output.inner_text() if output.count() else ""
+            if done and not expect_marker:
+                return text
             if done:
                 for line in text.splitlines():
                     if line.startswith(marker):
