@@ -10,11 +10,11 @@ import atexit
 import datetime as _dt
 import os
 import threading
+import weakref
 
 from . import i18n
 from .config import Ocw
 from .errors import OcwError, SessionNotFound
-from .turn import learn_window, run_turn
 
 
 def notebook_session_name() -> str:
@@ -33,7 +33,9 @@ class Runtime:
         self.current = None
         self._providers: dict = {}
         self._lock = threading.RLock()
-        self.widgets: list = []
+        # The widgets on screen, weakly: a closed widget (its comm gone, ipywidgets'
+        # registry done with it) drops out instead of being refreshed forever.
+        self.widgets: weakref.WeakSet = weakref.WeakSet()
         self.tools = None  # a ToolRegistry, created on first use
         self._probed: set = set()  # (session, provider, model, base URL) whose window was asked for
         self.config.observe(self._on_auto_compact_change, names=["auto_compact"])
@@ -98,7 +100,11 @@ class Runtime:
         if new:
             self._file_away(name)
         s = None
-        if not new:
+        store = self.store  # (re)opens the store first: a session of a closed store is not reused
+        if not new and self.current is not None and self.current.store is store and self.current.name == name:
+            s = self.current  # no lookup by name every cell: the session object is kept
+            s.sync()
+        elif not new:
             try:
                 s = self.store.open_session(name)
             except SessionNotFound:
@@ -119,9 +125,9 @@ class Runtime:
         return s
 
     def _default_model(self, provider: str) -> str:
-        from .providers import DEFAULT_MODELS
+        from .providers.registry import info
 
-        return DEFAULT_MODELS[provider]
+        return info(provider).default_model
 
     def _file_away(self, name: str) -> None:
         try:
@@ -144,14 +150,12 @@ class Runtime:
     # -- providers --------------------------------------------------------------------
     def provider_for(self, session):
         from .providers import make_provider
-
-        from .providers import KEY_ENV
+        from .providers.registry import resolve_key
 
         cfg = self.config
         # The key is resolved here, on every turn, so that `%env OPENAI_API_KEY=...` after
         # an AuthError takes effect on the next cell (a cached provider would keep the old one).
-        env = KEY_ENV.get(session.provider_name)
-        api_key = cfg.api_key or (os.environ.get(env) if env else None) or None
+        api_key = resolve_key(session.provider_name, cfg.api_key)
         key = (session.provider_name, session.model, cfg.base_url, api_key, session.context_window,
                cfg.timeout, cfg.max_retries)
         p = self._providers.get(key)
@@ -174,6 +178,8 @@ class Runtime:
         registry = self.tool_registry().active(builtins=self.config.tools if tools is None else tools, session=s)
         if self.config.tool_result_cap > 0 and s.tool_result_cap != self.config.tool_result_cap:
             s.set_tool_result_cap(self.config.tool_result_cap)  # %config Ocw.tool_result_cap, from now on
+        from .turn import run_turn
+
         provider = self.provider_for(s)
         self._probe_window(s, provider, on_system)
         return run_turn(
@@ -194,6 +200,8 @@ class Runtime:
         found = probe()
         if not found:
             return
+        from .turn import learn_window
+
         note = learn_window(session, *found, reported=True, lang=self.config.lang)
         if note and on_system is not None:
             on_system(note)
@@ -223,12 +231,11 @@ class Runtime:
         from .widgets import ContextWidget
 
         w = ContextWidget(session=self.current_session(), compact=self.compact_action, lang=self.config.lang)
-        self.widgets.append(w)
+        self.widgets.add(w)
         return w
 
     def forget_widget(self, w) -> None:
-        if w in self.widgets:
-            self.widgets.remove(w)
+        self.widgets.discard(w)
 
     def close(self) -> None:
         atexit.unregister(self.close)
@@ -244,3 +251,4 @@ class Runtime:
         if self._store is not None:
             self._store.close()
             self._store = None
+        self.current = None  # its store is closed: the next cell opens the session again

@@ -15,6 +15,7 @@ file holds at that moment.
 """
 from __future__ import annotations
 
+import logging
 import threading
 
 from . import events as ev
@@ -24,10 +25,11 @@ from .context.occupancy import compute_breakdown
 from .errors import OcwError, StoreError
 from .graph import SUMMARY_NAME, Node, active_summary, chain_totals
 from .render import normalize_content, render_blocks, summary_message
-from .store import new_id
+from .ids import new_id
 from .tail import TailRows
 from .tokens import count_message, count_text, encoding_for_model
 
+log = logging.getLogger("ocw")
 ROLES = ("system", "user", "assistant", "tool", "llm")
 DEFAULT_TOOL_RESULT_CAP = 4000  # tokens of one tool result the model reads
 CONTENT_CACHE = 4096  # recent messages kept parsed in memory; older ones are read back
@@ -260,6 +262,13 @@ class Session:
         estimated_after = sum(parts.values()) + sum(p["tokens"] for p in prepared)
 
         def change(row, parent):
+            try:
+                return decide(row)
+            except Exception:  # the turn is worth more than its sample: store it without one
+                log.warning("ocw: the usage sample of this turn was not saved", exc_info=True)
+                return None
+
+        def decide(row):
             window = cal.effective_window(row["context_window"], row["metadata"], row["model"])
             sample = {"size": window, "used": used, "remaining": max(0, window - used) if isinstance(used, int) else None,
                       "source": "provider", "head": prepared[-1]["id"], "generation": row["occupancy_generation"]}
@@ -546,7 +555,7 @@ class Session:
             )
             enc = self.encoding
             occ.update(
-                encoding=enc.label,
+                encoding=enc.name,
                 encoding_exact=enc.exact,
                 compaction_count=self.compaction_count,
                 compaction_inferred=count_rules.inferred_count(self._row["metadata"]),

@@ -11,7 +11,8 @@ import threading
 
 from .errors import SessionNotFound, StoreError
 from .session import Session
-from .store import DuckDBStore, default_db_path, new_id
+from .ids import new_id
+from .store import DuckDBStore, default_db_path
 
 
 def open_backend(path: str, **options):

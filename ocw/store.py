@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from typing import Callable
 
 import duckdb
@@ -25,6 +24,7 @@ import duckdb
 from .db import DUCKDB_CONFIG, Db, _Db  # noqa: F401  (re-exported: tests and tools use them)
 from .errors import StoreError
 from .graph import SUMMARY_NAME, Node
+from .ids import new_id  # noqa: F401  (re-exported)
 from .migrations import migrate
 
 SESSION_COLUMNS = ("id", "name", "provider", "model", "context_window", "system_prompt", "head_id",
@@ -42,10 +42,6 @@ def default_db_path() -> str:
         return env
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return os.path.join(base, "ocw", "ocw.duckdb")
-
-
-def new_id(prefix: str = "") -> str:
-    return prefix + uuid.uuid4().hex[:12]
 
 
 def _node(r) -> Node:

@@ -650,7 +650,7 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
     assert f"{'Total':<18} {occ['total']:>9,} / 2,000 tokens ({100 * occ['ratio']:.1f}%)" in out
     assert occ["calibrated"]  # the server counts differently from the estimate: rows are scaled
     assert (f"Basis: measured (measured ÷ estimated = {occ['calibration']:.2f}; the rows are scaled to add up to "
-            "the total); encoding: o200k_base") in out
+            "the total); Encoding: o200k_base") in out
     # Every figure agrees: the rows add up to the total, the percents to 100.0 %.
     assert sum(occ["breakdown"][k] for k in ("system", "tools", "summary", "messages")) == occ["total"]
     shown = [float(ln.rsplit(None, 1)[-1].rstrip("%")) for ln in out.splitlines()[1:6]]
@@ -662,7 +662,7 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
     res, out, err = run(oip, "%context --text", capsys)
     occ = s.occupancy()
     assert f"{'Total':<18} {occ['total']:>9,} / 2,000" in out
-    assert "Basis: estimated; encoding: o200k_base" in out and "Compactions: 1" in out
+    assert "Basis: estimated; Encoding: o200k_base" in out and "Compactions: 1" in out
     assert f"{'Summary':<18} {occ['breakdown']['summary']:>9,}" in out and occ["breakdown"]["summary"] > 0
 
 
