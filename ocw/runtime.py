@@ -11,10 +11,14 @@ import datetime as _dt
 import os
 import threading
 import weakref
+from typing import TYPE_CHECKING
 
 from . import i18n
 from .config import Ocw
 from .errors import OcwError, SessionNotFound
+
+if TYPE_CHECKING:  # imported when used: %load_ext must not load DuckDB
+    from .sessions import Store
 
 
 def notebook_session_name() -> str:

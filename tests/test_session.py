@@ -7,6 +7,7 @@ import json
 import pytest
 
 import ocw
+import ocw.branch_view
 import ocw.session
 from ocw.errors import OcwError, StoreError
 from ocw.tokens import FRAME_TOKENS, get_encoding, render_message
@@ -167,14 +168,17 @@ def test_each_message_is_counted_once(sess, monkeypatch):
         sess.append("user" if i % 2 == 0 else "assistant", f"message number {i} with some words 数据")
     sess.occupancy()  # the system prompt is counted (once) here
     calls = []
-    real = ocw.session.count_message
+    real = ocw.branch_view.count_message
 
     def counting(role, blocks, *a, **k):
         calls.append(role)
         return real(role, blocks, *a, **k)
 
-    monkeypatch.setattr(ocw.session, "count_message", counting)
-    monkeypatch.setattr(ocw.session, "count_text", lambda *a, **k: pytest.fail("count_text on the hot path"))
+    for module in (ocw.session, ocw.branch_view):  # wherever a count could happen
+        if hasattr(module, "count_message"):
+            monkeypatch.setattr(module, "count_message", counting)
+        if hasattr(module, "count_text"):
+            monkeypatch.setattr(module, "count_text", lambda *a, **k: pytest.fail("count_text on the hot path"))
     sess.append("assistant", "the fiftieth message")
     assert calls == ["assistant"]  # only the new message, not the history
     for _ in range(3):
@@ -505,7 +509,7 @@ def test_content_cache_is_bounded_and_history_still_complete(store, monkeypatch)
     are read back from the file, so rendered_history is still whole and exact."""
     from ocw.session import Session
 
-    monkeypatch.setattr(ocw.session, "CONTENT_CACHE", 3)
+    monkeypatch.setattr(ocw.branch_view, "CONTENT_CACHE", 3)
     s = store.create_session(model="gpt-4o", context_window=100_000, system_prompt="x")
     for i in range(10):
         s.append("user" if i % 2 == 0 else "assistant", f"message number {i}")
