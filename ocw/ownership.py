@@ -213,6 +213,29 @@ def classify(con, path: str = "") -> Claim:
                           "ocw did not write it and leaves it untouched")
 
 
+def classify_file(path: str) -> Claim | None:
+    """classify() on a file by itself, for `%config Ocw.db` (read-only, no lock wait):
+    None when it cannot be looked at now (another process holds it); the store
+    checks again when it opens the file."""
+    import duckdb
+
+    from .store import DUCKDB_CONFIG
+
+    try:
+        try:
+            con = duckdb.connect(path, read_only=True, config=DUCKDB_CONFIG)
+        except duckdb.ConnectionException:  # open read-write elsewhere in this process: share it
+            con = duckdb.connect(path, config=DUCKDB_CONFIG)
+    except duckdb.Error as e:
+        if "lock" in str(e).lower() or "different configuration" in str(e):
+            return None
+        raise _bad(path, str(e).splitlines()[0]) from None
+    try:
+        return classify(con, path)
+    finally:
+        con.close()
+
+
 def _legacy_version(con, tables, views, sequences, versions) -> int | None:
     """The schema version of a file an earlier ocw wrote (no marker yet), if the file
     has exactly that version's tables, columns and sequences; else None."""

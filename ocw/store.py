@@ -24,7 +24,7 @@ from typing import Iterator
 
 import duckdb
 
-from . import ownership
+from . import checks, ownership
 from .errors import InvalidArgument, SessionNotFound, StoreBusy, StoreError
 from .migrations import migrate
 
@@ -390,8 +390,16 @@ class Store:
         provider: str = "offline",
         metadata: dict | None = None,
     ):
-        if not isinstance(context_window, int) or context_window <= 0:
-            raise StoreError(f"context_window must be a positive integer, got {context_window!r}")
+        from .session import PROVIDER_NAMES, check_metadata
+
+        checks.model(model)
+        checks.window(context_window)
+        checks.text(system_prompt, "system_prompt")
+        if name is not None:
+            checks.name(name, "name")
+        checks.choice(provider, "provider", PROVIDER_NAMES)
+        if metadata is not None:
+            check_metadata(metadata)
         sid = new_id("s_")
         name = name or sid
         meta = {"context_compaction_count": 0, **(metadata or {})}
@@ -406,6 +414,7 @@ class Store:
         return self._session_object(sid)
 
     def open_session(self, id_or_name: str):
+        checks.text(id_or_name, "id_or_name", allow_empty=False)
         with self.db.connect() as con:
             row = con.execute(
                 "SELECT id FROM sessions WHERE id = ? OR name = ? ORDER BY (id = ?) DESC LIMIT 1",
