@@ -55,6 +55,22 @@ def unstorable(text: str) -> str | None:
         return f"a lone surrogate (U+{ord(text[e.start]):04X}) at character {e.start + 1}"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def repaired(value):
+    """Model- or tool-supplied text made storable: each lone surrogate becomes U+FFFD.
+    (A paid reply is never refused after the fact; the user's own text is refused
+    before the request instead, by `text`.)"""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [repaired(v) for v in value]
+    if isinstance(value, dict):
+        return {repaired(k): repaired(v) for k, v in value.items()}
+    return value
+
+
 def text(value, arg: str, *, allow_empty: bool = True) -> str:
     """Text the store can hold."""
     if not isinstance(value, str):

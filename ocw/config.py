@@ -19,7 +19,7 @@ from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, default, vali
 from traitlets.config import Configurable
 
 from . import checks
-from .errors import BadDatabasePath, ConfigError, InvalidArgument
+from .errors import BadDatabasePath, ConfigError, InvalidArgument, OcwError
 
 PROVIDER_NAMES = ("offline", "openai", "anthropic")
 
@@ -253,6 +253,18 @@ class Ocw(Configurable):
     def _check_timeout(self, proposal):
         return _trait(checks.seconds, proposal["value"], "Ocw.timeout")
 
+    @classmethod
+    def class_get_trait_help(cls, trait, inst=None, helptext=None):
+        """`%config Ocw` lists current values; a bad OCW_* value is shown as its one-line
+        error there instead of breaking the whole listing."""
+        if inst is not None:
+            try:
+                getattr(inst, trait.name)
+            except OcwError as e:
+                text = super().class_get_trait_help(trait, None, helptext)
+                return f"{text}\n    Current: (not usable: {e.user_message()})"
+        return super().class_get_trait_help(trait, inst, helptext)
+
     # -- derived ------------------------------------------------------------------
     def resolved_model(self) -> str:
         from .providers import DEFAULT_MODELS
@@ -275,3 +287,23 @@ class Ocw(Configurable):
         key = "<set>" if self.api_key else "<unset>"
         return (f"Ocw(provider={self.provider!r}, model={self.resolved_model()!r}, base_url={self.base_url!r}, "
                 f"api_key={key}, db={self.db!r}, lang={self.lang!r}, auto_compact={self.auto_compact})")
+
+
+def make_config(shell) -> tuple[Ocw, list[str]]:
+    """`Ocw(parent=shell)`, leaving out configured values its validators refuse, with
+    one line for each. IPython's %config merges a value into the shell's own
+    config even when Ocw refused it, and a bad line in ipython_config.py would
+    otherwise make `%load_ext ocw` itself fail with a traceback."""
+    try:
+        return Ocw(parent=shell), []
+    except TraitError:
+        pass
+    section = shell.config.get("Ocw", {})
+    dropped = []
+    for key in list(section):
+        try:
+            Ocw(**{key: section[key]})
+        except TraitError as e:
+            dropped.append(f"ocw: ignored Ocw.{key} from the configuration: {e}")
+            del section[key]
+    return Ocw(parent=shell), dropped

@@ -14,6 +14,7 @@ import threading
 from . import checks
 from . import events as ev
 from .context import count as count_rules
+from .config import PROVIDER_NAMES
 from .context.occupancy import compute_breakdown, estimate_total_used
 from .errors import InvalidArgument, StoreError
 from .graph import SUMMARY_NAME, BranchIndex, NodeMeta
@@ -44,7 +45,6 @@ def blend_calibration(old: dict | None, ratio: float, model: str) -> dict | None
         samples = 1
     return {"ratio": round(ratio, 4), "samples": samples, "model": model}
 DEFAULT_TOOL_RESULT_CAP = 4000  # tokens of one tool result the model reads
-PROVIDER_NAMES = ("offline", "openai", "anthropic")
 TRIGGERS = ("manual", "auto", "reactive")
 
 
@@ -228,6 +228,14 @@ class Session:
     def _count_node(self, meta: NodeMeta, blocks: list) -> int:
         return count_message(meta.role, render_blocks(blocks, self.tool_result_cap, self.encoding.name),
                              self.encoding.name, meta.name)
+
+    def _reload(self) -> None:
+        """Read the row again even if its rev looks known (a cell's undo put an earlier
+        row back), recounting if the model's tokenizer changed."""
+        with self._lock:
+            self._rev = -1
+            self.sync()
+        self._publish()
 
     # -- writing ----------------------------------------------------------------
     def append(self, role: str, content, *, name: str | None = None) -> str:

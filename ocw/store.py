@@ -389,8 +389,13 @@ class Store:
         name: str | None = None,
         provider: str = "offline",
         metadata: dict | None = None,
+        archive: tuple[str, str] | None = None,
     ):
-        from .session import PROVIDER_NAMES, check_metadata
+        """A new session. With `archive=(old_id, new_name)` the session that holds
+        `name` now (it must be `old_id`) is renamed in the same transaction, so
+        `%new` either files the old one away AND creates the new one, or neither."""
+        from .config import PROVIDER_NAMES
+        from .session import check_metadata
 
         checks.model(model)
         checks.window(context_window)
@@ -403,7 +408,15 @@ class Store:
         sid = new_id("s_")
         name = name or sid
         meta = {"context_compaction_count": 0, **(metadata or {})}
+        if archive is not None:
+            checks.name(archive[1], "archive name")
         with self.db.transaction() as con:
+            if archive is not None:
+                holder = con.execute("SELECT id FROM sessions WHERE name = ?", [name]).fetchall()
+                if holder != [(archive[0],)]:
+                    raise StoreError(f"the session named {name!r} changed meanwhile; nothing was created",
+                                     hint="run the cell again")
+                con.execute("UPDATE sessions SET name = ?, rev = rev + 1 WHERE id = ?", [archive[1], archive[0]])
             if con.execute("SELECT 1 FROM sessions WHERE name = ?", [name]).fetchone():
                 raise StoreError(f"a session named {name!r} already exists", hint="open it, or pick another name")
             con.execute(
@@ -412,6 +425,38 @@ class Store:
                 [sid, name, provider, model, context_window, system_prompt, json.dumps(meta)],
             )
         return self._session_object(sid)
+
+    def session_rows(self, ids: list[str]) -> dict[str, dict]:
+        """The sessions' rows as stored (every column), by id."""
+        with self.db.connect() as con:
+            cur = con.execute("SELECT * FROM sessions WHERE id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)])
+            cols = [d[0] for d in cur.description]
+            return {r[0]: dict(zip(cols, r)) for r in cur.fetchall()}
+
+    def undo_sessions(self, *, restore: list[dict], delete: list[str], expect_rev: dict[str, int]) -> bool:
+        """Take back what a failed cell did to the sessions table, in one transaction:
+        put the `restore` rows back exactly as they were and delete the `delete`
+        sessions (which the cell created) — but only if every session in
+        `expect_rev` is still at that rev, i.e. nothing was written since (no
+        message, no compaction, no other kernel). Returns whether it undid."""
+        with self.db.transaction() as con:
+            for sid, rev in expect_rev.items():
+                row = con.execute("SELECT rev FROM sessions WHERE id = ?", [sid]).fetchone()
+                if row is None or row[0] != rev:
+                    return False  # checked before any write: the commit is of nothing
+            for sid in delete:
+                if con.execute("SELECT 1 FROM nodes WHERE session_id = ? LIMIT 1", [sid]).fetchone():
+                    return False
+            for sid in delete:
+                con.execute("DELETE FROM sessions WHERE id = ?", [sid])
+            for row in restore:
+                cols = [c for c in row if c != "id"]
+                con.execute(f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ?",
+                            [row[c] for c in cols] + [row["id"]])
+        with self._sessions_lock:
+            for sid in delete:
+                self._sessions.pop(sid, None)
+        return True
 
     def open_session(self, id_or_name: str):
         checks.text(id_or_name, "id_or_name", allow_empty=False)
