@@ -97,6 +97,25 @@ def ownership_check(value, *, look_inside: bool = False) -> str:
     return path
 
 
+class WholeNumber(Int):
+    """An Int that refuses bools: traitlets would store True as 1 (4e9 stays 4000000000,
+    as traitlets documents)."""
+
+    def validate(self, obj, value):
+        if isinstance(value, bool):
+            self.error(obj, value)
+        return super().validate(obj, value)
+
+
+class Number(Float):
+    """A Float that refuses bools: traitlets would store True as 1.0."""
+
+    def validate(self, obj, value):
+        if isinstance(value, bool):
+            self.error(obj, value)
+        return super().validate(obj, value)
+
+
 class SecretStr(str):
     """An API key: a real str for the provider, but its repr (what `%config Ocw` and
     an `Out[]` show) never reveals it."""
@@ -115,20 +134,20 @@ class Ocw(Configurable):
                        help="Base URL of the provider's API, e.g. http://localhost:11434/v1 for Ollama. Env: OCW_BASE_URL.")
     api_key = Unicode(None, allow_none=True, config=True,
                       help="API key. Prefer OPENAI_API_KEY / ANTHROPIC_API_KEY in the environment; never stored.")
-    context_window = Int(0, config=True,
+    context_window = WholeNumber(0, config=True,
                          help="Context window in tokens, 1 to 2**31-1; 0 uses the model's known window (8192 when unknown). Env: OCW_CONTEXT_WINDOW.")
     db = Unicode("", config=True, help="DuckDB file holding the sessions (a new file, or one ocw wrote; ':memory:' keeps nothing). Env: OCW_DB; default ~/.local/share/ocw/ocw.duckdb.")
     lang = Enum(["en", "zh"], config=True, help="Language of system messages. Env: OCW_LANG.")
-    auto_compact = Float(0.8, config=True,
+    auto_compact = Number(0.8, config=True,
                          help="Compact automatically before a request whose budget reaches this share of the window (0 = off). Env: OCW_AUTO_COMPACT (e.g. 0.8, 80 or off).")
     system_prompt = Unicode("You are a helpful assistant working inside a Jupyter notebook. Answer in Markdown.",
                             config=True, help="System prompt for new sessions.")
-    max_output_tokens = Int(4096, config=True, help="Most tokens a reply may have (1 to 2**31-1).")
-    timeout = Float(60.0, config=True, help="Seconds to wait for the provider (above 0).")
-    max_retries = Int(2, config=True, help="Retries on 408/409/429/5xx, honoring Retry-After (0 to 10).")
+    max_output_tokens = WholeNumber(4096, config=True, help="Most tokens a reply may have (1 to 2**31-1).")
+    timeout = Number(60.0, config=True, help="Seconds to wait for the provider (above 0).")
+    max_retries = WholeNumber(2, config=True, help="Retries on 408/409/429/5xx, honoring Retry-After (0 to 10).")
     tools = Bool(False, config=True, help="Offer the built-in read-only tools (variables, describe, read_file) to the model.")
-    max_tool_steps = Int(8, config=True, help="Most model→tool→model steps in one turn (1 to 1000).")
-    tool_result_cap = Int(4000, config=True, help="Tokens of one tool result the model reads (at least 1); the rest is cut (the store keeps it whole).")
+    max_tool_steps = WholeNumber(8, config=True, help="Most model→tool→model steps in one turn (1 to 1000).")
+    tool_result_cap = WholeNumber(4000, config=True, help="Tokens of one tool result the model reads (at least 1); the rest is cut (the store keeps it whole).")
     debug = Bool(False, config=True, help="Show tracebacks instead of one-line errors. Env: OCW_DEBUG=1.")
 
     @default("provider")
@@ -214,19 +233,19 @@ class Ocw(Configurable):
     @validate("model")
     def _check_model(self, proposal):
         v = proposal["value"]
-        return v if v is None else _trait(checks.model, v, "Ocw.model (None: the provider's default)")
+        return v if v is None else _trait(checks.model, v, "Ocw.model")
 
     @validate("base_url")
     def _check_base_url(self, proposal):
         v = proposal["value"]
-        return v if v is None else _trait(checks.url, v, "Ocw.base_url (None: the provider's own)")
+        return v if v is None else _trait(checks.url, v, "Ocw.base_url")
 
     @validate("db")
     def _check_db(self, proposal):
         try:
             return ownership_check(proposal["value"], look_inside=True)
-        except InvalidArgument as e:
-            raise TraitError(f"Ocw.db: {e}") from None
+        except OcwError as e:  # a TraitError, or traitlets keeps the refused value
+            raise TraitError(f"Ocw.db: {e.user_message()}") from None
 
     @validate("system_prompt")
     def _check_system_prompt(self, proposal):
@@ -252,6 +271,15 @@ class Ocw(Configurable):
     @validate("timeout")
     def _check_timeout(self, proposal):
         return _trait(checks.seconds, proposal["value"], "Ocw.timeout")
+
+    ENV_OPTIONS = ("provider", "model", "base_url", "context_window", "db", "lang", "auto_compact", "debug")
+
+    def check_environment(self) -> None:
+        """Read every option that has an OCW_* default, so that a bad value is refused,
+        by name, at the first command — not later, or never, when that option is
+        first needed (a bad OCW_DEBUG would otherwise pass unnoticed)."""
+        for name in self.ENV_OPTIONS:
+            getattr(self, name)
 
     @classmethod
     def class_get_trait_help(cls, trait, inst=None, helptext=None):

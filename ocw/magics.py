@@ -57,6 +57,7 @@ def friendly(fn):
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
         try:
+            self.runtime.config.check_environment()
             return fn(self, *args, **kwargs)
         except OcwError as e:
             if _debug(self.runtime.config):
@@ -78,6 +79,14 @@ def _whole_number(arg: str, usage: str) -> int:
     if not re.fullmatch(r"[0-9]+", arg) or int(arg) > checks.INT32_MAX:
         raise UsageError(f"{usage} (got {arg!r}).")
     return int(arg)
+
+
+def _unquoted(value: str | None) -> str | None:
+    """IPython's magic_arguments keeps the quotes (`--session 'my notes'` arrives as
+    "'my notes'"): take one matching pair off, so the name is what the user typed."""
+    if value is not None and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
 
 
 def _no_arguments(magic: str, line: str) -> None:
@@ -176,7 +185,7 @@ class OcwMagics(Magics):
             raise UsageError("The %%chat cell is empty: write your message below the %%chat line.")
         view = _StreamView(self.rich)
         try:
-            self.runtime.chat(cell, session=args.session, new=args.new, model=args.model,
+            self.runtime.chat(cell, session=_unquoted(args.session), new=args.new, model=_unquoted(args.model),
                               provider=args.provider, tools=args.tools,
                               on_text=view.on_text, on_system=view.on_system, on_tool=view.on_tool)
         except KeyboardInterrupt as e:
@@ -250,7 +259,7 @@ class OcwMagics(Magics):
     def new(self, line):
         """%new [--name NAME] — a fresh session; the old one is kept."""
         args = parse_argstring(self.new, line)
-        s = self.runtime.new_session(args.name)
+        s = self.runtime.new_session(_unquoted(args.name))
         print(f"New session {s.name!r} — model {s.model}, window {s.context_window:,} tokens (older sessions: %sessions).")
 
     @line_magic
