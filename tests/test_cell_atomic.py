@@ -15,6 +15,7 @@ from IPython.core.error import UsageError
 
 import ocw
 import ocw.store
+import ocw.tools
 from ocw.errors import StoreError
 from ocw.magics import get_runtime
 
@@ -72,7 +73,7 @@ def test_a_failed_provider_switch_changes_nothing(ip, store_dump, capsys, monkey
     assert (s.provider_name, s.model, s.context_window) == ("offline", "ocw-offline", 8192)
     assert ocw.current_session() is s
     out = ok(ip, "%compact", capsys)
-    assert "API key" not in out and "Context" in out
+    assert "API key" not in out and ("Context" in out or "Nothing to compact" in out), out
 
 
 def test_a_successful_switch_changes_only_what_it_says(ip, refserver, monkeypatch, capsys):
@@ -181,9 +182,12 @@ def test_kept_tool_steps_keep_the_switch(oip, openai_env, capsys):
     srv = openai_env
     ok(oip, "%%chat\none", capsys)
     oip.run_cell("import ocw\n@ocw.tool\ndef ping() -> str:\n    'Answer pong.'\n    return 'pong'")
-    srv.script(tool_calls=[{"name": "ping", "input": {}}])
-    srv.script(status=500, times=3)
-    one_line_error(oip, "%%chat --model gpt-4.1\ncall ping", capsys)
+    try:
+        srv.script(tool_calls=[{"name": "ping", "input": {}}])
+        srv.script(status=500, times=3)
+        one_line_error(oip, "%%chat --model gpt-4.1\ncall ping", capsys)
+    finally:
+        ocw.tools._REGISTERED.pop("ping", None)  # no tool definition left for later tests
     s = ocw.current_session()
     assert s.model == "gpt-4.1" and [s._nodes[n].role for n in s.branch()][-2:] == ["assistant", "tool"]
 
