@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import os
 import subprocess
 import sys
@@ -164,7 +163,7 @@ def A(label, fn, names, error=InvalidArgument, file=None, ignored=False):
 
 
 SUR = "\ud800"  # a lone surrogate: half of a character, which DuckDB cannot store
-NAN, INF = float("nan"), float("inf")
+NAN = float("nan")
 
 MAGIC_ROWS = [
     M("chat: empty cell", "%%chat\n", "empty"),
