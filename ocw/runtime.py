@@ -217,6 +217,7 @@ class Runtime:
         if provider is not None:
             checks.choice(provider, "--provider", PROVIDER_NAMES)
         s, undo = self._open_for_cell(session, new=new, model=model, provider=provider)
+        probed = set(self._probed)
         try:
             # The model sees the user's @ocw.tool functions, plus the built-in read-only
             # tools when turned on (%%chat --tools or %config Ocw.tools = True).
@@ -231,7 +232,8 @@ class Runtime:
             )
         except BaseException:
             try:
-                undo()
+                if undo():
+                    self._probed &= probed  # what the probe learned was undone too: ask again next time
             except OcwError:
                 pass  # the cell's own error is the one to show; each undo step is one transaction
             raise

@@ -217,8 +217,6 @@ MAGIC_ROWS = [
     M("new: --name missing", "%new --name", "--name"),
     M("new: unknown option", "%new --bogus", "--bogus"),
     M("new: stray word", "%new please", "please"),
-    M("clear: --name ''", "%clear --name ''", "--name"),
-    M("clear: stray word", "%clear all", "all"),
     M("sessions: stray word", "%sessions all", "%sessions"),
     M("sessions: option", "%sessions --all", "%sessions"),
     M("ocw: unknown command", "%ocw bogus", "bogus"),

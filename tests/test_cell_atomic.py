@@ -217,3 +217,22 @@ def test_a_refused_database_leaves_the_old_store_working(ip, tmp_path, monkeypat
     ok(ip, f"%config Ocw.db = {old_path!r}", capsys)
     ok(ip, "%%chat\nback", capsys)
     assert len(ocw.current_session().branch()) == 4
+
+
+def test_a_window_learned_by_a_failed_switch_is_undone_and_learned_again(oip, openai_env, store_dump, capsys):
+    """The probe's write belongs to the cell: undone with the switch, and asked for
+    again by the next attempt (not skipped as already probed)."""
+    srv = openai_env
+    ok(oip, "%%chat\none", capsys)
+    s, rt = ocw.current_session(), get_runtime()
+    before = store_dump(rt.store)
+    srv.reported_window = 1_500  # /props and /v1/models state it, under the configured 2,000
+    n_probes = len(srv.probes)
+    srv.script(status=500, times=3)
+    one_line_error(oip, "%%chat --model gpt-4.1\ntwo", capsys)
+    assert len(srv.probes) > n_probes  # the switch was probed ...
+    assert store_dump(rt.store) == before and s.context_window == 2_000 and s.model == "gpt-4o-mini"  # ... and undone
+    n_probes = len(srv.probes)
+    out = ok(oip, "%%chat --model gpt-4.1\ntwo again", capsys)
+    assert len(srv.probes) > n_probes and "1,500" in out
+    assert (s.model, s.context_window) == ("gpt-4.1", 1_500)
