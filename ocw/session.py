@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import threading
+from . import checks
 from . import events as ev
 from .context import count as count_rules
+from .config import PROVIDER_NAMES
 from .context.occupancy import compute_breakdown, estimate_total_used
-from .errors import OcwError, StoreError
+from .errors import InvalidArgument, StoreError
 from .graph import SUMMARY_NAME, BranchIndex, NodeMeta
 from .render import normalize_content, render_blocks, summary_message
 from .store import new_id
@@ -43,6 +45,21 @@ def blend_calibration(old: dict | None, ratio: float, model: str) -> dict | None
         samples = 1
     return {"ratio": round(ratio, 4), "samples": samples, "model": model}
 DEFAULT_TOOL_RESULT_CAP = 4000  # tokens of one tool result the model reads
+TRIGGERS = ("manual", "auto", "reactive")
+
+
+def check_metadata(values: dict, arg: str = "metadata") -> dict:
+    """Metadata the store can write, with ocw's own keys in the shapes ocw reads them.
+    (Every public method checks its arguments before writing: see ocw.checks.)"""
+    checks.json_object(values, arg)
+    if "context_compaction_count" in values:
+        checks.integer(values["context_compaction_count"], f"{arg}['context_compaction_count']", low=0)
+    if "tool_result_cap" in values:
+        checks.integer(values["tool_result_cap"], f"{arg}['tool_result_cap']", low=1)
+    sample = values.get("context_window")
+    if sample is not None and not (isinstance(sample, dict) and set(sample) >= {"size", "used"}):
+        raise InvalidArgument(f"{arg}['context_window'] is a usage sample: None or a dict with size and used")
+    return values
 
 
 class Session:
@@ -212,6 +229,14 @@ class Session:
         return count_message(meta.role, render_blocks(blocks, self.tool_result_cap, self.encoding.name),
                              self.encoding.name, meta.name)
 
+    def _reload(self) -> None:
+        """Read the row again even if its rev looks known (a cell's undo put an earlier
+        row back), recounting if the model's tokenizer changed."""
+        with self._lock:
+            self._rev = -1
+            self.sync()
+        self._publish()
+
     # -- writing ----------------------------------------------------------------
     def append(self, role: str, content, *, name: str | None = None) -> str:
         """Append a message under HEAD and move HEAD to it. Returns the node id."""
@@ -220,14 +245,23 @@ class Session:
     def append_many(self, messages: list[tuple]) -> list[str]:
         """Append (role, content[, name]) messages as a chain under HEAD, in one
         transaction: a turn's user message and reply land together or not at all."""
+        if not isinstance(messages, (list, tuple)) or not messages:
+            raise InvalidArgument(f"messages takes a non-empty list of (role, content[, name]) tuples, not {messages!r:.60}")
         prepared = []
-        for item in messages:
+        for i, item in enumerate(messages):
+            if not isinstance(item, (list, tuple)) or len(item) not in (2, 3):
+                raise InvalidArgument(f"messages[{i}] takes a (role, content[, name]) tuple, not {item!r:.60}")
             role, content, name = (tuple(item) + (None,))[:3]
-            if role not in ROLES:
-                raise OcwError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+            checks.choice(role, "role", ROLES)
+            if name is not None:
+                checks.name(name, "name")
             if role == "llm" and name == SUMMARY_NAME:
-                raise OcwError("summary nodes are written by compaction, not append()")
+                raise InvalidArgument("summary nodes are written by compaction, not append()")
             blocks = normalize_content(content)
+            why = checks.unstorable(json.dumps(blocks, ensure_ascii=False))
+            if why:
+                raise InvalidArgument(f"content of messages[{i}] contains {why}, which cannot be stored; "
+                                      "remove that character")
             tokens = count_message(role, render_blocks(blocks, self.tool_result_cap, self.encoding.name),
                                    self.encoding.name, name)
             prepared.append((new_id("n_"), role, name, blocks, tokens))
@@ -278,7 +312,7 @@ class Session:
             with self.store.db.transaction() as con:
                 self._sync(con)
                 if target is not None and (target not in self._nodes or self._nodes[target].is_summary):
-                    raise OcwError(f"{target!r} is not a message of this session",
+                    raise InvalidArgument(f"{target!r} is not a message of this session",
                                    hint="see %branch for the branches and their node ids")
                 meta = count_rules.clear_baseline(self._row["metadata"])
                 self._bump(con, head=target, metadata=meta)
@@ -292,17 +326,20 @@ class Session:
     def rewind(self, node_id: str | None) -> None:
         """Move HEAD back to `node_id`, an ancestor on the current branch (None: before
         the first message). The next append forks a new branch there."""
+        if node_id is not None and not isinstance(node_id, str):
+            raise InvalidArgument(f"node_id takes a message id (str) or None, not {node_id!r:.60}")
         self.sync()
         if node_id is not None and node_id not in self._graph.index:
-            raise OcwError(f"{node_id!r} is not on the current branch", hint="use %branch to switch branches")
+            raise InvalidArgument(f"{node_id!r} is not on the current branch", hint="use %branch to switch branches")
         self._move_head(node_id)
 
     def rewind_turns(self, n: int) -> str | None:
         """HEAD back n user turns: to just before the n-th last user message."""
+        checks.integer(n, "n (turns to rewind)", low=1)
         self.sync()
         users = [i for i, nid in enumerate(self._graph.path) if self._nodes[nid].role == "user"]
         if n < 1 or n > len(users):
-            raise OcwError(f"cannot rewind {n} turns; the branch has {len(users)}",
+            raise InvalidArgument(f"cannot rewind {n} turns; the branch has {len(users)}",
                            hint=f"use a number from 1 to {len(users)}" if users else "there is nothing to rewind")
         idx = users[-n]
         target = self._graph.path[idx - 1] if idx > 0 else None
@@ -311,12 +348,18 @@ class Session:
 
     def checkout(self, node_id: str) -> None:
         """Switch HEAD to any message of the session (a branch leaf, usually)."""
+        if not isinstance(node_id, str):
+            raise InvalidArgument(f"node_id takes a message id (str), not {node_id!r:.60}")
         self._move_head(node_id)
 
     def record_usage(self, tokens: int, *, source: str = "provider") -> bool:
         """Store a provider-reported sample: the context size after the last request
         (input + output tokens), recorded against the current HEAD and generation.
-        Returns True if it implied a compaction the provider did on its own."""
+        Returns True if it implied a compaction the provider did on its own.
+        A value that is not a valid sample (None, negative, not a whole number, a
+        bool) changes nothing and returns False: providers do send such values, and
+        the compaction-count rules (DESIGN.md §5) ignore them."""
+        checks.name(source, "source")
         with self._lock:
             with self.store.db.transaction() as con:
                 self._sync(con)
@@ -339,6 +382,12 @@ class Session:
     def reset_context(self, model: str | None = None, context_window: int | None = None,
                       provider: str | None = None) -> None:
         """Change model (or just reset): clears the usage baseline, keeps the count."""
+        if model is not None:
+            checks.model(model)
+        if context_window is not None:
+            checks.window(context_window)
+        if provider is not None:
+            checks.choice(provider, "provider", PROVIDER_NAMES)
         with self._lock:
             with self.store.db.transaction() as con:
                 self._sync(con)
@@ -359,9 +408,7 @@ class Session:
         """Change how many tokens of one tool result the model reads. What renders
         changes without HEAD moving, so the generation goes up; the cached counts of
         nodes holding tool results are recomputed (in memory and in the file)."""
-        cap = int(cap)
-        if cap <= 0:
-            raise OcwError("the tool result cap must be a positive number of tokens")
+        checks.integer(cap, "cap (tokens of one tool result)", low=1)
         with self._lock:
             with self.store.db.transaction() as con:
                 self._sync(con)
@@ -393,6 +440,7 @@ class Session:
 
     def rename(self, new_name: str) -> None:
         """Rename the session (`%new` files the old one away under a dated name)."""
+        checks.name(new_name, "new_name")
         with self._lock:
             with self.store.db.transaction() as con:
                 self._sync(con)
@@ -404,6 +452,11 @@ class Session:
             self._row["name"] = new_name
 
     def set_metadata(self, **values) -> None:
+        """Merge `values` into the session's JSON metadata (one transaction)."""
+        check_metadata(values, "set_metadata()")
+        if "tool_result_cap" in values:
+            raise InvalidArgument("set_metadata(tool_result_cap=...) would leave the cached counts stale",
+                                  hint="use set_tool_result_cap(n), which recounts")
         with self._lock:
             with self.store.db.transaction() as con:
                 self._sync(con)
@@ -535,6 +588,13 @@ class Session:
     def compact(self, keep_recent_tokens: int | None = None, trigger: str = "manual", provider=None):
         """Fold older turns into the rolling summary. See ocw.context.engine.compact."""
         from .context.engine import compact
+
+        if keep_recent_tokens is not None:
+            checks.integer(keep_recent_tokens, "keep_recent_tokens", low=0, zero_means="fold everything it can")
+        checks.choice(trigger, "trigger", TRIGGERS)
+        if provider is not None and not callable(getattr(provider, "complete", None)):
+            raise InvalidArgument(f"provider takes a model provider (ocw.providers.make_provider(...)) or None, "
+                                  f"not {provider!r:.60}")
 
         return compact(self, keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=provider)
 

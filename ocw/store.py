@@ -20,12 +20,12 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Iterator
 
 import duckdb
 
-from .errors import SessionNotFound, StoreBusy, StoreError
+from . import checks, ownership
+from .errors import InvalidArgument, SessionNotFound, StoreBusy, StoreError
 from .migrations import migrate
 
 try:  # advisory locks for the hand-over between kernels
@@ -193,9 +193,36 @@ class _Db:
             return False
 
     # -- open / close -----------------------------------------------------------
+    def _connect(self, deadline: float, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+        """duckdb.connect, retried while another process holds DuckDB's own lock."""
+        delay = 0.005
+        waited = False
+        while True:
+            try:
+                con = duckdb.connect(self.path, read_only=read_only, config=DUCKDB_CONFIG)
+                break
+            except duckdb.ConnectionException as e:
+                if not (read_only and "different configuration" in str(e)):
+                    raise StoreError(f"cannot open {self.path}: {e}") from None
+                # Open read-write elsewhere in this process: share that instance (it
+                # has replayed its WAL already; this connection only reads).
+                con = duckdb.connect(self.path, config=DUCKDB_CONFIG)
+                break
+            except duckdb.IOException as e:
+                if "lock" not in str(e).lower():
+                    raise StoreError(f"cannot open {self.path}: {e}") from None
+                if time.monotonic() >= deadline:
+                    raise StoreBusy(f"database {self.path} is locked by another process") from None
+                waited = True
+                self._signal_waiting()
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.05)
+        self.waits += waited
+        return con
+
     def _open(self) -> None:
         if not self.memory:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            ownership.make_folder(self.path)
         deadline = time.monotonic() + self.lock_timeout
         if not self.memory:
             self._sidecar_lock(deadline)
@@ -203,26 +230,13 @@ class _Db:
                 # No advisory lock to queue on: the waiter polls DuckDB's lock every
                 # ≤50 ms. Give it that long to get in before taking the file back.
                 time.sleep(0.06)
-        delay = 0.005
-        waited = False
         try:
-            while True:
-                try:
-                    self._con = duckdb.connect(self.path, config=DUCKDB_CONFIG)
-                    break
-                except duckdb.IOException as e:
-                    if "lock" not in str(e).lower():
-                        raise StoreError(f"cannot open {self.path}: {e}") from None
-                    if time.monotonic() >= deadline:
-                        raise StoreBusy(f"database {self.path} is locked by another process") from None
-                    waited = True
-                    self._signal_waiting()
-                    time.sleep(delay * (0.5 + random.random()))
-                    delay = min(delay * 2, 0.05)
+            if not self.memory:
+                ownership.replace_empty_file(self.path)  # under the lock: no kernel writes it now
+            self._con = self._connect(deadline)
         except BaseException:
             self._sidecar_unlock()
             raise
-        self.waits += waited
         if not self.memory:
             try:
                 self._mark = os.stat(self.sidecar).st_mtime_ns
@@ -234,6 +248,28 @@ class _Db:
         if not self.memory and self._reaper is None:
             self._reaper = threading.Thread(target=self._reap, name="ocw-db-release", daemon=True)
             self._reaper.start()
+
+    @contextmanager
+    def read_only(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A short read-only look at an existing file, for the ownership check: a
+        read-only open replays no WAL into the file and checkpoints nothing. The
+        sidecar lock is taken only if the file already has one (an ocw file), so
+        nothing is created beside a file that may not be ocw's."""
+        with self._cond:
+            if self._con is not None:
+                yield self._con
+                return
+            deadline = time.monotonic() + self.lock_timeout
+            if self.sidecar and os.path.exists(self.sidecar):
+                self._sidecar_lock(deadline)
+            try:
+                con = self._connect(deadline, read_only=True)
+                try:
+                    yield con
+                finally:
+                    con.close()
+            finally:
+                self._sidecar_unlock()
 
     def _close(self) -> None:
         try:
@@ -314,18 +350,31 @@ class _Db:
 
 
 class Store:
-    """Sessions in one DuckDB file (or `":memory:"`)."""
+    """Sessions in one DuckDB file (or `":memory:"`, only when asked for by name).
+
+    Opening never writes to a file that is not ocw's (see ocw.ownership): a bad
+    path, a foreign database or a newer ocw's file is refused with one line."""
 
     def __init__(self, path: str | os.PathLike | None = None, **db_options):
-        self.path = str(path) if path is not None else default_db_path()
+        self.path = ownership.check_path(default_db_path() if path is None else path)
+        for key, value in db_options.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise InvalidArgument(f"Store({key}=...) takes a number of seconds above 0, not {value!r}")
         self.db = _Db(self.path, **db_options)
         self._sessions: dict = {}
         self._sessions_lock = threading.Lock()
         try:
+            if ownership.is_existing_database(self.path):
+                with self.db.read_only() as con:
+                    ownership.classify(con, self.path)
             with self.db.connect() as con:
-                migrate(con)
+                migrate(con, path=self.path)
         except duckdb.Error as e:
+            self.db.close()
             raise StoreError(f"cannot open ocw database {self.path}: {e}") from None
+        except BaseException:
+            self.db.close()
+            raise
 
     def __repr__(self) -> str:
         return f"Store({self.path!r})"
@@ -340,13 +389,34 @@ class Store:
         name: str | None = None,
         provider: str = "offline",
         metadata: dict | None = None,
+        archive: tuple[str, str] | None = None,
     ):
-        if not isinstance(context_window, int) or context_window <= 0:
-            raise StoreError(f"context_window must be a positive integer, got {context_window!r}")
+        """A new session. With `archive=(old_id, new_name)` the session that holds
+        `name` now (it must be `old_id`) is renamed in the same transaction, so
+        `%new` either files the old one away AND creates the new one, or neither."""
+        from .config import PROVIDER_NAMES
+        from .session import check_metadata
+
+        checks.model(model)
+        checks.window(context_window)
+        checks.text(system_prompt, "system_prompt")
+        if name is not None:
+            checks.name(name, "name")
+        checks.choice(provider, "provider", PROVIDER_NAMES)
+        if metadata is not None:
+            check_metadata(metadata)
         sid = new_id("s_")
         name = name or sid
         meta = {"context_compaction_count": 0, **(metadata or {})}
+        if archive is not None:
+            checks.name(archive[1], "archive name")
         with self.db.transaction() as con:
+            if archive is not None:
+                holder = con.execute("SELECT id FROM sessions WHERE name = ?", [name]).fetchall()
+                if holder != [(archive[0],)]:
+                    raise StoreError(f"the session named {name!r} changed meanwhile; nothing was created",
+                                     hint="run the cell again")
+                con.execute("UPDATE sessions SET name = ?, rev = rev + 1 WHERE id = ?", [archive[1], archive[0]])
             if con.execute("SELECT 1 FROM sessions WHERE name = ?", [name]).fetchone():
                 raise StoreError(f"a session named {name!r} already exists", hint="open it, or pick another name")
             con.execute(
@@ -356,7 +426,40 @@ class Store:
             )
         return self._session_object(sid)
 
+    def session_rows(self, ids: list[str]) -> dict[str, dict]:
+        """The sessions' rows as stored (every column), by id."""
+        with self.db.connect() as con:
+            cur = con.execute("SELECT * FROM sessions WHERE id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)])
+            cols = [d[0] for d in cur.description]
+            return {r[0]: dict(zip(cols, r)) for r in cur.fetchall()}
+
+    def undo_sessions(self, *, restore: list[dict], delete: list[str], expect_rev: dict[str, int]) -> bool:
+        """Take back what a failed cell did to the sessions table, in one transaction:
+        put the `restore` rows back exactly as they were and delete the `delete`
+        sessions (which the cell created) — but only if every session in
+        `expect_rev` is still at that rev, i.e. nothing was written since (no
+        message, no compaction, no other kernel). Returns whether it undid."""
+        with self.db.transaction() as con:
+            for sid, rev in expect_rev.items():
+                row = con.execute("SELECT rev FROM sessions WHERE id = ?", [sid]).fetchone()
+                if row is None or row[0] != rev:
+                    return False  # checked before any write: the commit is of nothing
+            for sid in delete:
+                if con.execute("SELECT 1 FROM nodes WHERE session_id = ? LIMIT 1", [sid]).fetchone():
+                    return False
+            for sid in delete:
+                con.execute("DELETE FROM sessions WHERE id = ?", [sid])
+            for row in restore:
+                cols = [c for c in row if c != "id"]
+                con.execute(f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ?",
+                            [row[c] for c in cols] + [row["id"]])
+        with self._sessions_lock:
+            for sid in delete:
+                self._sessions.pop(sid, None)
+        return True
+
     def open_session(self, id_or_name: str):
+        checks.text(id_or_name, "id_or_name", allow_empty=False)
         with self.db.connect() as con:
             row = con.execute(
                 "SELECT id FROM sessions WHERE id = ? OR name = ? ORDER BY (id = ?) DESC LIMIT 1",
