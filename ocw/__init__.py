@@ -4,7 +4,7 @@
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from .errors import OcwError  # noqa: E402
 # Import the submodule now, so that importing it later (the magics do) cannot

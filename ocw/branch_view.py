@@ -36,7 +36,7 @@ class BranchView:
         self._lock = threading.RLock()
         self._row: dict = {}
         self._rev = -1
-        self._rows = TailRows(backend, sid)
+        self._rows = TailRows(backend, sid, lambda: self.epoch)
         self._head: Node | None = None
         self._summaries: list[Node] = []
         self._active_key = None
@@ -116,12 +116,15 @@ class BranchView:
         old_epoch = self._row.get("count_epoch") if self._row else None
         self._row, self._rev = row, row["rev"]
         if old_epoch is not None and old_epoch != self.epoch:
-            self._rows.clear()  # counts of another epoch: read again
+            # Counts of another epoch (a model switch, or a cell's undo of one): read again.
+            self._rows.clear()
+            self._summaries, self._active_key, self._tail_key = [], None, None
             self._fixed_cache.clear()
+            others_wrote = True
         self._rows.add(new_nodes)
         if others_wrote:  # maybe a compaction: its summary
             last = self._summaries[-1].seq if self._summaries else 0
-            self._summaries += self.backend.summaries(self.id, last)
+            self._summaries += self.backend.summaries(self.id, last, self.epoch)
         head = row["head_id"]
         self._head = self._rows.get(head) if head else None
 

@@ -4,15 +4,22 @@
 Secrets come from the environment (OPENAI_API_KEY / ANTHROPIC_API_KEY) or
 `%config Ocw.api_key`; they are never written to the DuckDB file, and the
 repr of this object masks them.
+
+Every option is checked where it comes in: a validator per option for
+`%config` and `ipython_config.py` (a refused value leaves the old one), and the
+same checks (ocw.checks) on the environment defaults, which traitlets does not
+validate — a bad OCW_* value is a one-line ConfigError naming the variable.
 """
 from __future__ import annotations
 
 import os
+import re
 
 from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
-from .errors import ConfigError
+from . import checks
+from .errors import BadDatabasePath, ConfigError, InvalidArgument, OcwError
 
 from .providers.registry import NAMES as PROVIDER_NAMES  # noqa: E402  (the one table of providers)
 
@@ -59,6 +66,56 @@ def parse_auto_compact(value) -> float:
     return value
 
 
+def _trait(check, value, arg: str, **kw):
+    """Run an ocw.checks function for a validator: its InvalidArgument becomes the
+    TraitError traitlets expects (IPython's %config prints it in one line)."""
+    try:
+        return check(value, arg, **kw)
+    except InvalidArgument as e:
+        raise TraitError(str(e)) from None
+
+
+def _from_env(var: str, check, hint: str):
+    value = os.environ.get(var) or None
+    if value is None:
+        return None
+    try:
+        return check(value, var)
+    except InvalidArgument as e:
+        raise ConfigError(f"{var}={value!r}: {e}", hint=hint) from None
+
+
+def ownership_check(value, *, look_inside: bool = False) -> str:
+    """The database path `value` names (ocw.ownership.check_path); with look_inside,
+    an existing DuckDB file must also be ocw's (a read-only look; skipped while
+    another process holds the file — the store checks again when it opens it)."""
+    from . import ownership
+
+    path = ownership.check_path(value)
+    if look_inside and ownership.is_existing_database(path):
+        ownership.classify_file(path)
+    return path
+
+
+class WholeNumber(Int):
+    """An Int that refuses bools: traitlets would store True as 1 (4e9 stays 4000000000,
+    as traitlets documents)."""
+
+    def validate(self, obj, value):
+        if isinstance(value, bool):
+            self.error(obj, value)
+        return super().validate(obj, value)
+
+
+class Number(Float):
+    """A Float that refuses bools: traitlets would store True as 1.0."""
+
+    def validate(self, obj, value):
+        if isinstance(value, bool):
+            self.error(obj, value)
+        return super().validate(obj, value)
+
+
 class SecretStr(str):
     """An API key: a real str for the provider, but its repr (what `%config Ocw` and
     an `Out[]` show) never reveals it."""
@@ -77,20 +134,20 @@ class Ocw(Configurable):
                        help="Base URL of the provider's API, e.g. http://localhost:11434/v1 for Ollama. Env: OCW_BASE_URL.")
     api_key = Unicode(None, allow_none=True, config=True,
                       help="API key. Prefer OPENAI_API_KEY / ANTHROPIC_API_KEY in the environment; never stored.")
-    context_window = Int(0, config=True,
-                         help="Context window in tokens; 0 uses the model's known window (8192 when unknown). Env: OCW_CONTEXT_WINDOW.")
-    db = Unicode("", config=True, help="DuckDB file holding the sessions. Env: OCW_DB; default ~/.local/share/ocw/ocw.duckdb.")
+    context_window = WholeNumber(0, config=True,
+                         help="Context window in tokens, 1 to 2**31-1; 0 uses the model's known window (8192 when unknown). Env: OCW_CONTEXT_WINDOW.")
+    db = Unicode("", config=True, help="DuckDB file holding the sessions (a new file, or one ocw wrote; ':memory:' keeps nothing). Env: OCW_DB; default ~/.local/share/ocw/ocw.duckdb.")
     lang = Enum(["en", "zh"], config=True, help="Language of system messages. Env: OCW_LANG.")
-    auto_compact = Float(0.8, config=True,
+    auto_compact = Number(0.8, config=True,
                          help="Compact automatically before a request whose budget reaches this share of the window (0 = off). Env: OCW_AUTO_COMPACT (e.g. 0.8, 80 or off).")
     system_prompt = Unicode("You are a helpful assistant working inside a Jupyter notebook. Answer in Markdown.",
                             config=True, help="System prompt for new sessions.")
-    max_output_tokens = Int(4096, config=True, help="Most tokens a reply may have.")
-    timeout = Float(60.0, config=True, help="Seconds to wait for the provider.")
-    max_retries = Int(2, config=True, help="Retries on 408/409/429/5xx, honoring Retry-After.")
+    max_output_tokens = WholeNumber(4096, config=True, help="Most tokens a reply may have (1 to 2**31-1).")
+    timeout = Number(60.0, config=True, help="Seconds to wait for the provider (above 0).")
+    max_retries = WholeNumber(2, config=True, help="Retries on 408/409/429/5xx, honoring Retry-After (0 to 10).")
     tools = Bool(False, config=True, help="Offer the built-in read-only tools (variables, describe, read_file) to the model.")
-    max_tool_steps = Int(8, config=True, help="Most model→tool→model steps in one turn.")
-    tool_result_cap = Int(4000, config=True, help="Tokens of one tool result the model reads; the rest is cut (the store keeps it whole).")
+    max_tool_steps = WholeNumber(8, config=True, help="Most model→tool→model steps in one turn (1 to 1000).")
+    tool_result_cap = WholeNumber(4000, config=True, help="Tokens of one tool result the model reads (at least 1); the rest is cut (the store keeps it whole).")
     debug = Bool(False, config=True, help="Show tracebacks instead of one-line errors. Env: OCW_DEBUG=1.")
 
     @default("provider")
@@ -104,31 +161,42 @@ class Ocw(Configurable):
 
     @default("model")
     def _default_model(self):
-        return os.environ.get("OCW_MODEL") or None
+        return _from_env("OCW_MODEL", checks.model, "use a model name such as gpt-4o-mini, or unset it")
 
     @default("base_url")
     def _default_base_url(self):
-        return os.environ.get("OCW_BASE_URL") or None
+        return _from_env("OCW_BASE_URL", checks.url, "use a URL such as http://localhost:11434/v1, or unset it")
 
     @default("context_window")
     def _default_window(self):
         v = os.environ.get("OCW_CONTEXT_WINDOW", "").strip().replace("_", "").replace(",", "")
         if not v:
             return 0
-        if not v.isdigit():
+        if not re.fullmatch(r"[0-9]+", v) or int(v) > checks.INT32_MAX:
             raise ConfigError(f"OCW_CONTEXT_WINDOW={v!r} is not a number of tokens",
-                              hint="use a whole number such as 128000, or 0 for the model's known window")
+                              hint="use a whole number up to 2147483647 such as 128000, or 0 for the model's known window")
         return int(v)
 
     @default("db")
     def _default_db(self):
-        from .store import default_db_path
+        from .paths import default_db_path
 
-        return default_db_path()
+        value = default_db_path()
+        try:
+            return ownership_check(value)
+        except BadDatabasePath as e:
+            raise BadDatabasePath(f"OCW_DB={value!r}: {e}" if os.environ.get("OCW_DB") else str(e)) from None
 
     @default("lang")
     def _default_lang(self):
-        return "zh" if os.environ.get("OCW_LANG", "en").lower().startswith("zh") else "en"
+        raw = os.environ.get("OCW_LANG", "")
+        v = raw.strip().lower()
+        if v in ("", "c", "posix") or re.match(r"en([_.@-]|$)", v):
+            return "en"
+        if re.match(r"zh([_.@-]|$)", v):
+            return "zh"
+        raise ConfigError(f"OCW_LANG={raw!r} is not a language ocw speaks",
+                          hint="use en or zh (zh_CN.UTF-8 and the like work too), or unset it")
 
     @default("auto_compact")
     def _default_auto(self):
@@ -137,12 +205,19 @@ class Ocw(Configurable):
 
     @default("debug")
     def _default_debug(self):
-        return os.environ.get("OCW_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
+        v = os.environ.get("OCW_DEBUG", "").strip().lower()
+        if v in ("", "0", "false", "no", "off"):
+            return False
+        if v in ("1", "true", "yes", "on"):
+            return True
+        raise ConfigError(f"OCW_DEBUG={os.environ['OCW_DEBUG']!r} is neither on nor off",
+                          hint="use OCW_DEBUG=1 for tracebacks, 0 (or unset) for one-line errors")
 
+    # -- validators: one per option (%config, ipython_config.py, Ocw(...)) ------------------
     @validate("auto_compact")
     def _check_auto(self, proposal):
         v = proposal["value"]
-        if v != 0 and not (0.1 <= v < 1.0):
+        if v != 0 and not (0.1 <= v < 1.0):  # NaN and infinity fail both
             raise TraitError(f"Ocw.auto_compact = {v!r} is not a threshold: use a share of the window "
                              "between 0.1 and 0.99 (e.g. 0.8), or 0 for off")
         return v
@@ -150,13 +225,73 @@ class Ocw(Configurable):
     @validate("api_key")
     def _hide_key(self, proposal):
         v = proposal["value"]
-        return SecretStr(v) if isinstance(v, str) and not isinstance(v, SecretStr) else v
+        if v is None:
+            return v
+        _trait(checks.api_key, v, "Ocw.api_key")
+        return v if isinstance(v, SecretStr) else SecretStr(v)
 
-    @validate("context_window", "max_tool_steps", "tool_result_cap", "max_output_tokens")
-    def _check_nonneg(self, proposal):
-        if proposal["value"] < 0:
-            raise TraitError(f"{proposal['trait'].name} must be ≥ 0")
-        return proposal["value"]
+    @validate("model")
+    def _check_model(self, proposal):
+        v = proposal["value"]
+        return v if v is None else _trait(checks.model, v, "Ocw.model")
+
+    @validate("base_url")
+    def _check_base_url(self, proposal):
+        v = proposal["value"]
+        return v if v is None else _trait(checks.url, v, "Ocw.base_url")
+
+    @validate("db")
+    def _check_db(self, proposal):
+        try:
+            return ownership_check(proposal["value"], look_inside=True)
+        except OcwError as e:  # a TraitError, or traitlets keeps the refused value
+            raise TraitError(f"Ocw.db: {e.user_message()}") from None
+
+    @validate("system_prompt")
+    def _check_system_prompt(self, proposal):
+        return _trait(checks.text, proposal["value"], "Ocw.system_prompt")
+
+    @validate("context_window")
+    def _check_window(self, proposal):
+        return _trait(checks.integer, proposal["value"], "Ocw.context_window", low=0,
+                      zero_means="the model's known window")
+
+    @validate("max_output_tokens", "tool_result_cap")
+    def _check_tokens(self, proposal):
+        return _trait(checks.integer, proposal["value"], f"Ocw.{proposal['trait'].name}", low=1)
+
+    @validate("max_tool_steps")
+    def _check_steps(self, proposal):
+        return _trait(checks.integer, proposal["value"], "Ocw.max_tool_steps", low=1, high=1000)
+
+    @validate("max_retries")
+    def _check_retries(self, proposal):
+        return _trait(checks.integer, proposal["value"], "Ocw.max_retries", low=0, high=10)
+
+    @validate("timeout")
+    def _check_timeout(self, proposal):
+        return _trait(checks.seconds, proposal["value"], "Ocw.timeout")
+
+    ENV_OPTIONS = ("provider", "model", "base_url", "context_window", "db", "lang", "auto_compact", "debug")
+
+    def check_environment(self) -> None:
+        """Read every option that has an OCW_* default, so that a bad value is refused,
+        by name, at the first command — not later, or never, when that option is
+        first needed (a bad OCW_DEBUG would otherwise pass unnoticed)."""
+        for name in self.ENV_OPTIONS:
+            getattr(self, name)
+
+    @classmethod
+    def class_get_trait_help(cls, trait, inst=None, helptext=None):
+        """`%config Ocw` lists current values; a bad OCW_* value is shown as its one-line
+        error there instead of breaking the whole listing."""
+        if inst is not None:
+            try:
+                getattr(inst, trait.name)
+            except OcwError as e:
+                text = super().class_get_trait_help(trait, None, helptext)
+                return f"{text}\n    Current: (not usable: {e.user_message()})"
+        return super().class_get_trait_help(trait, inst, helptext)
 
     # -- derived ------------------------------------------------------------------
     def resolved_model(self) -> str:
@@ -181,3 +316,23 @@ class Ocw(Configurable):
         key = "<set>" if self.api_key else "<unset>"
         return (f"Ocw(provider={self.provider!r}, model={self.resolved_model()!r}, base_url={self.base_url!r}, "
                 f"api_key={key}, db={self.db!r}, lang={self.lang!r}, auto_compact={self.auto_compact})")
+
+
+def make_config(shell) -> tuple[Ocw, list[str]]:
+    """`Ocw(parent=shell)`, leaving out configured values its validators refuse, with
+    one line for each. IPython's %config merges a value into the shell's own
+    config even when Ocw refused it, and a bad line in ipython_config.py would
+    otherwise make `%load_ext ocw` itself fail with a traceback."""
+    try:
+        return Ocw(parent=shell), []
+    except TraitError:
+        pass
+    section = shell.config.get("Ocw", {})
+    dropped = []
+    for key in list(section):
+        try:
+            Ocw(**{key: section[key]})
+        except TraitError as e:
+            dropped.append(f"ocw: ignored Ocw.{key} from the configuration: {e}")
+            del section[key]
+    return Ocw(parent=shell), dropped

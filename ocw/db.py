@@ -16,11 +16,11 @@ import random
 import threading
 import time
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Iterator
 
 import duckdb
 
+from . import ownership
 from .errors import StoreBusy, StoreError
 
 # No code path may download anything at run time (DuckDB would fetch extensions).
@@ -185,9 +185,36 @@ class Db:
             return False
 
     # -- open / close -----------------------------------------------------------
+    def _connect(self, deadline: float, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+        """duckdb.connect, retried while another process holds DuckDB's own lock."""
+        delay = 0.005
+        waited = False
+        while True:
+            try:
+                con = duckdb.connect(self.path, read_only=read_only, config=DUCKDB_CONFIG)
+                break
+            except duckdb.ConnectionException as e:
+                if not (read_only and "different configuration" in str(e)):
+                    raise StoreError(f"cannot open {self.path}: {e}") from None
+                # Open read-write elsewhere in this process: share that instance (it
+                # has replayed its WAL already; this connection only reads).
+                con = duckdb.connect(self.path, config=DUCKDB_CONFIG)
+                break
+            except duckdb.IOException as e:
+                if "lock" not in str(e).lower():
+                    raise StoreError(f"cannot open {self.path}: {e}") from None
+                if time.monotonic() >= deadline:
+                    raise StoreBusy(f"database {self.path} is locked by another process") from None
+                waited = True
+                self._signal_waiting()
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.05)
+        self.waits += waited
+        return con
+
     def _open(self) -> None:
         if not self.memory:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            ownership.make_folder(self.path)
         deadline = time.monotonic() + self.lock_timeout
         if not self.memory:
             self._sidecar_lock(deadline)
@@ -195,22 +222,10 @@ class Db:
                 # No advisory lock to queue on: the waiter polls DuckDB's lock every
                 # ≤50 ms. Give it that long to get in before taking the file back.
                 time.sleep(0.06)
-        delay = 0.005
-        waited = False
         try:
-            while True:
-                try:
-                    self._con = duckdb.connect(self.path, config=DUCKDB_CONFIG)
-                    break
-                except duckdb.IOException as e:
-                    if "lock" not in str(e).lower():
-                        raise StoreError(f"cannot open {self.path}: {e}") from None
-                    if time.monotonic() >= deadline:
-                        raise StoreBusy(f"database {self.path} is locked by another process") from None
-                    waited = True
-                    self._signal_waiting()
-                    time.sleep(delay * (0.5 + random.random()))
-                    delay = min(delay * 2, 0.05)
+            if not self.memory:
+                ownership.replace_empty_file(self.path)  # under the lock: no kernel writes it now
+            self._con = self._connect(deadline)
             self._con.execute(f"SET wal_autocheckpoint = '{self.WAL_AUTOCHECKPOINT}'")
         except BaseException:
             if self._con is not None:
@@ -218,7 +233,6 @@ class Db:
                 self._con = None
             self._sidecar_unlock()
             raise
-        self.waits += waited
         if not self.memory:
             try:
                 self._mark = os.stat(self.sidecar).st_mtime_ns
@@ -229,6 +243,28 @@ class Db:
         if not self.memory and self._reaper is None:
             self._reaper = threading.Thread(target=self._reap, name="ocw-db-reaper", daemon=True)
             self._reaper.start()
+
+    @contextmanager
+    def read_only(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A short read-only look at an existing file, for the ownership check: a
+        read-only open replays no WAL into the file and checkpoints nothing. The
+        sidecar lock is taken only if the file already has one (an ocw file), so
+        nothing is created beside a file that may not be ocw's."""
+        with self._cond:
+            if self._con is not None:
+                yield self._con
+                return
+            deadline = time.monotonic() + self.lock_timeout
+            if self.sidecar and os.path.exists(self.sidecar):
+                self._sidecar_lock(deadline)
+            try:
+                con = self._connect(deadline, read_only=True)
+                try:
+                    yield con
+                finally:
+                    con.close()
+            finally:
+                self._sidecar_unlock()
 
     def _close(self) -> None:
         try:

@@ -36,8 +36,35 @@ class OcwError(Exception):
         return err
 
 
+class InvalidArgument(OcwError, ValueError):
+    """A bad value handed to ocw's public API (`Store`, `Session` methods).
+
+    The one rule for the API: every bad argument raises this class before
+    anything is written. It is a `ValueError`, so Python code catches it the usual
+    way, and an `OcwError`, so the notebook shows it as one line. The message
+    names the argument and what it takes."""
+
+
 class StoreError(OcwError):
     """The DuckDB file could not be opened, read or written."""
+
+
+class BadDatabasePath(StoreError, InvalidArgument):
+    """The database path cannot name an ocw file (empty, a directory, under a file...)."""
+
+    hint = "set OCW_DB or %config Ocw.db to a file path such as ~/ocw.duckdb"
+
+
+class ForeignDatabase(StoreError):
+    """The file is a DuckDB database that ocw did not write: ocw leaves it alone."""
+
+    hint = "point OCW_DB or %config Ocw.db at a new file, or at one ocw made"
+
+
+class NewerSchema(StoreError):
+    """The file was written by a newer ocw (a higher schema version)."""
+
+    hint = "upgrade ocw (pip install -U ocw), or use another file"
 
 
 class SessionNotFound(StoreError):
@@ -131,6 +158,12 @@ class ServerError(ProviderError):
 
 class MalformedResponse(ProviderError):
     hint = "the provider sent a response ocw cannot read; check OCW_BASE_URL points at a compatible API"
+
+
+class EmptyReply(ProviderError):
+    """The provider answered, validly, with no text and no tool call."""
+
+    hint = "nothing was stored; run the cell again, or try another model (%%chat --model ...)"
 
 
 class BadRequest(ProviderError):

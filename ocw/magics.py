@@ -12,6 +12,7 @@ tracebacks instead.
 from __future__ import annotations
 
 import functools
+import re
 import sys
 import time
 
@@ -19,8 +20,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import report
-from .config import PROVIDER_NAMES, Ocw
+from . import checks, report
+from .config import PROVIDER_NAMES, make_config
 from .errors import OcwError
 from .runtime import Runtime
 
@@ -56,13 +57,41 @@ def friendly(fn):
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
         try:
+            self.runtime.config.check_environment()
             return fn(self, *args, **kwargs)
         except OcwError as e:
-            if self.runtime.config.debug:
+            if _debug(self.runtime.config):
                 raise
             raise UsageError(e.user_message()) from None
 
     return wrapper
+
+
+def _debug(config) -> bool:
+    try:
+        return bool(config.debug)
+    except OcwError:  # a bad OCW_DEBUG: its own error is shown elsewhere; here, one line
+        return False
+
+
+def _whole_number(arg: str, usage: str) -> int:
+    """A magic's count argument: ASCII digits within DuckDB's INTEGER, or a one-line error."""
+    if not re.fullmatch(r"[0-9]+", arg) or int(arg) > checks.INT32_MAX:
+        raise UsageError(f"{usage} (got {arg!r}).")
+    return int(arg)
+
+
+def _unquoted(value: str | None) -> str | None:
+    """IPython's magic_arguments keeps the quotes (`--session 'my notes'` arrives as
+    "'my notes'"): take one matching pair off, so the name is what the user typed."""
+    if value is not None and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _no_arguments(magic: str, line: str) -> None:
+    if line.strip():
+        raise UsageError(f"{magic} takes no arguments (got {line.strip()!r}).")
 
 
 class _StreamView:
@@ -160,7 +189,7 @@ class OcwMagics(Magics):
             raise UsageError("The %%chat cell is empty: write your message below the %%chat line.")
         view = _StreamView(self.rich)
         try:
-            self.runtime.chat(cell, session=args.session, new=args.new, model=args.model,
+            self.runtime.chat(cell, session=_unquoted(args.session), new=args.new, model=_unquoted(args.model),
                               provider=args.provider, tools=args.tools,
                               on_text=view.on_text, on_system=view.on_system, on_tool=view.on_tool)
         except KeyboardInterrupt as e:
@@ -177,9 +206,7 @@ class OcwMagics(Magics):
         arg = line.strip()
         keep = None
         if arg:
-            if not arg.isdigit():
-                raise UsageError(f"%compact takes a whole number of tokens to keep, e.g. %compact 2000 (got {arg!r}).")
-            keep = int(arg)
+            keep = _whole_number(arg, "%compact takes a whole number of tokens to keep, e.g. %compact 2000")
         if self.runtime.current_session() is None:
             print(report.no_session(self.runtime.config.lang))
             return
@@ -209,8 +236,8 @@ class OcwMagics(Magics):
         """%rewind [N | node_id] — HEAD back N turns (default 1) or to a node."""
         s = self.runtime.require_session()
         arg = line.strip() or "1"
-        if arg.isdigit():
-            target = s.rewind_turns(int(arg))
+        if arg[:1] in "+-0123456789":  # a count, not a node id (ids start with n_)
+            target = s.rewind_turns(_whole_number(arg, "%rewind takes a number of turns (1 or more) or a node id"))
             what = f"{arg} turn{'s' if arg != '1' else ''}"
         else:
             s.rewind(arg)
@@ -236,20 +263,24 @@ class OcwMagics(Magics):
     def new(self, line):
         """%new [--name NAME] — a fresh session; the old one is kept."""
         args = parse_argstring(self.new, line)
-        s = self.runtime.new_session(args.name)
+        s = self.runtime.new_session(_unquoted(args.name))
         print(f"New session {s.name!r} — model {s.model}, window {s.context_window:,} tokens (older sessions: %sessions).")
 
     @line_magic
     @friendly
     def sessions(self, line):
         """%sessions — list sessions with size and last use."""
+        _no_arguments("%sessions", line)
         print(report.sessions_table(self.runtime.store.sessions(), self.runtime.current))
 
     @line_magic
     @friendly
     def ocw(self, line):
         """%ocw help | doctor | tools | allow-code | deny-code"""
-        cmd = (line.strip().split() or ["help"])[0]
+        words = line.strip().split() or ["help"]
+        cmd = words[0]
+        if len(words) > 1:
+            raise UsageError(f"%ocw {cmd} takes no further arguments (got {' '.join(words[1:])!r}); try %ocw help")
         if cmd == "help":
             width = max(len(c) for c, _ in HELP)
             print("\n".join(f"{c.ljust(width)}  {d}" for c, d in HELP))
@@ -277,7 +308,10 @@ _state: dict = {}
 def load_ipython_extension(ipython):
     if "runtime" in _state and _state.get("shell") is ipython:
         return  # loading twice is harmless
-    ipython.configurables.append(cfg := Ocw(parent=ipython))
+    cfg, dropped = make_config(ipython)
+    for note in dropped:
+        print(note, file=sys.stderr)
+    ipython.configurables.append(cfg)
     runtime = Runtime(ipython, cfg)
     ipython.register_magics(OcwMagics(ipython, runtime))
     _state.update(runtime=runtime, shell=ipython, config=cfg)

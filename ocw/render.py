@@ -6,7 +6,7 @@ with a note saying how much was cut, while the store keeps it whole.
 """
 from __future__ import annotations
 
-from .errors import OcwError
+from .errors import InvalidArgument
 from .graph import SUMMARY_NAME
 from .tokens import count_text, truncate_to_tokens
 
@@ -23,14 +23,18 @@ def normalize_content(content) -> list[dict]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if not isinstance(content, list) or not content:
-        raise OcwError("content must be a string or a non-empty list of blocks")
+        raise InvalidArgument("content must be a string or a non-empty list of blocks")
     out = []
     for b in content:
         if not isinstance(b, dict) or b.get("type") not in BLOCK_TYPES:
-            raise OcwError(f"unknown content block {b!r}; use text, thinking, tool_use or tool_result")
+            raise InvalidArgument(f"unknown content block {b!r}; use text, thinking, tool_use or tool_result")
         missing = [k for k in BLOCK_TYPES[b["type"]] if k not in b]
         if missing:
-            raise OcwError(f"{b['type']} block lacks {', '.join(missing)}")
+            raise InvalidArgument(f"{b['type']} block lacks {', '.join(missing)}")
+        wrong = [k for k in BLOCK_TYPES[b["type"]] if k not in ("input", "content") and not isinstance(b[k], str)]
+        if wrong or (b["type"] == "tool_use" and not isinstance(b["input"], dict)):
+            raise InvalidArgument(f"{b['type']} block: {', '.join(wrong) or 'input'} must be "
+                                  f"{'text (str)' if wrong else 'a dict'}")
         block = dict(b)
         if block["type"] == "tool_result" and not isinstance(block["content"], str):
             block["content"] = "\n".join(

@@ -13,8 +13,8 @@ import threading
 import weakref
 from typing import TYPE_CHECKING
 
-from . import i18n
-from .config import Ocw
+from . import checks, i18n
+from .config import PROVIDER_NAMES, Ocw
 from .errors import OcwError, SessionNotFound
 
 if TYPE_CHECKING:  # imported when used: %load_ext must not load DuckDB
@@ -66,25 +66,29 @@ class Runtime:
     # -- store and sessions -----------------------------------------------------------
     @property
     def store(self) -> Store:
+        """The store for `config.db`. A new path is opened first and swapped in only
+        once it opened: a refused path leaves the old store and session untouched
+        (and every command says why, until the path is fixed)."""
         with self._lock:
             if self._store is None or self._store_path != self.config.db:
-                if self._store is not None:
-                    self._store.close()
                 from .sessions import Store
 
-                self._store = Store(self.config.db)
-                self._store_path = self.config.db
+                fresh = Store(self.config.db)
+                old, self._store, self._store_path = self._store, fresh, self.config.db
                 self.current = None
+                if old is not None:
+                    old.close()
             return self._store
 
     def current_session(self):
         """The session `%compact`, `%context`, `%rewind` act on: the one this kernel
         used last, else the notebook's stored session; None if there is none yet."""
+        store = self.store  # a changed Ocw.db is opened (or refused) before anything is read
         if self.current is not None:
             self.current.sync()
             return self.current
         try:
-            s = self.store.open_session(notebook_session_name())
+            s = store.open_session(notebook_session_name())
         except SessionNotFound:
             return None
         self._make_current(s)
@@ -98,48 +102,79 @@ class Runtime:
 
     def session_for(self, name: str | None = None, *, new: bool = False, model: str | None = None,
                     provider: str | None = None):
+        """The session a cell runs in, with the cell's options applied and kept."""
+        return self._open_for_cell(name, new=new, model=model, provider=provider)[0]
+
+    def _open_for_cell(self, name, *, new, model, provider):
+        """Open (or create) the session and apply the cell's options. Returns the
+        session and an `undo()` that takes every change back — the created session,
+        the filed-away one's name, a model/provider/window switch, which session is
+        current — as long as nothing was written since (see Store.undo_sessions)."""
         cfg = self.config
         provider = provider or cfg.provider
         name = name or (self.current.name if self.current is not None else notebook_session_name())
-        if new:
-            self._file_away(name)
-        s = None
-        store = self.store  # (re)opens the store first: a session of a closed store is not reused
-        if not new and self.current is not None and self.current.store is store and self.current.name == name:
-            s = self.current  # no lookup by name every cell: the session object is kept
-            s.sync()
-        elif not new:
-            try:
-                s = self.store.open_session(name)
-            except SessionNotFound:
-                s = None
-        if s is None:
-            want = model or cfg.model or self._default_model(provider)
-            s = self.store.create_session(
-                name=name, model=want, provider=provider, context_window=cfg.context_window or cfg.resolved_window(want),
-                system_prompt=cfg.system_prompt, metadata={"tool_result_cap": cfg.tool_result_cap},
-            )
+        store, previous = self.store, self.current
+        if self.current is not None and self.current.store is store and self.current.name == name:
+            old = self.current  # no lookup by name every cell: the session object is kept
+            old.sync()
         else:
+            try:
+                old = store.open_session(name)
+            except SessionNotFound:
+                old = None
+        restore, delete = [], []
+        if old is not None and not new:
+            s = old
+            if cfg.tool_result_cap != s.tool_result_cap:
+                s.set_tool_result_cap(cfg.tool_result_cap)  # %config Ocw.tool_result_cap, from now on
             same_provider = s.provider_name == provider
             want = model or cfg.model or (s.model if same_provider else self._default_model(provider))
             window = cfg.context_window or (s.configured_window if want == s.model else cfg.resolved_window(want))
             if want != s.model or not same_provider or window != s.configured_window:
+                restore = [store.session_rows([s.id])[s.id]]
                 s.reset_context(model=want, context_window=window, provider=provider)
+        else:
+            want = model or cfg.model or self._default_model(provider)
+            archive = None
+            if old is not None:  # --new: file the old one away in the same transaction
+                stamp = _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+                archive = (old.id, f"{name} @ {stamp} ({old.id})")
+                restore = [store.session_rows([old.id])[old.id]]
+            s = store.create_session(
+                name=name, model=want, provider=provider, context_window=cfg.context_window or cfg.resolved_window(want),
+                system_prompt=cfg.system_prompt, metadata={"tool_result_cap": cfg.tool_result_cap}, archive=archive,
+            )
+            delete = [s.id]
+        touched = [r["id"] for r in restore] + delete
+        expect: dict[str, int] = {}
         self._make_current(s)
-        return s
+
+        def rearm() -> None:
+            """Take what the store holds now as the state to undo from."""
+            expect.clear()
+            expect.update({sid: row["rev"] for sid, row in store.session_rows(touched).items()})
+
+        def undo() -> bool:
+            if touched and not store.undo_sessions(restore=restore, delete=delete, expect_rev=expect):
+                return False  # something was written since: the options were used, they stay
+            for row in restore:
+                store.open_session(row["id"])._reload()
+            if previous is not None:
+                self._make_current(previous)
+            else:
+                self.current = None
+                for w in list(self.widgets):
+                    w.detach()
+            return True
+
+        rearm()
+        undo.rearm = rearm
+        return s, undo
 
     def _default_model(self, provider: str) -> str:
         from .providers.registry import info
 
         return info(provider).default_model
-
-    def _file_away(self, name: str) -> None:
-        try:
-            old = self.store.open_session(name)
-        except SessionNotFound:
-            return
-        stamp = _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
-        old.rename(f"{name} @ {stamp} ({old.id})")
 
     def _make_current(self, s) -> None:
         self.current = s
@@ -149,6 +184,8 @@ class Runtime:
             w.attach(s)
 
     def new_session(self, name: str | None = None):
+        if name is not None:
+            checks.name(name, "--name")
         return self.session_for(name, new=True)
 
     # -- providers --------------------------------------------------------------------
@@ -174,23 +211,43 @@ class Runtime:
     # -- actions ----------------------------------------------------------------------
     def chat(self, text: str, *, session: str | None = None, new: bool = False, model: str | None = None,
              provider: str | None = None, tools: bool | None = None, on_text=None, on_system=None, on_tool=None):
-        if not text or not text.strip():
+        """One %%chat cell, all or nothing: the text and options are checked before
+        anything changes, and if the cell ends with nothing stored (an error, the
+        stop button) its options are taken back too — a failed `--provider openai`
+        leaves the session on its old provider, a failed `--new` leaves the old
+        session under its name."""
+        checks.text(text, "the %%chat cell")
+        if not text.strip():
             raise OcwError("the %%chat cell is empty", hint="write your message below the %%chat line")
-        s = self.session_for(session, new=new, model=model, provider=provider)
-        # The model sees the user's @ocw.tool functions, plus the built-in read-only
-        # tools when turned on (%%chat --tools or %config Ocw.tools = True).
-        registry = self.tool_registry().active(builtins=self.config.tools if tools is None else tools, session=s)
-        if self.config.tool_result_cap > 0 and s.tool_result_cap != self.config.tool_result_cap:
-            s.set_tool_result_cap(self.config.tool_result_cap)  # %config Ocw.tool_result_cap, from now on
-        from .turn import run_turn
+        if session is not None:
+            checks.name(session, "--session")
+        if model is not None:
+            checks.model(model, "--model")
+        if provider is not None:
+            checks.choice(provider, "--provider", PROVIDER_NAMES)
+        s, undo = self._open_for_cell(session, new=new, model=model, provider=provider)
+        probed = set(self._probed)
+        try:
+            # The model sees the user's @ocw.tool functions, plus the built-in read-only
+            # tools when turned on (%%chat --tools or %config Ocw.tools = True).
+            registry = self.tool_registry().active(builtins=self.config.tools if tools is None else tools, session=s)
+            provider = self.provider_for(s)
+            self._probe_window(s, provider, on_system)
+            undo.rearm()  # a window the server reported is the cell's too: undone with it
+            from .turn import run_turn
 
-        provider = self.provider_for(s)
-        self._probe_window(s, provider, on_system)
-        return run_turn(
-            s, text, provider, threshold=self.config.auto_compact, lang=self.config.lang,
-            tools=registry, max_steps=self.config.max_tool_steps, max_output_tokens=self.config.max_output_tokens,
-            on_text=on_text, on_system=on_system, on_tool=on_tool,
-        )
+            return run_turn(
+                s, text, provider, threshold=self.config.auto_compact, lang=self.config.lang,
+                tools=registry, max_steps=self.config.max_tool_steps, max_output_tokens=self.config.max_output_tokens,
+                on_text=on_text, on_system=on_system, on_tool=on_tool,
+            )
+        except BaseException:
+            try:
+                if undo():
+                    self._probed &= probed  # what the probe learned was undone too: ask again next time
+            except OcwError:
+                pass  # the cell's own error is the one to show; each undo step is one transaction
+            raise
 
     def _probe_window(self, session, provider, on_system=None) -> None:
         """Ask the server for its window once per session and provider in this kernel

@@ -9,12 +9,15 @@ holds at that moment (`change(row)`), so two kernels never act on a stale one.
 """
 from __future__ import annotations
 
+import json
 import logging
 
+from . import checks
 from . import events as ev
 from .context import calibration as cal
 from .context import count as count_rules
-from .errors import OcwError, StoreError
+from .errors import InvalidArgument, OcwError, StoreError
+from .providers.registry import NAMES as PROVIDER_NAMES
 from .graph import SUMMARY_NAME, Node, chain_totals
 from .render import normalize_content, render_blocks
 from .ids import new_id
@@ -23,6 +26,21 @@ from .tokens import count_message, encoding_for_model
 
 log = logging.getLogger("ocw")
 ROLES = ("system", "user", "assistant", "tool", "llm")
+TRIGGERS = ("manual", "auto", "reactive")
+
+
+def check_metadata(values: dict, arg: str = "metadata") -> dict:
+    """Metadata the store can write, with ocw's own keys in the shapes ocw reads them.
+    (Every public method checks its arguments before writing: see ocw.checks.)"""
+    checks.json_object(values, arg)
+    if "context_compaction_count" in values:
+        checks.integer(values["context_compaction_count"], f"{arg}['context_compaction_count']", low=0)
+    if "tool_result_cap" in values:
+        checks.integer(values["tool_result_cap"], f"{arg}['tool_result_cap']", low=1)
+    sample = values.get("context_window")
+    if sample is not None and not (isinstance(sample, dict) and set(sample) >= {"size", "used"}):
+        raise InvalidArgument(f"{arg}['context_window'] is a usage sample: None or a dict with size and used")
+    return values
 
 
 class Session(BranchView):
@@ -37,14 +55,23 @@ class Session(BranchView):
         """Append (role, content[, name]) messages as a chain under HEAD, in one
         transaction: a turn's user message and reply land together or not at all,
         with the provider's usage sample for the HEAD they produce (`usage`)."""
+        if not isinstance(messages, (list, tuple)) or not messages:
+            raise InvalidArgument(f"messages takes a non-empty list of (role, content[, name]) tuples, not {messages!r:.60}")
         prepared = []
-        for item in messages:
+        for i, item in enumerate(messages):
+            if not isinstance(item, (list, tuple)) or len(item) not in (2, 3):
+                raise InvalidArgument(f"messages[{i}] takes a (role, content[, name]) tuple, not {item!r:.60}")
             role, content, name = (tuple(item) + (None,))[:3]
-            if role not in ROLES:
-                raise OcwError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+            checks.choice(role, "role", ROLES)
+            if name is not None:
+                checks.name(name, "name")
             if role == "llm" and name == SUMMARY_NAME:
-                raise OcwError("summary nodes are written by compaction, not append()")
+                raise InvalidArgument("summary nodes are written by compaction, not append()")
             blocks = normalize_content(content)
+            why = checks.unstorable(json.dumps(blocks, ensure_ascii=False))
+            if why:
+                raise InvalidArgument(f"content of messages[{i}] contains {why}, which cannot be stored; "
+                                      "remove that character")
             prepared.append({"id": new_id("n_"), "role": role, "name": name, "content": blocks,
                              "tokens": self._count(role, name, blocks), "encoding": self.encoding.name})
         with self._lock:
@@ -88,6 +115,18 @@ class Session(BranchView):
 
         return change
 
+    def _reload(self) -> None:
+        """Read the row again even if its rev looks known (a cell's undo put an earlier
+        row back): the whole cached view is dropped and read anew."""
+        with self._lock:
+            self._row, self._rev = {}, -1
+            self._rows.clear()
+            self._summaries = []
+            self._active_key = self._tail_key = None
+            self._fixed_cache.clear()
+            self.sync()
+        self._publish()
+
     def _write(self, change) -> None:
         with self._lock:
             row = self.backend.update_session(self.id, change)
@@ -104,21 +143,24 @@ class Session(BranchView):
     def _message_node(self, node_id) -> Node:
         node = self._rows.get(node_id) if isinstance(node_id, str) else None
         if node is None or node.is_summary:
-            raise OcwError(f"{node_id!r} is not a message of this session",
-                           hint="see %branch for the branches and their node ids")
+            raise InvalidArgument(f"{node_id!r} is not a message of this session",
+                                  hint="see %branch for the branches and their node ids")
         return node
 
     def rewind(self, node_id: str | None) -> None:
         """Move HEAD back to `node_id`, an ancestor on the current branch (None: before
         the first message). The next append forks a new branch there."""
+        if node_id is not None and not isinstance(node_id, str):
+            raise InvalidArgument(f"node_id takes a message id (str) or None, not {node_id!r:.60}")
         self.sync()
         node = self._rows.get(node_id) if isinstance(node_id, str) else None
         if node_id is not None and (node is None or not self._on_branch(node)):
-            raise OcwError(f"{node_id!r} is not on the current branch", hint="use %branch to switch branches")
+            raise InvalidArgument(f"{node_id!r} is not on the current branch", hint="use %branch to switch branches")
         self._move_head(node)
 
     def rewind_turns(self, n: int) -> str | None:
         """HEAD back n user turns: to just before the n-th last user message."""
+        checks.integer(n, "n (turns to rewind)", low=1)
         self.sync()
         seen, target = 0, None
         if isinstance(n, int) and not isinstance(n, bool) and n >= 1 and self._head is not None:
@@ -130,7 +172,7 @@ class Session(BranchView):
                         break
         if target is None:
             users = sum(1 for x in self._rows.ancestors(self.head) if x.role == "user") if self.head else 0
-            raise OcwError(f"cannot rewind {n} turns; the branch has {users}",
+            raise InvalidArgument(f"cannot rewind {n} turns; the branch has {users}",
                            hint=f"use a number from 1 to {users}" if users else "there is nothing to rewind")
         parent = self._rows.get(target.parent_id) if target.parent_id else None
         self._move_head(parent)
@@ -138,13 +180,19 @@ class Session(BranchView):
 
     def checkout(self, node_id: str) -> None:
         """Switch HEAD to any message of the session (a branch leaf, usually)."""
+        if not isinstance(node_id, str):
+            raise InvalidArgument(f"node_id takes a message id (str), not {node_id!r:.60}")
         self.sync()
         self._move_head(self._message_node(node_id))
 
     def record_usage(self, tokens: int, *, source: str = "provider") -> bool:
         """Store a provider-reported sample: the context size after the last request
         (input + output tokens), recorded against the current HEAD and generation.
-        Returns True if it implied a compaction the provider did on its own."""
+        Returns True if it implied a compaction the provider did on its own.
+        A value that is not a valid sample (None, negative, not a whole number, a
+        bool) changes nothing and returns False: providers do send such values, and
+        the compaction-count rules (DESIGN.md §5) ignore them."""
+        checks.name(source, "source")
         inferred = []
         estimated = sum(self.occupancy_parts().values())
 
@@ -169,6 +217,11 @@ class Session(BranchView):
         return inferred[0]
 
     def set_metadata(self, **values) -> None:
+        """Merge `values` into the session's JSON metadata (one transaction)."""
+        check_metadata(values, "set_metadata()")
+        if "tool_result_cap" in values:
+            raise InvalidArgument("set_metadata(tool_result_cap=...) would leave the cached counts stale",
+                                  hint="use set_tool_result_cap(n), which recounts")
         self._write(lambda row: {"metadata": {**row["metadata"], **values}})
         self._publish()
 
@@ -197,6 +250,7 @@ class Session(BranchView):
 
     def rename(self, new_name: str) -> None:
         """Rename the session (`%new` files the old one away under a dated name)."""
+        checks.name(new_name, "new_name")
         with self._lock:
             self._adopt(self.backend.rename_session(self.id, new_name))
 
@@ -204,6 +258,12 @@ class Session(BranchView):
                       provider: str | None = None) -> None:
         """Change model (or just reset): clears the usage baseline, keeps the count.
         Another tokenizer starts a new count epoch: HEAD's branch is recounted."""
+        if model is not None:
+            checks.model(model)
+        if context_window is not None:
+            checks.window(context_window)
+        if provider is not None:
+            checks.choice(provider, "provider", PROVIDER_NAMES)
         with self._lock:
             self.sync()
             new_model = model if model is not None else self.model
@@ -227,9 +287,7 @@ class Session(BranchView):
         """Change how many tokens of one tool result the model reads. What renders
         changes without HEAD moving, so the generation goes up; a new count epoch
         recounts HEAD's branch (the file keeps every result whole)."""
-        cap = int(cap)
-        if cap <= 0:
-            raise OcwError("the tool result cap must be a positive number of tokens")
+        checks.integer(cap, "cap (tokens of one tool result)", low=1)
         with self._lock:
             self.sync()
             if cap == self.tool_result_cap:
@@ -287,6 +345,13 @@ class Session(BranchView):
         """Fold older turns into the rolling summary. See ocw.compaction."""
         from .compaction import compact
 
+        if keep_recent_tokens is not None:
+            checks.integer(keep_recent_tokens, "keep_recent_tokens", low=0, zero_means="fold everything it can")
+        checks.choice(trigger, "trigger", TRIGGERS)
+        if provider is not None and not callable(getattr(provider, "complete", None)):
+            raise InvalidArgument(f"provider takes a model provider (ocw.providers.make_provider(...)) or None, "
+                                  f"not {provider!r:.60}")
+
         return compact(self, keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=provider)
 
     def _persist_summary(self, text: str, boundary_id: str, expected_head: str | None, expected_generation: int,
@@ -337,4 +402,4 @@ class Session(BranchView):
         """Every leaf of the DAG (summaries aside): id, depth, last role, current or not."""
         self.sync()
         return [{"id": n.id, "depth": n.depth, "role": n.role, "created_at": n.created_at,
-                 "current": n.id == self.head} for n in self.backend.leaves(self.id)]
+                 "current": n.id == self.head} for n in self.backend.leaves(self.id, self.epoch)]

@@ -22,26 +22,25 @@ from typing import Callable
 import duckdb
 
 from .db import DUCKDB_CONFIG, Db, _Db  # noqa: F401  (re-exported: tests and tools use them)
-from .errors import StoreError
+from . import ownership
+from .errors import InvalidArgument, StoreError
 from .graph import SUMMARY_NAME, Node
 from .ids import new_id  # noqa: F401  (re-exported)
+from .paths import default_db_path  # noqa: F401  (re-exported)
 from .migrations import migrate
 
 SESSION_COLUMNS = ("id", "name", "provider", "model", "context_window", "system_prompt", "head_id",
                    "occupancy_generation", "metadata", "rev", "count_epoch", "created_at", "updated_at")
 WRITABLE = {"name", "provider", "model", "context_window", "system_prompt", "head_id", "occupancy_generation",
             "metadata", "count_epoch"}
-NODE_COLUMNS = ("id, seq, parent_id, role, name, tokens, depth, cum_tokens, epoch, cover_count, supersedes,"
-                " created_at")
+# A node row's own counts belong to the epoch it was written in; a recount for another
+# epoch lives in `node_counts` (node rows are never updated: append-only). Reads take the
+# session's epoch and see the counts of that epoch where a recount exists.
+NODE_SELECT = ("SELECT n.id, n.seq, n.parent_id, n.role, n.name, coalesce(c.tokens, n.tokens),"
+               " coalesce(c.depth, n.depth), coalesce(c.cum_tokens, n.cum_tokens), coalesce(c.epoch, n.epoch),"
+               " n.cover_count, n.supersedes, n.created_at"
+               " FROM nodes n LEFT JOIN node_counts c ON c.node_id = n.id AND c.epoch = ?")
 SEQ_GAP = 4096  # content reads: seq runs further apart than this are read separately
-
-
-def default_db_path() -> str:
-    env = os.environ.get("OCW_DB")
-    if env:
-        return env
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(base, "ocw", "ocw.duckdb")
 
 
 def _node(r) -> Node:
@@ -61,14 +60,26 @@ class DuckDBStore:
     kind = "duckdb"
 
     def __init__(self, path: str, **db_options):
-        self.path = path
-        self.db = Db(path, **db_options)
+        """Opening never writes to a file that is not ocw's (see ocw.ownership): a bad
+        path, a foreign database or a newer ocw's file is refused with one line,
+        after a read-only look, before anything is written."""
+        self.path = ownership.check_path(path)
+        for key, value in db_options.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise InvalidArgument(f"Store({key}=...) takes a number of seconds above 0, not {value!r}")
+        self.db = Db(self.path, **db_options)
         try:
+            if ownership.is_existing_database(self.path):
+                with self.db.read_only() as con:
+                    ownership.classify(con, self.path)
             with self.db.connect() as con:
-                migrate(con)
+                migrate(con, path=self.path)
         except duckdb.Error as e:
             self.db.close()
-            raise StoreError(f"cannot open ocw database {path}: {e}") from None
+            raise StoreError(f"cannot open ocw database {self.path}: {e}") from None
+        except BaseException:
+            self.db.close()
+            raise
 
     def describe(self) -> str:
         """Where the sessions live, fit to show (a file path has no secrets)."""
@@ -78,8 +89,17 @@ class DuckDBStore:
         self.db.close()
 
     # -- sessions -------------------------------------------------------------
-    def insert_session(self, row: dict) -> dict:
+    def insert_session(self, row: dict, archive: tuple[str, str] | None = None) -> dict:
+        """A new session row. With `archive=(old_id, new_name)` the session that holds
+        the name now (it must be `old_id`) is renamed in the same transaction, so
+        `%new` either files the old one away AND creates the new one, or neither."""
         with self.db.transaction() as con:
+            if archive is not None:
+                holder = con.execute("SELECT id FROM sessions WHERE name = ?", [row["name"]]).fetchall()
+                if holder != [(archive[0],)]:
+                    raise StoreError(f"the session named {row['name']!r} changed meanwhile; nothing was created",
+                                     hint="run the cell again")
+                con.execute("UPDATE sessions SET name = ?, rev = rev + 1 WHERE id = ?", [archive[1], archive[0]])
             if con.execute("SELECT 1 FROM sessions WHERE name = ?", [row["name"]]).fetchone():
                 raise StoreError(f"a session named {row['name']!r} already exists", hint="open it, or pick another name")
             con.execute(
@@ -150,21 +170,53 @@ class DuckDBStore:
             args.append(json.dumps(v) if k == "metadata" else v)
         con.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE id = ?", [*args, sid])
 
-    def rename_session(self, sid: str, name: str) -> dict:
-        def change(row):
-            return {"name": name}
+    def session_rows(self, ids: list[str]) -> dict[str, dict]:
+        """The sessions' rows as stored (every column, metadata as its JSON text), by id:
+        what `undo_sessions` can put back exactly."""
+        out = {}
+        with self.db.connect() as con:
+            for sid in ids:  # a few ids: one indexed lookup each
+                cur = con.execute("SELECT * FROM sessions WHERE id = ?", [sid])
+                cols = [d[0] for d in cur.description]
+                for r in cur.fetchall():
+                    out[r[0]] = dict(zip(cols, r))
+        return out
 
+    def undo_sessions(self, *, restore: list[dict], delete: list[str], expect_rev: dict[str, int]) -> bool:
+        """Take back what a failed cell did to the sessions table, in one transaction:
+        put the `restore` rows back exactly as they were and delete the `delete`
+        sessions (which the cell created) — but only if every session in
+        `expect_rev` is still at that rev, i.e. nothing was written since (no
+        message, no compaction, no other kernel). Returns whether it undid."""
+        with self.db.transaction() as con:
+            for sid, rev in expect_rev.items():
+                row = con.execute("SELECT rev FROM sessions WHERE id = ?", [sid]).fetchone()
+                if row is None or row[0] != rev:
+                    return False  # checked before any write: the commit is of nothing
+            for sid in delete:
+                if con.execute("SELECT 1 FROM nodes WHERE session_id = ? LIMIT 1", [sid]).fetchone():
+                    return False
+            for sid in delete:
+                con.execute("DELETE FROM sessions WHERE id = ?", [sid])
+            for row in restore:
+                cols = [c for c in row if c != "id"]
+                con.execute(f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ?",
+                            [row[c] for c in cols] + [row["id"]])
+        return True
+
+    def rename_session(self, sid: str, name: str) -> dict:
         with self.db.transaction() as con:
             if con.execute("SELECT 1 FROM sessions WHERE name = ? AND id <> ?", [name, sid]).fetchone():
                 raise StoreError(f"a session named {name!r} already exists")
             self._locked_row(con, sid)
-            self._write_row(con, sid, change(None))
+            self._write_row(con, sid, {"name": name})
             return self._row(con, sid)
 
     def delete_session(self, sid: str) -> int:
         """Remove a session and every node of it, in one transaction. Returns the nodes removed."""
         with self.db.transaction() as con:
             (n,) = con.execute("SELECT count(*) FROM nodes WHERE session_id = ?", [sid]).fetchone()
+            con.execute("DELETE FROM node_counts WHERE session_id = ?", [sid])
             con.execute("DELETE FROM nodes WHERE session_id = ?", [sid])
             con.execute("DELETE FROM sessions WHERE id = ?", [sid])
         return int(n)
@@ -181,7 +233,7 @@ class DuckDBStore:
         sample, say: one transaction per turn). Returns (row, new nodes)."""
         with self.db.transaction() as con:
             row = self._locked_row(con, sid)
-            parent = self._get(con, sid, row["head_id"]) if row["head_id"] else None
+            parent = self._get(con, sid, row["head_id"], row["count_epoch"]) if row["head_id"] else None
             epoch = row["count_epoch"] if parent is None or parent.epoch == row["count_epoch"] else -1
             depth, cum = (parent.depth or 0, parent.cum or 0) if parent is not None else (0, 0)
             pid, written, args = row["head_id"], [], []
@@ -224,49 +276,47 @@ class DuckDBStore:
             return self._row(con, sid), node
 
     def set_counts(self, sid: str, rows: list[tuple], change: Callable[[dict], dict | None] | None = None) -> dict:
-        """Write recounted (id, tokens, depth, cum, epoch, encoding) rows — a new
-        tokenizer or tool-result cap — with `change(row)` in the same transaction."""
+        """Store recounted (id, tokens, depth, cum, epoch, encoding) rows — a new
+        tokenizer or tool-result cap, or an older file's stale counts — beside the
+        node rows (which are never rewritten), with `change(row)` in the same
+        transaction."""
         with self.db.transaction() as con:
             row = self._locked_row(con, sid)
             if rows:
-                con.execute("CREATE TEMP TABLE IF NOT EXISTS ocw_recount (id VARCHAR, tokens INTEGER, depth INTEGER,"
-                            " cum BIGINT, epoch INTEGER, encoding VARCHAR)")
-                con.execute("DELETE FROM ocw_recount")
-                con.executemany("INSERT INTO ocw_recount VALUES (?, ?, ?, ?, ?, ?)", rows)
-                con.execute("UPDATE nodes SET tokens = r.tokens, depth = coalesce(r.depth, nodes.depth),"
-                            " cum_tokens = coalesce(r.cum, nodes.cum_tokens), epoch = r.epoch, encoding = r.encoding"
-                            " FROM ocw_recount r WHERE nodes.id = r.id AND nodes.session_id = ?", [sid])
-                con.execute("DELETE FROM ocw_recount")
+                con.executemany(
+                    "INSERT OR REPLACE INTO node_counts (node_id, epoch, session_id, tokens, depth, cum_tokens, encoding)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(nid, epoch, sid, tokens, depth, cum, enc) for nid, tokens, depth, cum, epoch, enc in rows])
             fields = change(row) if change else None
             self._write_row(con, sid, fields or {})
             return self._row(con, sid)
 
     # -- reading nodes ------------------------------------------------------------
-    def _get(self, con, sid: str, nid: str) -> Node | None:
-        r = con.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ? AND session_id = ?", [nid, sid]).fetchone()
+    def _get(self, con, sid: str, nid: str, epoch: int) -> Node | None:
+        r = con.execute(f"{NODE_SELECT} WHERE n.id = ? AND n.session_id = ?", [epoch, nid, sid]).fetchone()
         return _node(r) if r else None
 
-    def node(self, sid: str, nid: str) -> Node | None:
-        """One node row by id (an indexed lookup)."""
+    def node(self, sid: str, nid: str, epoch: int = 0) -> Node | None:
+        """One node row by id (an indexed lookup), with its counts of `epoch`."""
         with self.db.connect() as con:
-            return self._get(con, sid, nid)
+            return self._get(con, sid, nid, epoch)
 
-    def nodes_since(self, sid: str, lo: int, hi: int | None = None) -> list[Node]:
+    def nodes_since(self, sid: str, lo: int, hi: int | None = None, epoch: int = 0) -> list[Node]:
         """The session's node rows with lo ≤ seq (≤ hi), in seq order — a zone-map range
         read: the tail of a session is a recent seq range."""
         with self.db.connect() as con:
             if hi is None:
-                rows = con.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE session_id = ? AND seq >= ? ORDER BY seq",
-                                   [sid, lo]).fetchall()
+                rows = con.execute(f"{NODE_SELECT} WHERE n.session_id = ? AND n.seq >= ? ORDER BY n.seq",
+                                   [epoch, sid, lo]).fetchall()
             else:
-                rows = con.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE session_id = ? AND seq BETWEEN ? AND ?"
-                                   " ORDER BY seq", [sid, lo, hi]).fetchall()
+                rows = con.execute(f"{NODE_SELECT} WHERE n.session_id = ? AND n.seq BETWEEN ? AND ? ORDER BY n.seq",
+                                   [epoch, sid, lo, hi]).fetchall()
         return [_node(r) for r in rows]
 
-    def summaries(self, sid: str, after_seq: int = 0) -> list[Node]:
+    def summaries(self, sid: str, after_seq: int = 0, epoch: int = 0) -> list[Node]:
         with self.db.connect() as con:
-            rows = con.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE session_id = ? AND seq > ? AND role = 'llm'"
-                               " AND name = ? ORDER BY seq", [sid, after_seq, SUMMARY_NAME]).fetchall()
+            rows = con.execute(f"{NODE_SELECT} WHERE n.session_id = ? AND n.seq > ? AND n.role = 'llm' AND n.name = ?"
+                               " ORDER BY n.seq", [epoch, sid, after_seq, SUMMARY_NAME]).fetchall()
         return [_node(r) for r in rows]
 
     def content(self, sid: str, nodes: list[Node]) -> dict[str, list]:
@@ -290,15 +340,15 @@ class DuckDBStore:
                         out[nid] = json.loads(content)
         return out
 
-    def leaves(self, sid: str) -> list[Node]:
+    def leaves(self, sid: str, epoch: int = 0) -> list[Node]:
         """Every leaf of the session's DAG (summaries aside), oldest first. A node whose
         only child is a summary is a leaf: a summary hangs beside the branch."""
         with self.db.connect() as con:
             rows = con.execute(
-                f"SELECT {NODE_COLUMNS} FROM nodes n WHERE n.session_id = ? AND NOT (n.role = 'llm' AND n.name = ?)"
-                " AND NOT EXISTS (SELECT 1 FROM nodes c WHERE c.session_id = n.session_id AND c.parent_id = n.id"
-                " AND NOT (c.role = 'llm' AND c.name = ?)) ORDER BY n.seq",
-                [sid, SUMMARY_NAME, SUMMARY_NAME]).fetchall()
+                f"{NODE_SELECT} WHERE n.session_id = ? AND NOT (n.role = 'llm' AND n.name = ?)"
+                " AND NOT EXISTS (SELECT 1 FROM nodes k WHERE k.session_id = n.session_id AND k.parent_id = n.id"
+                " AND NOT (k.role = 'llm' AND k.name = ?)) ORDER BY n.seq",
+                [epoch, sid, SUMMARY_NAME, SUMMARY_NAME]).fetchall()
         return [_node(r) for r in rows]
 
     def node_count(self, sid: str) -> int:

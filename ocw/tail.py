@@ -16,8 +16,8 @@ FIRST_CHUNK = 512  # rows read below the loaded range when a walk runs out of th
 
 
 class TailRows:
-    def __init__(self, backend, sid: str):
-        self.backend, self.sid = backend, sid
+    def __init__(self, backend, sid: str, epoch=lambda: 0):
+        self.backend, self.sid, self.epoch = backend, sid, epoch
         self.rows: dict[str, Node] = {}
         self.loaded_from: int | None = None  # all rows with seq ≥ this are loaded
 
@@ -33,7 +33,7 @@ class TailRows:
         """A row by id: from memory, else one indexed lookup (kept)."""
         node = self.rows.get(nid)
         if node is None:
-            node = self.backend.node(self.sid, nid)
+            node = self.backend.node(self.sid, nid, self.epoch())
             if node is not None:
                 self.rows[nid] = node
         return node
@@ -44,7 +44,7 @@ class TailRows:
         if self.loaded_from is not None and seq >= self.loaded_from:
             return
         hi = None if self.loaded_from is None else self.loaded_from - 1
-        for n in self.backend.nodes_since(self.sid, seq, hi):
+        for n in self.backend.nodes_since(self.sid, seq, hi, self.epoch()):
             self.rows.setdefault(n.id, n)
         self.loaded_from = seq
 

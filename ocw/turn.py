@@ -20,7 +20,8 @@ from .context.cut import default_tail_budget
 from .compaction import auto_compact_paused
 from .context.engine import CompactionResult
 from .context.snip import snip
-from .errors import ContextOverflowError, OcwError
+from .checks import repaired
+from .errors import ContextOverflowError, EmptyReply, OcwError
 from .graph import SUMMARY_NAME
 from .i18n import text as i18n_text
 from .render import normalize_content
@@ -263,6 +264,7 @@ class Turn:
 
     def _on_stream_event(self, kind: str, data) -> None:
         if kind == "text":
+            data = repaired(data)
             self.result.text += data
             self.on_text(data)
 
@@ -277,24 +279,27 @@ class Turn:
                 reply = self._request(pending)
                 steps += 1
                 calls = reply.tool_uses
-                assistant = reply.content or [{"type": "text", "text": ""}]
+                if not calls and not reply.text.strip():  # nothing to show, nothing to store
+                    raise EmptyReply("the provider returned an empty reply (no text, no tool call)")
+                assistant = reply.content
                 if not calls:
                     # One write: the turn and its usage sample (DESIGN.md §3: measured
                     # against the HEAD this request produced).
-                    ids = s.append_many([*pending, ("assistant", assistant)], usage=self._usage_to_record(reply))
+                    ids = s.append_many([*pending, ("assistant", repaired(assistant))],
+                                        usage=self._usage_to_record(reply))
                     self.result.node_ids += ids
                     self._note_missing_usage(reply)
                     break
                 self._unique_ids(calls)
                 results = []
                 for call in calls:
-                    res = self.tools.run(call) if self.tools else no_tools_result(call)
+                    res = repaired(self.tools.run(call) if self.tools else no_tools_result(call))
                     results.append(res)
                     self.on_tool(call, res)
                 # The calls and their results land together: never one without the other.
                 # No usage sample here: the request measured the calls, not the results
                 # that now end the branch, so it would understate the next step's budget.
-                ids = s.append_many([*pending, ("assistant", assistant), ("tool", results)])
+                ids = s.append_many([*pending, ("assistant", repaired(assistant)), ("tool", results)])
                 self.result.node_ids += ids
                 pending = []
                 self.result.tool_steps = steps
@@ -308,6 +313,16 @@ class Turn:
             # interrupted one is not. The caller says which.
             self.result.interrupted = True
             e.turn_result = self.result
+            raise
+        except OcwError as e:
+            # Finished tool steps stay stored; the error must say so, or running the
+            # cell again would repeat the tools' side effects unawares.
+            if self.result.tool_steps:
+                n = self.result.tool_steps
+                e.hint = (f"the {n} finished tool step{'s' if n != 1 else ''} of this turn "
+                          f"{'are' if n != 1 else 'is'} kept (calls with their results); running this cell again "
+                          "repeats them — to continue instead, ask again in a new %%chat cell (e.g. “continue”)")
+                e.turn_result = self.result
             raise
         self.result.usage = reply.usage
         return self.result

@@ -262,3 +262,23 @@ def anthropic_env(ocw_env, refserver, monkeypatch):
 
 # -- real servers (issue 10): llama-server and llama-cpp-python from ../shared/realserver --
 from realservers import llama_cpp_python_server, llama_server, pytest_report_header  # noqa: E402,F401
+
+
+# -- bad input (issue 11): every row of a store, and of a file --------------------------
+def _store_dump(store) -> str:
+    """Every row of `sessions` and `nodes` (all columns), as JSON, read by raw SQL."""
+    import json
+
+    with store.db.connect() as con:
+        out = {}
+        for table, order in (("sessions", "id"), ("nodes", "seq")):
+            cur = con.execute(f"SELECT * FROM {table} ORDER BY {order}")
+            cols = [d[0] for d in cur.description]
+            out[table] = [dict(zip(cols, row)) for row in cur.fetchall()]
+    return json.dumps(out, default=str, sort_keys=True)
+
+
+@_pytest.fixture
+def store_dump():
+    """`store_dump(store)` -> a JSON string of every session and node row."""
+    return _store_dump

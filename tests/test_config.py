@@ -90,7 +90,10 @@ def test_strings_and_flags_from_the_environment(ocw_env, monkeypatch):
     assert (c.model, c.base_url, c.lang, c.debug) == ("llama3.1", "http://localhost:11434/v1", "zh", True)
     for off in ("0", "false", "no", "off", ""):
         assert fresh(monkeypatch, OCW_DEBUG=off).debug is False, off
-    assert fresh(monkeypatch, OCW_LANG="fr").lang == "en"
+    for lang, expected in (("en_US.UTF-8", "en"), ("zh-Hans", "zh"), ("C", "en"), ("", "en")):
+        assert fresh(monkeypatch, OCW_LANG=lang).lang == expected, lang
+    with pytest.raises(ConfigError, match="OCW_LANG='fr'"):  # not silently English
+        fresh(monkeypatch, OCW_LANG="fr").lang
 
 
 def test_traits_validate(ocw_env):

@@ -35,16 +35,24 @@ def configure(monkeypatch, provider: str, base_url: str) -> None:
 
 def converse(ip, capsys, turns: int = 20) -> dict:
     ip.run_line_magic("config", "Ocw.max_output_tokens = 64")
-    out = {"ok": 0, "errors": [], "compactions": 0, "ratios": [], "text": ""}
+    out = {"ok": 0, "empty": 0, "errors": [], "compactions": 0, "ratios": [], "text": ""}
     for i in range(turns):
         capsys.readouterr()
         res = ip.run_cell(f"%%chat\n{long_turn(i)}")
         o, e = capsys.readouterr()
-        out["text"] += o
         if res.error_in_exec is None:
             out["ok"] += 1
+            out["text"] += o
+        elif "the provider returned an empty reply" in e:
+            # The random-weight model sometimes ends at its first token. Since issue 11
+            # an empty reply is said in one line and the cell stores nothing (a first
+            # cell leaves no session behind), so it is counted apart, bounded below,
+            # and what it printed is not the conversation's.
+            out["empty"] += 1
+            continue
         else:
             out["errors"].append(f"turn {i}: {e.strip()[:300]}")
+            out["text"] += o
         out["compactions"] += len(COMPACTED.findall(o))
         out["ratios"].append(ocw.current_session().occupancy()["ratio"])
     return out
@@ -68,7 +76,7 @@ def test_twenty_long_turns_on_a_2048_token_server_all_complete(case, request, oc
 
     run = converse(ip, capsys)
 
-    assert run["ok"] == 20, run["errors"]
+    assert run["ok"] + run["empty"] == 20 and run["ok"] >= 12, run["errors"]
     s = ocw.current_session()
     assert s.configured_window == 8_192  # nothing was configured ...
     assert (s.context_window, s.window_source) == (2_048, source)  # ... the real window was learned

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 import ocw
-from ocw.errors import OcwError, SessionNotFound, StoreBusy, StoreError
+from ocw.errors import InvalidArgument, OcwError, SessionNotFound, StoreBusy, StoreError
 from ocw.store import DUCKDB_CONFIG, default_db_path
 
 
@@ -107,10 +107,11 @@ def test_get_or_create(store):
     assert a is b and b.model == "gpt-4o"
 
 
-@pytest.mark.parametrize("window", [0, -5, 1.5, "8k"])
+@pytest.mark.parametrize("window", [0, -5, 1.5, "8k", True, 2**31, float("nan")])
 def test_bad_context_window(store, window):
-    with pytest.raises(StoreError):
+    with pytest.raises(InvalidArgument, match="context_window takes a whole number from 1 to 2\\*\\*31-1"):
         store.create_session(context_window=window)
+    assert store.sessions() == []
 
 
 def test_sessions_listing(store):
