@@ -23,6 +23,8 @@ import duckdb
 from . import ownership
 from .errors import StoreBusy, StoreError
 
+HANDOVER_PAUSE = 0.005  # seconds a process that just yielded the file waits before wanting it back
+
 # No code path may download anything at run time (DuckDB would fetch extensions).
 DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 
@@ -34,6 +36,8 @@ try:
     import msvcrt as _msvcrt
 except ImportError:
     _msvcrt = None
+
+HANDOVER_PAUSE = 0.005  # seconds a process that just yielded the file waits before wanting it back
 
 # No code path may download anything at run time (DuckDB would fetch extensions).
 DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
@@ -217,6 +221,10 @@ class Db:
             ownership.make_folder(self.path)
         deadline = time.monotonic() + self.lock_timeout
         if not self.memory:
+            if time.monotonic() - self._yielded_at < HANDOVER_PAUSE * 4:
+                # We just handed the file over: the waiter polls the lock every ≤3 ms.
+                # Let it in before queueing for the file again, or we would take it back.
+                time.sleep(HANDOVER_PAUSE)
             self._sidecar_lock(deadline)
             if self._lock_fd is None and time.monotonic() - self._yielded_at < 0.2:
                 # No advisory lock to queue on: the waiter polls DuckDB's lock every
