@@ -121,6 +121,11 @@ class BranchView:
             self._summaries, self._active_key, self._tail_key = [], None, None
             self._fixed_cache.clear()
             others_wrote = True
+        if others_wrote and old_epoch is not None:
+            # Another kernel appended: rows it wrote are missing from the loaded range
+            # (whose "everything from seq N on" no longer holds). Read the tail anew.
+            self._rows.clear()
+            self._active_key = self._tail_key = None
         self._rows.add(new_nodes)
         if others_wrote:  # maybe a compaction: its summary
             last = self._summaries[-1].seq if self._summaries else 0
