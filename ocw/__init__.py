@@ -4,17 +4,21 @@
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from .errors import OcwError  # noqa: E402
-from .store import Store  # noqa: E402
 # Import the submodule now, so that importing it later (the magics do) cannot
 # rebind `ocw.config` from the function below to the module.
 from . import config as _config_module  # noqa: E402,F401
 
 
 def __getattr__(name):
-    # Lazy: importing ocw must stay cheap (no tokenizer, no widgets) until used.
+    # Lazy: importing ocw (and `%load_ext ocw`) must stay cheap — no DuckDB, no
+    # httpx, no tokenizer, no widgets — until something is used.
+    if name == "Store":
+        from .sessions import Store
+
+        return Store
     if name == "Session":
         from .session import Session
 

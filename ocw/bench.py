@@ -115,9 +115,10 @@ def build_session(store, n: int, *, model: str = "gpt-4o", window: int = 1_000_0
         # id call_<i - i % 10>), its call when i % 10 == 8, otherwise chat alternating user / assistant.
         con.execute(
             f"""
-            INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding)
+            INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding, depth, cum_tokens, epoch)
             SELECT CAST(? AS VARCHAR) || i, ?, CASE WHEN i = 0 THEN NULL ELSE CAST(? AS VARCHAR) || (i - 1) END, t.role, NULL,
-                   replace(t.content, '@ID@', CAST(i - (i % {TOOL_EVERY}) AS VARCHAR))::JSON, t.tokens, ?
+                   replace(t.content, '@ID@', CAST(i - (i % {TOOL_EVERY}) AS VARCHAR))::JSON, t.tokens, ?,
+                   i + 1, sum(t.tokens) OVER (ORDER BY i ROWS UNBOUNDED PRECEDING), 0
             FROM range(?) r(i)
             JOIN bench_tpl t ON t.k = CASE
                 WHEN i % {TOOL_EVERY} = {TOOL_EVERY - 1} THEN {N_CHAT + N_TOOL} + (i // {TOOL_EVERY}) % {N_TOOL}
@@ -183,7 +184,7 @@ def bench_occupancy(sizes=DEFAULT_SIZES, turns: int = 50, *, naive_fraction: flo
                     quick: bool = False) -> list[dict]:
     """Build every size, then time the turns in `rounds` interleaved rounds (so every size
     is measured under the same machine load), then time naive per size."""
-    from .store import Store
+    from .sessions import Store
 
     out = out or sys.stdout
     print(f"ocw bench occupancy — model {model}, {turns} turns per size (median, in {rounds} rounds "

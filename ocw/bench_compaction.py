@@ -37,10 +37,11 @@ import time
 from .bench import _WORDS, TOOL_EVERY, TOOL_TOKENS
 from .bench import build_session as _build
 from .context.cut import find_cut_index
-from .context.engine import (CUT_NOTE, SUMMARY_SYSTEM, WRAPPER_TOKENS, prepare, summary_budget,
+from .compaction import _summarizer_window
+from .context.engine import (CUT_NOTE, SUMMARY_SYSTEM, WRAPPER_TOKENS, plan_compaction, prepare, summary_budget,
                              transcript_line)
 from .render import block_text, render_blocks
-from .session import SUMMARY_NAME
+from .graph import SUMMARY_NAME
 from .tokens import count_message, count_text, truncate_to_tokens
 
 DEFAULT_SIZES = (10_000, 100_000)
@@ -97,13 +98,13 @@ def naive_prepare(store, session, window: int) -> dict:
         head = con.execute("SELECT head_id FROM sessions WHERE id = ?", [session.id]).fetchone()[0]
         rows = con.execute(_WALK, [head]).fetchall()
         summaries = con.execute(
-            "SELECT id, content, covers_ids FROM nodes WHERE session_id = ? AND role = 'llm'"
+            "SELECT id, content, parent_id, cover_count FROM nodes WHERE session_id = ? AND role = 'llm'"
             " AND name = 'context/summary' ORDER BY seq DESC", [session.id]).fetchall()
     branch = [r[0] for r in rows]
     start, old_text, old_tokens = 0, "", 0
-    for sid, content, covers in summaries:  # the newest whose covers are a prefix of the branch
-        covers = json.loads(covers)
-        if covers and branch[:len(covers)] == covers:
+    for sid, content, boundary, count in summaries:  # the newest whose boundary is on the branch
+        covers = branch[:count] if count and len(branch) >= count and branch[count - 1] == boundary else None
+        if covers:
             blocks = json.loads(content)
             start, old_text = len(covers), block_text(blocks)
             old_tokens = count_message("llm", blocks, enc, SUMMARY_NAME)
@@ -142,9 +143,21 @@ def naive_prepare(store, session, window: int) -> dict:
 def make_rolling(session, tail: int) -> None:
     """Compact the session as an earlier run would have: a summary (through the real
     persist path) covering all but the last `tail` messages."""
-    covered = session.branch()[:-tail]
+    boundary = session.branch()[-tail - 1]
     text = "Summary of the earlier conversation. " + " ".join(_WORDS) * 12
-    session._persist_summary(text, covered, session.head, session.generation)
+    session._persist_summary(text, boundary, session.head, session.generation)
+
+
+def prepare_session(session, provider):
+    """What a compaction does before its LLM call, through the engine's entry points:
+    sync, occupancy, rendered history, the cut, the summarizer's input."""
+    session.sync()
+    tokens_before = session.occupancy()["total"]
+    plan = plan_compaction(session.rendered_history(), session.context_window, None, session.calibration)
+    if isinstance(plan, tuple):
+        return tokens_before, None
+    return tokens_before, prepare(plan, provider, window=_summarizer_window(provider, session),
+                                  calibration=session.calibration, encoding=session.encoding.name)
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -160,7 +173,7 @@ def _best(fn, reps: int):
 def run(sizes=None, quick: bool = False, *, window: int = WINDOW, model: str = "gpt-4o", reps: int | None = None,
         out=None, tmpdir: str | None = None) -> list[dict]:
     """Build each size, time prepare and the naive path, print the table, return its rows."""
-    from .store import Store
+    from .sessions import Store
 
     out = out or sys.stdout
     sizes = tuple(sizes or (QUICK_SIZES if quick else DEFAULT_SIZES))
@@ -180,17 +193,17 @@ def run(sizes=None, quick: bool = False, *, window: int = WINDOW, model: str = "
                 for state in STATES:
                     if state == "rolling":  # the steady state: a summary, and the turns since
                         make_rolling(s, min(ROLLING_TAIL, n // 2))
-                    prep_s, prep = _best(lambda: prepare(s, provider=provider), k)
+                    prep_s, (before, prep) = _best(lambda: prepare_session(s, provider), k)
                     naive_k = 1 if quick or (n > 20_000 and state == "fresh") else k
                     naive_s, naive = _best(lambda: naive_prepare(store, s, window), naive_k)
-                    folded = len(prep.plan.new_messages) if prep.plan else 0
-                    same = naive["cut"] == folded and naive["lines"] == prep.lines
+                    folded = len(prep.plan.new_messages) if prep else 0
+                    same = naive["cut"] == folded and naive["lines"] == (prep.lines if prep else [])
                     rows.append({
                         "messages": n,
                         "state": state,
-                        "history_tokens": prep.tokens_before,
+                        "history_tokens": before,
                         "folded": folded,
-                        "chunks": len(prep.chunks),
+                        "chunks": len(prep.chunks) if prep else 0,
                         "prepare_ms": prep_s * 1000,
                         "naive_ms": naive_s * 1000,
                         "ratio": naive_s / prep_s if prep_s else float("inf"),

@@ -21,7 +21,7 @@ from traitlets.config import Configurable
 from . import checks
 from .errors import BadDatabasePath, ConfigError, InvalidArgument, OcwError
 
-PROVIDER_NAMES = ("offline", "openai", "anthropic")
+from .providers.registry import NAMES as PROVIDER_NAMES  # noqa: E402  (the one table of providers)
 
 KNOWN_WINDOWS = [  # (model prefix, context window), most specific first
     ("gpt-4o", 128_000), ("gpt-4.1", 1_047_576), ("gpt-4.5", 128_000), ("gpt-5", 400_000),
@@ -127,7 +127,7 @@ class SecretStr(str):
 class Ocw(Configurable):
     """Options for ocw (`%config Ocw` lists them)."""
 
-    provider = Enum(["offline", "openai", "anthropic"], config=True,
+    provider = Enum(list(PROVIDER_NAMES), config=True,
                     help="Which model provider to use: offline (built in, no key), openai (any OpenAI-compatible server), anthropic. Env: OCW_PROVIDER.")
     model = Unicode(allow_none=True, config=True, help="Model name; default depends on the provider. Env: OCW_MODEL.")
     base_url = Unicode(allow_none=True, config=True,
@@ -179,7 +179,7 @@ class Ocw(Configurable):
 
     @default("db")
     def _default_db(self):
-        from .store import default_db_path
+        from .paths import default_db_path
 
         value = default_db_path()
         try:
@@ -295,21 +295,22 @@ class Ocw(Configurable):
 
     # -- derived ------------------------------------------------------------------
     def resolved_model(self) -> str:
-        from .providers import DEFAULT_MODELS
+        from .providers.registry import info
 
-        return self.model or DEFAULT_MODELS[self.provider]
+        return self.model or info(self.provider).default_model
 
     def resolved_window(self, model: str | None = None) -> int:
         return self.context_window or known_context_window(model or self.resolved_model())
 
     def key_env(self) -> str | None:
-        from .providers import KEY_ENV
+        from .providers.registry import info
 
-        return KEY_ENV.get(self.provider)
+        return info(self.provider).key_env
 
     def has_key(self) -> bool:
-        env = self.key_env()
-        return bool(self.api_key or (env and os.environ.get(env)))
+        from .providers.registry import resolve_key
+
+        return bool(resolve_key(self.provider, self.api_key))
 
     def __repr__(self) -> str:
         key = "<set>" if self.api_key else "<unset>"

@@ -20,8 +20,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import checks, report, safe_html
-from .config import make_config
+from . import checks, report
+from .config import PROVIDER_NAMES, make_config
 from .errors import OcwError
 from .runtime import Runtime
 
@@ -117,7 +117,9 @@ class _StreamView:
     def on_text(self, delta: str) -> None:
         self.text += delta
         if not self.rich:
-            sys.stdout.write(safe_html.plain_text(delta))
+            from .safe_html import plain_text
+
+            sys.stdout.write(plain_text(delta))
             sys.stdout.flush()
             return
         from IPython.display import display
@@ -134,7 +136,9 @@ class _StreamView:
     def _bundle(text: str) -> dict:
         # text/plain carries the reply too: a plain-text front end (jupyter console,
         # nbconvert --to markdown/script, nbval) shows it instead of the HTML.
-        return safe_html.display_bundle(text)
+        from .safe_html import display_bundle  # lazy: %load_ext stays light
+
+        return display_bundle(text)
 
     def on_system(self, message: str) -> None:
         print(message, flush=True)
@@ -174,7 +178,7 @@ class OcwMagics(Magics):
     @argument("--session", "-s", default=None, help="session name or id (default: named after the notebook)")
     @argument("--new", action="store_true", help="start a fresh session first")
     @argument("--model", "-m", default=None, help="model to use from now on in this session")
-    @argument("--provider", "-p", default=None, choices=["offline", "openai", "anthropic"], help="provider")
+    @argument("--provider", "-p", default=None, choices=list(PROVIDER_NAMES), help="provider")
     @argument("--tools", action="store_true", default=None, help="offer the built-in read-only tools")
     @cell_magic
     @friendly
@@ -224,7 +228,7 @@ class OcwMagics(Magics):
         if s is None:
             print(report.no_session(self.runtime.config.lang))
             return
-        print(report.context_table(s))
+        print(report.context_table(s, self.runtime.config.lang))
 
     @line_magic
     @friendly

@@ -79,18 +79,65 @@ def m004_owner_marker(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("INSERT INTO ocw_meta VALUES ('app', 'ocw')")
 
 
+def m005_branch_totals(con: duckdb.DuckDBPyConnection) -> None:
+    """Store v2: each node carries its depth and the running token total from the root
+    along its branch (`cum_tokens`), so occupancy is a difference of two stored numbers
+    and opening a session reads its tail, not its history; a summary records its
+    covered range as a boundary (`cover_count`: the depth of the last covered node,
+    its parent) instead of a list of every covered id.
+
+    Counts belong to a count epoch (`sessions.count_epoch`, `nodes.epoch`): a node's
+    total is valid while its epoch is the session's and it was computed from a parent
+    of that epoch. Nodes counted with another encoding than their session's model
+    uses get epoch −1 here (the old files' stale counts), as do their descendants;
+    the session recounts them on first use, into `node_counts`."""
+    from .tokens import encoding_for_model  # pure: which encoding a model counts with
+
+    con.execute("ALTER TABLE sessions ADD COLUMN count_epoch INTEGER DEFAULT 0")
+    con.execute("UPDATE sessions SET count_epoch = 0")
+    for col, typ in (("depth", "INTEGER"), ("cum_tokens", "BIGINT"), ("epoch", "INTEGER"), ("cover_count", "INTEGER")):
+        con.execute(f"ALTER TABLE nodes ADD COLUMN {col} {typ}")
+    models = dict(con.execute("SELECT id, model FROM sessions").fetchall())
+    rows = con.execute(
+        "SELECT id, session_id, parent_id, role, name, tokens, encoding, json_array_length(covers_ids)"
+        " FROM nodes ORDER BY seq").fetchall()
+    info: dict[str, tuple[int, int, int]] = {}  # id -> (depth, cum, epoch)
+    out = []
+    for nid, sid, parent, role, name, tokens, enc, ncov in rows:
+        if role == "llm" and name == "context/summary":
+            out.append((nid, None, None, 0 if enc == encoding_for_model(models.get(sid)).name else -1,
+                        int(ncov or 0)))
+            continue
+        pd, pc, pe = info.get(parent, (0, 0, 0)) if parent else (0, 0, 0)
+        ok = enc == encoding_for_model(models.get(sid)).name and pe == 0
+        info[nid] = (pd + 1, pc + int(tokens or 0), 0 if ok else -1)
+        out.append((nid, pd + 1, pc + int(tokens or 0), 0 if ok else -1, None))
+    if out:
+        con.execute("CREATE TEMP TABLE m005 (id VARCHAR, depth INTEGER, cum BIGINT, epoch INTEGER, cover INTEGER)")
+        con.executemany("INSERT INTO m005 VALUES (?, ?, ?, ?, ?)", out)
+        con.execute("UPDATE nodes SET depth = m.depth, cum_tokens = m.cum, epoch = m.epoch, cover_count = m.cover"
+                    " FROM m005 m WHERE nodes.id = m.id")
+        con.execute("DROP TABLE m005")
+    con.execute("UPDATE nodes SET covers_ids = NULL WHERE covers_ids IS NOT NULL")
+    # Recounts for other epochs (a model with another tokenizer, another tool result
+    # cap) go here, never into the node rows, which stay as they were written.
+    con.execute("CREATE TABLE node_counts (node_id VARCHAR, epoch INTEGER, session_id VARCHAR, tokens INTEGER,"
+                " depth INTEGER, cum_tokens BIGINT, encoding VARCHAR, PRIMARY KEY (node_id, epoch))")
+
+
 MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [
     m001_initial,
     m002_revision_and_supersedes,
     m003_node_order_index,
     m004_owner_marker,
+    m005_branch_totals,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The ocw release that first wrote each schema version: a file at version N
 # needs this ocw (or newer) to be read. Add a line with every migration.
-OCW_VERSION_OF_SCHEMA = {1: "0.1.0", 2: "0.1.0", 3: "0.1.0", 4: "0.1.0"}
+OCW_VERSION_OF_SCHEMA = {1: "0.1.0", 2: "0.1.0", 3: "0.1.0", 4: "0.1.0", 5: "0.2.0"}
 
 # Schema versions that predate the marker: recognised by their exact tables.
 # 0 is the empty `schema_version` an interrupted first open could leave.

@@ -10,38 +10,44 @@ import platform
 
 from . import i18n
 
-CATEGORY_LABELS = {"system": "System prompt", "tools": "Tool definitions", "summary": "Summary",
-                   "messages": "Messages", "free": "Free space"}
 
 
 def no_session(lang: str | None = None) -> str:
     return i18n.text("no_session", lang)
 
 
-def context_table(session) -> str:
+def context_table(session, lang: str | None = None) -> str:
+    """The breakdown as text (a terminal's `%context`), in the UI's language: the same
+    figures as the panel — rows that add up to the total, percents to 100.0."""
+    from .ui_text import ui_labels
+
+    L = ui_labels(lang)
     occ = session.occupancy()
     w = occ["window"]
-    lines = [f"Context — session {occ['session_name']!r}, model {session.model}"]
+
+    def row(label: str, value: str, rest: str = "") -> str:
+        return f"  {label:<18} {value:>9}" + (f"  {rest}" if rest else "")
+
+    lines = [L["table_title"].format(name=repr(occ["session_name"]), model=session.model)]
     for cat, n in occ["breakdown"].items():
-        lines.append(f"  {CATEGORY_LABELS.get(cat, cat):<18} {n:>9,}  {occ['percents'][cat]:>5}%")
-    lines.append(f"  {'Total':<18} {occ['total']:>9,} / {w:,} tokens ({100 * occ['ratio']:.1f}%)")
+        lines.append(row(L.get(f"cat_{cat}", cat), f"{n:,}", f"{occ['percents'][cat]:>5}%"))
+    lines.append(row(L["total"], f"{occ['total']:,}") + f" / {w:,} {L['tokens']} ({100 * occ['ratio']:.1f}%)")
     if occ.get("window_source", "configured") != "configured":
-        lines.append(f"  {'Window':<18} {w:>9,}  ({occ['window_source']})")
+        lines.append(row(L["window_from"], f"{w:,}", occ["window_source"]))
     if occ["reserve_ratio"]:
-        lines.append(f"  {'Auto-compact at':<18} {occ['reserve']:>9,}  ({occ['reserve_ratio']:.0%} line)")
+        lines.append(row(L["reserve"], f"{occ['reserve']:,}", "(" + L["reserve_line"].format(
+            pct=f"{occ['reserve_ratio']:.0%}") + ")"))
     else:
-        lines.append(f"  {'Auto-compact':<18} {'off':>9}")
-    basis = occ["basis"]
+        lines.append(row(L["reserve"], L["off"]))
+    basis = L[occ["basis"]]
     if occ.get("calibration"):
-        basis += f" (measured ÷ estimated = {occ['calibration']:.2f}"
-        basis += "; the rows are scaled to add up to the total)" if occ.get("calibrated") else ")"
-    lines.append(f"  Basis: {basis}; encoding: {occ['encoding']}")
+        basis += f" ({L['calibration']} = {occ['calibration']:.2f}"
+        basis += f"; {L['rows_scaled']})" if occ.get("calibrated") else ")"
+    encoding = occ["encoding"] if occ.get("encoding_exact", True) else f"{occ['encoding']} ({L['estimate']})"
+    lines.append(f"  {L['basis']}: {basis}; {L['encoding']}: {encoding}")
     count, inferred = occ["compaction_count"], occ.get("compaction_inferred", 0)
-    if inferred:  # only an inferred count is approximate: say so only then
-        lines.append(f"  Compactions: {count} ({inferred} inferred from a drop in provider-reported usage; "
-                     "inferred counts are approximate)")
-    else:
-        lines.append(f"  Compactions: {count}")
+    # only an inferred count is approximate: say so only then
+    lines.append(f"  {L['count']}: {count}" + (f" ({L['inferred_note'].format(n=inferred)})" if inferred else ""))
     return "\n".join(lines)
 
 
@@ -103,14 +109,12 @@ def doctor(runtime) -> str:
     lines = ["ocw doctor"]
     lines.append(f"  provider:      {provider}" + (" (built in, no network, no key)" if provider == "offline" else ""))
     lines.append(f"  model:         {model}")
-    if provider != "offline":
-        from .providers import KEY_ENV
+    from .providers.registry import info, key_source, resolve_key
 
-        env = KEY_ENV.get(provider)
-        present = bool(cfg.api_key or (env and os.environ.get(env)))
-        lines.append(f"  API key:       {'present' if present else 'MISSING'} ({'%config Ocw.api_key' if cfg.api_key else env})")
-        default_url = "https://api.openai.com/v1" if provider == "openai" else "https://api.anthropic.com"
-        url = cfg.base_url or default_url
+    if info(provider).key_env:
+        present = bool(resolve_key(provider, cfg.api_key))
+        lines.append(f"  API key:       {'present' if present else 'MISSING'} ({key_source(provider, cfg.api_key)})")
+        url = cfg.base_url or info(provider).default_base_url
         lines.append(f"  base URL:      {url} — {_reachable(url)}")
     else:
         lines.append("  API key:       not needed")

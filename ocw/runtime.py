@@ -10,12 +10,15 @@ import atexit
 import datetime as _dt
 import os
 import threading
+import weakref
+from typing import TYPE_CHECKING
 
 from . import checks, i18n
 from .config import PROVIDER_NAMES, Ocw
 from .errors import OcwError, SessionNotFound
-from .store import Store
-from .turn import learn_window, run_turn
+
+if TYPE_CHECKING:  # imported when used: %load_ext must not load DuckDB
+    from .sessions import Store
 
 
 def notebook_session_name() -> str:
@@ -34,7 +37,9 @@ class Runtime:
         self.current = None
         self._providers: dict = {}
         self._lock = threading.RLock()
-        self.widgets: list = []
+        # The widgets on screen, weakly: a closed widget (its comm gone, ipywidgets'
+        # registry done with it) drops out instead of being refreshed forever.
+        self.widgets: weakref.WeakSet = weakref.WeakSet()
         self.tools = None  # a ToolRegistry, created on first use
         self._probed: set = set()  # (session, provider, model, base URL) whose window was asked for
         self.config.observe(self._on_auto_compact_change, names=["auto_compact"])
@@ -66,6 +71,8 @@ class Runtime:
         (and every command says why, until the path is fixed)."""
         with self._lock:
             if self._store is None or self._store_path != self.config.db:
+                from .sessions import Store
+
                 fresh = Store(self.config.db)
                 old, self._store, self._store_path = self._store, fresh, self.config.db
                 self.current = None
@@ -107,10 +114,14 @@ class Runtime:
         provider = provider or cfg.provider
         name = name or (self.current.name if self.current is not None else notebook_session_name())
         store, previous = self.store, self.current
-        try:
-            old = store.open_session(name)
-        except SessionNotFound:
-            old = None
+        if self.current is not None and self.current.store is store and self.current.name == name:
+            old = self.current  # no lookup by name every cell: the session object is kept
+            old.sync()
+        else:
+            try:
+                old = store.open_session(name)
+            except SessionNotFound:
+                old = None
         restore, delete = [], []
         if old is not None and not new:
             s = old
@@ -161,9 +172,9 @@ class Runtime:
         return s, undo
 
     def _default_model(self, provider: str) -> str:
-        from .providers import DEFAULT_MODELS
+        from .providers.registry import info
 
-        return DEFAULT_MODELS[provider]
+        return info(provider).default_model
 
     def _make_current(self, s) -> None:
         self.current = s
@@ -180,14 +191,12 @@ class Runtime:
     # -- providers --------------------------------------------------------------------
     def provider_for(self, session):
         from .providers import make_provider
-
-        from .providers import KEY_ENV
+        from .providers.registry import resolve_key
 
         cfg = self.config
         # The key is resolved here, on every turn, so that `%env OPENAI_API_KEY=...` after
         # an AuthError takes effect on the next cell (a cached provider would keep the old one).
-        env = KEY_ENV.get(session.provider_name)
-        api_key = cfg.api_key or (os.environ.get(env) if env else None) or None
+        api_key = resolve_key(session.provider_name, cfg.api_key)
         key = (session.provider_name, session.model, cfg.base_url, api_key, session.context_window,
                cfg.timeout, cfg.max_retries)
         p = self._providers.get(key)
@@ -225,6 +234,8 @@ class Runtime:
             provider = self.provider_for(s)
             self._probe_window(s, provider, on_system)
             undo.rearm()  # a window the server reported is the cell's too: undone with it
+            from .turn import run_turn
+
             return run_turn(
                 s, text, provider, threshold=self.config.auto_compact, lang=self.config.lang,
                 tools=registry, max_steps=self.config.max_tool_steps, max_output_tokens=self.config.max_output_tokens,
@@ -250,6 +261,8 @@ class Runtime:
         found = probe()
         if not found:
             return
+        from .turn import learn_window
+
         note = learn_window(session, *found, reported=True, lang=self.config.lang)
         if note and on_system is not None:
             on_system(note)
@@ -279,12 +292,11 @@ class Runtime:
         from .widgets import ContextWidget
 
         w = ContextWidget(session=self.current_session(), compact=self.compact_action, lang=self.config.lang)
-        self.widgets.append(w)
+        self.widgets.add(w)
         return w
 
     def forget_widget(self, w) -> None:
-        if w in self.widgets:
-            self.widgets.remove(w)
+        self.widgets.discard(w)
 
     def close(self) -> None:
         atexit.unregister(self.close)
@@ -300,3 +312,4 @@ class Runtime:
         if self._store is not None:
             self._store.close()
             self._store = None
+        self.current = None  # its store is closed: the next cell opens the session again

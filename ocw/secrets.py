@@ -36,7 +36,7 @@ from typing import Iterable
 
 MIN_SECRET_LEN = 8
 REDACTED = "<redacted>"
-ENV_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+from .providers.registry import KEY_ENVS as ENV_KEYS  # noqa: E402  (the one table of providers)
 LOGGER_TREES = ("ocw", "httpx", "httpcore")
 
 

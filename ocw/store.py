@@ -1,368 +1,73 @@
-"""The DuckDB store: one file, many sessions, an append-only node DAG per session.
+"""The DuckDB store: rows in, rows out.
 
-DuckDB locks a file to one process. Two kernels on one file must both work, and
-a turn must stay cheap, so `_Db` holds a connection through a burst of work and
-lets go once idle, or soon after another process signals that it waits (a
-sidecar file, `<db>.ocw-lock`); opening waits, with a bounded retry, while the
-other process holds the lock. Every write bumps the session's `rev`, which lets
-a process notice another's writes with one cheap read (see Session.sync).
+One file, many sessions, an append-only node DAG per session. The store knows
+no Session object and no model: it writes and reads rows, and every write that
+depends on the current state runs a caller's `change(row)` inside its own
+transaction, on the row as the file holds it then — so two kernels writing to
+one session never act on a stale HEAD, metadata or generation.
 
-The store's interface (`Store` + `Session`) is all the context engine sees, so
-a server database could stand behind it later without touching the engine.
+What makes a turn O(new text) and an open O(tail) lives in the rows
+(ocw/graph.py): a node's depth and running token total are computed here from
+its parent, inside the append's transaction; a summary records its covered
+range as a boundary. Reads are indexed: by id, or by a session's `seq` range
+(rows are appended in `seq` order, so DuckDB's zone maps skip the rest of the
+file) — never `id IN (...)` over a list, which scans the whole id column.
 """
 from __future__ import annotations
 
-import errno
 import json
 import os
-import random
-import threading
-import time
-import uuid
-from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable
 
 import duckdb
 
-from . import checks, ownership
-from .errors import InvalidArgument, SessionNotFound, StoreBusy, StoreError
+from .db import DUCKDB_CONFIG, Db, _Db  # noqa: F401  (re-exported: tests and tools use them)
+from . import ownership
+from .errors import InvalidArgument, StoreError
+from .graph import SUMMARY_NAME, Node
+from .ids import new_id  # noqa: F401  (re-exported)
+from .paths import default_db_path  # noqa: F401  (re-exported)
 from .migrations import migrate
 
-try:  # advisory locks for the hand-over between kernels
-    import fcntl as _fcntl
-except ImportError:  # pragma: no cover - Windows
-    _fcntl = None
-try:
-    import msvcrt as _msvcrt
-except ImportError:
-    _msvcrt = None
-
-# No code path may download anything at run time (DuckDB would fetch extensions).
-DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-
-
-def _try_lock(fd: int) -> bool:
-    """Exclusive, non-blocking advisory lock on `fd`: True if taken, False if another
-    holder has it. OSError: no advisory locks here (platform or filesystem)."""
-    if _fcntl is not None:
-        try:
-            _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
-    if _msvcrt is not None:  # pragma: no cover - Windows
-        try:
-            os.lseek(fd, 0, os.SEEK_SET)
-            _msvcrt.locking(fd, _msvcrt.LK_NBLCK, 1)
-            return True
-        except OSError as e:
-            if e.errno in (errno.EACCES, errno.EAGAIN, errno.EDEADLK):
-                return False
-            raise
-    raise OSError("no advisory file locks on this platform")
+SESSION_COLUMNS = ("id", "name", "provider", "model", "context_window", "system_prompt", "head_id",
+                   "occupancy_generation", "metadata", "rev", "count_epoch", "created_at", "updated_at")
+WRITABLE = {"name", "provider", "model", "context_window", "system_prompt", "head_id", "occupancy_generation",
+            "metadata", "count_epoch"}
+# A node row's own counts belong to the epoch it was written in; a recount for another
+# epoch lives in `node_counts` (node rows are never updated: append-only). Reads take the
+# session's epoch and see the counts of that epoch where a recount exists.
+NODE_SELECT = ("SELECT n.id, n.seq, n.parent_id, n.role, n.name, coalesce(c.tokens, n.tokens),"
+               " coalesce(c.depth, n.depth), coalesce(c.cum_tokens, n.cum_tokens), coalesce(c.epoch, n.epoch),"
+               " n.cover_count, n.supersedes, n.created_at"
+               " FROM nodes n LEFT JOIN node_counts c ON c.node_id = n.id AND c.epoch = ?")
+SEQ_GAP = 4096  # content reads: seq runs further apart than this are read separately
 
 
-def _unlock(fd: int) -> None:
-    if _fcntl is not None:
-        _fcntl.flock(fd, _fcntl.LOCK_UN)
-    elif _msvcrt is not None:  # pragma: no cover - Windows
-        os.lseek(fd, 0, os.SEEK_SET)
-        _msvcrt.locking(fd, _msvcrt.LK_UNLCK, 1)
+def _node(r) -> Node:
+    return Node(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8] if r[8] is not None else -1, r[9], r[10], r[11])
 
 
-def default_db_path() -> str:
-    env = os.environ.get("OCW_DB")
-    if env:
-        return env
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(base, "ocw", "ocw.duckdb")
+def _session(r) -> dict:
+    row = dict(zip(SESSION_COLUMNS, r))
+    row["metadata"] = json.loads(row["metadata"] or "{}")
+    row["count_epoch"] = row["count_epoch"] or 0
+    return row
 
 
-def new_id(prefix: str = "") -> str:
-    return prefix + uuid.uuid4().hex[:12]
+class DuckDBStore:
+    """Sessions and nodes in one DuckDB file (or ":memory:"), behind the store interface."""
 
+    kind = "duckdb"
 
-class _Db:
-    """A connection held through a burst of work, handed over when another process waits.
-
-    DuckDB lets one process at a time open a file. Kernels sharing a file take
-    turns through a sidecar file, `<db>.ocw-lock`, and an advisory lock on it
-    (flock; a byte lock on Windows) that a process takes BEFORE it opens DuckDB
-    and drops only AFTER DuckDB's close has returned:
-
-    - Safety. DuckDB's own file lock is not enough for close → reopen hand-overs
-      between processes. Two processes that each connect, insert, commit and
-      close 400 times, retrying on DuckDB's lock error, lost committed rows
-      (798 of 800 with no error raised; 528 of 800 with "Could not read enough
-      bytes from file") in 6 of 8 runs here (DuckDB 2.0.1); with a sidecar lock
-      held from before each connect to after each close: 12 of 12 runs clean.
-    - Fairness. A process that wants the file and cannot have it touches the
-      sidecar (its mtime is the "someone is waiting" signal) and polls the lock
-      every few milliseconds (a cheap syscall, where a failed `duckdb.connect`
-      costs ~9 ms). The holder checks the signal after each burst of work and,
-      from its reaper thread, between bursts. When someone waits, it lets go as
-      soon as it pauses for `contended_idle` seconds, or once it has had the
-      file for `contended_hold` seconds even while busy, so both kernels' turns
-      interleave. (A hand-over costs a close and an open, ~40 ms, so a busy
-      holder keeps the file for a share rather than a single operation.)
-    - Cost. Uncontended, the connection stays open through a burst and closes
-      `idle_close` seconds after the last use. Closing checkpoints the WAL, in
-      the reaper thread, off the turn's critical path (so DuckDB's automatic
-      checkpoint, which would stall a commit, rarely has a WAL big enough to
-      fire). `max_hold` bounds a continuous hold even when no signal arrives.
-
-    Where no advisory lock can be taken (a filesystem without them), only
-    DuckDB's lock and the retry below guard the file. Callers only ever see a
-    wait, or `StoreBusy` after `lock_timeout` seconds.
-    """
-
-    def __init__(self, path: str, *, idle_close: float = 0.1, max_hold: float = 5.0,
-                 contended_hold: float = 0.1, contended_idle: float = 0.01, lock_timeout: float = 60.0):
-        self.path = path
-        self.memory = path == ":memory:"
-        self.idle_close = idle_close
-        self.max_hold = max_hold
-        self.contended_hold = contended_hold
-        self.contended_idle = contended_idle
-        self.lock_timeout = lock_timeout
-        self._cond = threading.Condition(threading.RLock())
-        self._lock = self._cond  # held through every burst
-        self._con: duckdb.DuckDBPyConnection | None = None
-        self._opened_at = 0.0
-        self._release_at: float | None = None
-        self._last_used = 0.0
-        self._yielded_at = -1e9
-        self._depth = 0
-        self._reaper: threading.Thread | None = None
-        self._lock_fd: int | None = None
-        self._mark: int | None = None  # the sidecar's mtime when we took the file
-        self.sidecar = None if self.memory else path + ".ocw-lock"
-        # Counters, for tests and the benchmark.
-        self.opens = 0  # times the file was opened
-        self.waits = 0  # opens that had to wait for another holder
-        self.handoffs = 0  # times we let go early because another process waited
-
-    # -- the sidecar ------------------------------------------------------------
-    def _signal_waiting(self) -> None:
-        try:
-            now = time.time_ns()
-            os.utime(self.sidecar, ns=(now, now))
-        except OSError:
-            pass
-
-    def _sidecar_lock(self, deadline: float) -> None:
-        """Take the advisory lock on the sidecar, signalling while we wait."""
-        try:
-            fd = os.open(self.sidecar, os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError:
-            return  # read-only place: DuckDB's own lock (and its retry) alone
-        delay = 0.0005
-        waited = False
-        while True:
-            try:
-                if _try_lock(fd):
-                    break
-            except OSError:
-                os.close(fd)  # no advisory locks here: DuckDB's own lock (and its retry) alone
-                return
-            if time.monotonic() >= deadline:
-                os.close(fd)
-                raise StoreBusy(f"database {self.path} is held by another process") from None
-            waited = True
-            self._signal_waiting()
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.003)
-        self._lock_fd = fd
-        self.waits += waited
-
-    def _sidecar_unlock(self) -> None:
-        if self._lock_fd is not None:
-            fd, self._lock_fd = self._lock_fd, None
-            try:
-                _unlock(fd)
-            finally:
-                os.close(fd)
-
-    def _contended(self) -> bool:
-        """Has another process signalled since we took the file?"""
-        if self._mark is None:
-            return False
-        try:
-            return os.stat(self.sidecar).st_mtime_ns != self._mark
-        except OSError:
-            return False
-
-    # -- open / close -----------------------------------------------------------
-    def _connect(self, deadline: float, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-        """duckdb.connect, retried while another process holds DuckDB's own lock."""
-        delay = 0.005
-        waited = False
-        while True:
-            try:
-                con = duckdb.connect(self.path, read_only=read_only, config=DUCKDB_CONFIG)
-                break
-            except duckdb.ConnectionException as e:
-                if not (read_only and "different configuration" in str(e)):
-                    raise StoreError(f"cannot open {self.path}: {e}") from None
-                # Open read-write elsewhere in this process: share that instance (it
-                # has replayed its WAL already; this connection only reads).
-                con = duckdb.connect(self.path, config=DUCKDB_CONFIG)
-                break
-            except duckdb.IOException as e:
-                if "lock" not in str(e).lower():
-                    raise StoreError(f"cannot open {self.path}: {e}") from None
-                if time.monotonic() >= deadline:
-                    raise StoreBusy(f"database {self.path} is locked by another process") from None
-                waited = True
-                self._signal_waiting()
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 0.05)
-        self.waits += waited
-        return con
-
-    def _open(self) -> None:
-        if not self.memory:
-            ownership.make_folder(self.path)
-        deadline = time.monotonic() + self.lock_timeout
-        if not self.memory:
-            self._sidecar_lock(deadline)
-            if self._lock_fd is None and time.monotonic() - self._yielded_at < 0.2:
-                # No advisory lock to queue on: the waiter polls DuckDB's lock every
-                # ≤50 ms. Give it that long to get in before taking the file back.
-                time.sleep(0.06)
-        try:
-            if not self.memory:
-                ownership.replace_empty_file(self.path)  # under the lock: no kernel writes it now
-            self._con = self._connect(deadline)
-        except BaseException:
-            self._sidecar_unlock()
-            raise
-        if not self.memory:
-            try:
-                self._mark = os.stat(self.sidecar).st_mtime_ns
-            except OSError:
-                self._mark = None
-        self._opened_at = self._last_used = time.monotonic()
-        self._release_at = None
-        self.opens += 1
-        if not self.memory and self._reaper is None:
-            self._reaper = threading.Thread(target=self._reap, name="ocw-db-release", daemon=True)
-            self._reaper.start()
-
-    @contextmanager
-    def read_only(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A short read-only look at an existing file, for the ownership check: a
-        read-only open replays no WAL into the file and checkpoints nothing. The
-        sidecar lock is taken only if the file already has one (an ocw file), so
-        nothing is created beside a file that may not be ocw's."""
-        with self._cond:
-            if self._con is not None:
-                yield self._con
-                return
-            deadline = time.monotonic() + self.lock_timeout
-            if self.sidecar and os.path.exists(self.sidecar):
-                self._sidecar_lock(deadline)
-            try:
-                con = self._connect(deadline, read_only=True)
-                try:
-                    yield con
-                finally:
-                    con.close()
-            finally:
-                self._sidecar_unlock()
-
-    def _close(self) -> None:
-        try:
-            if self._con is not None:
-                try:
-                    self._con.close()  # checkpoints the WAL
-                finally:
-                    self._con = None
-        finally:
-            self._mark = None
-            self._release_at = None
-            self._sidecar_unlock()
-            self._cond.notify_all()
-
-    def _hand_over(self) -> None:
-        self.handoffs += 1
-        self._yielded_at = time.monotonic()
-        self._close()
-
-    def _reap(self) -> None:
-        """Between bursts: close once idle; if another process waits, as soon as this
-        one pauses (`contended_idle`) or has had its share (`contended_hold`)."""
-        with self._cond:
-            try:
-                while self._con is not None:
-                    now = time.monotonic()
-                    if self._contended() and (now - self._opened_at >= self.contended_hold
-                                              or now - self._last_used >= self.contended_idle):
-                        self._hand_over()
-                    elif self._release_at is not None and now >= self._release_at:
-                        self._close()
-                    else:
-                        wait = self.contended_idle
-                        if self._release_at is not None:
-                            wait = min(wait, max(0.0, self._release_at - now))
-                        self._cond.wait(wait)
-            finally:
-                self._reaper = None
-
-    @contextmanager
-    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        with self._cond:
-            if self._con is None:
-                self._open()
-            self._depth += 1
-            try:
-                yield self._con  # type: ignore[misc]
-            finally:
-                self._depth -= 1
-                if self._depth == 0 and not self.memory and self._con is not None:
-                    self._after_burst()
-
-    def _after_burst(self) -> None:
-        self._last_used = time.monotonic()
-        held = self._last_used - self._opened_at
-        if held >= self.max_hold:
-            self._close()
-        elif held >= self.contended_hold and self._contended():
-            self._hand_over()
-        else:
-            self._release_at = time.monotonic() + self.idle_close
-
-    def close(self) -> None:
-        with self._cond:
-            self._close()
-
-    @contextmanager
-    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """All or nothing: on any exception the file is exactly as before."""
-        with self.connect() as con:
-            con.begin()
-            try:
-                yield con
-            except BaseException:
-                con.rollback()
-                raise
-            con.commit()
-
-
-class Store:
-    """Sessions in one DuckDB file (or `":memory:"`, only when asked for by name).
-
-    Opening never writes to a file that is not ocw's (see ocw.ownership): a bad
-    path, a foreign database or a newer ocw's file is refused with one line."""
-
-    def __init__(self, path: str | os.PathLike | None = None, **db_options):
-        self.path = ownership.check_path(default_db_path() if path is None else path)
+    def __init__(self, path: str, **db_options):
+        """Opening never writes to a file that is not ocw's (see ocw.ownership): a bad
+        path, a foreign database or a newer ocw's file is refused with one line,
+        after a read-only look, before anything is written."""
+        self.path = ownership.check_path(path)
         for key, value in db_options.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 raise InvalidArgument(f"Store({key}=...) takes a number of seconds above 0, not {value!r}")
-        self.db = _Db(self.path, **db_options)
-        self._sessions: dict = {}
-        self._sessions_lock = threading.Lock()
+        self.db = Db(self.path, **db_options)
         try:
             if ownership.is_existing_database(self.path):
                 with self.db.read_only() as con:
@@ -376,62 +81,106 @@ class Store:
             self.db.close()
             raise
 
-    def __repr__(self) -> str:
-        return f"Store({self.path!r})"
+    def describe(self) -> str:
+        """Where the sessions live, fit to show (a file path has no secrets)."""
+        return self.path
+
+    def close(self) -> None:
+        self.db.close()
 
     # -- sessions -------------------------------------------------------------
-    def create_session(
-        self,
-        *,
-        model: str = "ocw-offline",
-        context_window: int = 8192,
-        system_prompt: str = "",
-        name: str | None = None,
-        provider: str = "offline",
-        metadata: dict | None = None,
-        archive: tuple[str, str] | None = None,
-    ):
-        """A new session. With `archive=(old_id, new_name)` the session that holds
-        `name` now (it must be `old_id`) is renamed in the same transaction, so
+    def insert_session(self, row: dict, archive: tuple[str, str] | None = None) -> dict:
+        """A new session row. With `archive=(old_id, new_name)` the session that holds
+        the name now (it must be `old_id`) is renamed in the same transaction, so
         `%new` either files the old one away AND creates the new one, or neither."""
-        from .config import PROVIDER_NAMES
-        from .session import check_metadata
-
-        checks.model(model)
-        checks.window(context_window)
-        checks.text(system_prompt, "system_prompt")
-        if name is not None:
-            checks.name(name, "name")
-        checks.choice(provider, "provider", PROVIDER_NAMES)
-        if metadata is not None:
-            check_metadata(metadata)
-        sid = new_id("s_")
-        name = name or sid
-        meta = {"context_compaction_count": 0, **(metadata or {})}
-        if archive is not None:
-            checks.name(archive[1], "archive name")
         with self.db.transaction() as con:
             if archive is not None:
-                holder = con.execute("SELECT id FROM sessions WHERE name = ?", [name]).fetchall()
+                holder = con.execute("SELECT id FROM sessions WHERE name = ?", [row["name"]]).fetchall()
                 if holder != [(archive[0],)]:
-                    raise StoreError(f"the session named {name!r} changed meanwhile; nothing was created",
+                    raise StoreError(f"the session named {row['name']!r} changed meanwhile; nothing was created",
                                      hint="run the cell again")
                 con.execute("UPDATE sessions SET name = ?, rev = rev + 1 WHERE id = ?", [archive[1], archive[0]])
-            if con.execute("SELECT 1 FROM sessions WHERE name = ?", [name]).fetchone():
-                raise StoreError(f"a session named {name!r} already exists", hint="open it, or pick another name")
+            if con.execute("SELECT 1 FROM sessions WHERE name = ?", [row["name"]]).fetchone():
+                raise StoreError(f"a session named {row['name']!r} already exists", hint="open it, or pick another name")
             con.execute(
                 "INSERT INTO sessions (id, name, provider, model, context_window, system_prompt, head_id,"
-                " occupancy_generation, metadata, rev) VALUES (?, ?, ?, ?, ?, ?, NULL, 0, ?, 0)",
-                [sid, name, provider, model, context_window, system_prompt, json.dumps(meta)],
-            )
-        return self._session_object(sid)
+                " occupancy_generation, metadata, rev, count_epoch) VALUES (?, ?, ?, ?, ?, ?, NULL, 0, ?, 0, 0)",
+                [row["id"], row["name"], row["provider"], row["model"], row["context_window"],
+                 row.get("system_prompt") or "", json.dumps(row.get("metadata") or {})])
+            return self._row(con, row["id"])
+
+    def _row(self, con, sid: str) -> dict | None:
+        r = con.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ?", [sid]).fetchone()
+        return _session(r) if r else None
+
+    def session_row(self, sid: str) -> dict | None:
+        with self.db.connect() as con:
+            return self._row(con, sid)
+
+    def find_session(self, id_or_name: str) -> str | None:
+        """The id of the session with this id, else with this name."""
+        with self.db.connect() as con:
+            r = con.execute("SELECT id FROM sessions WHERE id = ? OR name = ? ORDER BY (id = ?) DESC LIMIT 1",
+                            [id_or_name, id_or_name, id_or_name]).fetchone()
+        return r[0] if r else None
+
+    def rev(self, sid: str) -> int | None:
+        """The session's revision: one cheap read tells whether another kernel wrote."""
+        with self.db.connect() as con:
+            r = con.execute("SELECT rev FROM sessions WHERE id = ?", [sid]).fetchone()
+        return r[0] if r else None
+
+    def list_sessions(self) -> list[dict]:
+        """Every session, newest use first, with its current branch's size (HEAD's depth
+        and running total: two stored numbers, not a scan of its nodes)."""
+        with self.db.connect() as con:
+            rows = con.execute(
+                "SELECT s.id, s.name, s.provider, s.model, s.context_window, s.updated_at, s.created_at,"
+                " coalesce(h.depth, 0), coalesce(h.cum_tokens, 0)"
+                " FROM sessions s LEFT JOIN nodes h ON h.id = s.head_id"
+                " ORDER BY s.updated_at DESC, s.created_at DESC").fetchall()
+        keys = ("id", "name", "provider", "model", "context_window", "updated_at", "created_at", "messages", "tokens")
+        return [dict(zip(keys, r)) for r in rows]
+
+    def update_session(self, sid: str, change: Callable[[dict], dict | None]) -> dict:
+        """One transaction: `change(row)` sees the row as the file holds it and returns the
+        columns to set (None: write nothing). Every write bumps `rev`. Returns the row."""
+        with self.db.transaction() as con:
+            row = self._locked_row(con, sid)
+            fields = change(row)
+            if fields:
+                self._write_row(con, sid, fields)
+                row = self._row(con, sid)
+            return row
+
+    def _locked_row(self, con, sid: str) -> dict:
+        row = self._row(con, sid)
+        if row is None:
+            raise StoreError(f"session {sid} vanished from {self.path}")
+        return row
+
+    def _write_row(self, con, sid: str, fields: dict) -> None:
+        bad = set(fields) - WRITABLE
+        if bad:  # pragma: no cover - a programming error
+            raise ValueError(f"not a writable session column: {', '.join(sorted(bad))}")
+        sets = ["rev = rev + 1", "updated_at = current_timestamp"]
+        args: list = []
+        for k, v in fields.items():
+            sets.append(f"{k} = ?")
+            args.append(json.dumps(v) if k == "metadata" else v)
+        con.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE id = ?", [*args, sid])
 
     def session_rows(self, ids: list[str]) -> dict[str, dict]:
-        """The sessions' rows as stored (every column), by id."""
+        """The sessions' rows as stored (every column, metadata as its JSON text), by id:
+        what `undo_sessions` can put back exactly."""
+        out = {}
         with self.db.connect() as con:
-            cur = con.execute("SELECT * FROM sessions WHERE id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)])
-            cols = [d[0] for d in cur.description]
-            return {r[0]: dict(zip(cols, r)) for r in cur.fetchall()}
+            for sid in ids:  # a few ids: one indexed lookup each
+                cur = con.execute("SELECT * FROM sessions WHERE id = ?", [sid])
+                cols = [d[0] for d in cur.description]
+                for r in cur.fetchall():
+                    out[r[0]] = dict(zip(cols, r))
+        return out
 
     def undo_sessions(self, *, restore: list[dict], delete: list[str], expect_rev: dict[str, int]) -> bool:
         """Take back what a failed cell did to the sessions table, in one transaction:
@@ -453,53 +202,155 @@ class Store:
                 cols = [c for c in row if c != "id"]
                 con.execute(f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ?",
                             [row[c] for c in cols] + [row["id"]])
-        with self._sessions_lock:
-            for sid in delete:
-                self._sessions.pop(sid, None)
         return True
 
-    def open_session(self, id_or_name: str):
-        checks.text(id_or_name, "id_or_name", allow_empty=False)
+    def rename_session(self, sid: str, name: str) -> dict:
+        with self.db.transaction() as con:
+            if con.execute("SELECT 1 FROM sessions WHERE name = ? AND id <> ?", [name, sid]).fetchone():
+                raise StoreError(f"a session named {name!r} already exists")
+            self._locked_row(con, sid)
+            self._write_row(con, sid, {"name": name})
+            return self._row(con, sid)
+
+    def delete_session(self, sid: str) -> int:
+        """Remove a session and every node of it, in one transaction. Returns the nodes removed."""
+        with self.db.transaction() as con:
+            (n,) = con.execute("SELECT count(*) FROM nodes WHERE session_id = ?", [sid]).fetchone()
+            con.execute("DELETE FROM node_counts WHERE session_id = ?", [sid])
+            con.execute("DELETE FROM nodes WHERE session_id = ?", [sid])
+            con.execute("DELETE FROM sessions WHERE id = ?", [sid])
+        return int(n)
+
+    # -- writing nodes ----------------------------------------------------------
+    def append_nodes(self, sid: str, nodes: list[dict],
+                     change: Callable[[dict, Node | None], dict | None] | None = None) -> tuple[dict, list[Node]]:
+        """Append `nodes` ({id, role, name, content, tokens, encoding}) as a chain under the
+        session's current HEAD — read inside this transaction, so a second kernel's
+        append lands under the first's — and move HEAD to the last. Depth and running
+        total come from the parent row; the chain is of the session's count epoch only
+        if its parent is (else −1: stale, recounted by the session on use).
+        `change(row, parent)` may add session columns to the same write (a usage
+        sample, say: one transaction per turn). Returns (row, new nodes)."""
+        with self.db.transaction() as con:
+            row = self._locked_row(con, sid)
+            parent = self._get(con, sid, row["head_id"], row["count_epoch"]) if row["head_id"] else None
+            epoch = row["count_epoch"] if parent is None or parent.epoch == row["count_epoch"] else -1
+            depth, cum = (parent.depth or 0, parent.cum or 0) if parent is not None else (0, 0)
+            pid, written, args = row["head_id"], [], []
+            for n in nodes:
+                depth += 1
+                cum += int(n["tokens"])
+                args.append([n["id"], sid, pid, n["role"], n.get("name"), json.dumps(n["content"], ensure_ascii=False),
+                             int(n["tokens"]), n.get("encoding"), depth, cum, epoch])
+                written.append(Node(n["id"], 0, pid, n["role"], n.get("name"), int(n["tokens"]), depth, cum, epoch))
+                pid = n["id"]
+            for a, node in zip(args, written):
+                (node.seq,) = con.execute(
+                    "INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding, depth,"
+                    " cum_tokens, epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq", a).fetchone()
+            fields = {"head_id": pid}
+            extra = change(row, parent) if change else None
+            if extra:
+                fields.update(extra)
+            self._write_row(con, sid, fields)
+            return self._row(con, sid), written
+
+    def insert_summary(self, sid: str, summary: dict, change: Callable[[dict], dict]) -> tuple[dict, Node]:
+        """Append a summary node beside the branch ({id, parent_id: the boundary,
+        cover_count, content, tokens, encoding, supersedes}) and apply `change(row)`
+        (generation, count, metadata) — one transaction. `change` raises to refuse
+        (the branch moved while the summary was written): nothing is saved. HEAD
+        does not move."""
+        with self.db.transaction() as con:
+            row = self._locked_row(con, sid)
+            fields = change(row)
+            (seq,) = con.execute(
+                "INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding, epoch,"
+                " cover_count, supersedes) VALUES (?, ?, ?, 'llm', ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+                [summary["id"], sid, summary["parent_id"], SUMMARY_NAME,
+                 json.dumps(summary["content"], ensure_ascii=False), int(summary["tokens"]), summary.get("encoding"),
+                 row["count_epoch"], int(summary["cover_count"]), summary.get("supersedes")]).fetchone()
+            self._write_row(con, sid, fields or {})
+            node = Node(summary["id"], seq, summary["parent_id"], "llm", SUMMARY_NAME, int(summary["tokens"]),
+                        None, None, row["count_epoch"], int(summary["cover_count"]), summary.get("supersedes"))
+            return self._row(con, sid), node
+
+    def set_counts(self, sid: str, rows: list[tuple], change: Callable[[dict], dict | None] | None = None) -> dict:
+        """Store recounted (id, tokens, depth, cum, epoch, encoding) rows — a new
+        tokenizer or tool-result cap, or an older file's stale counts — beside the
+        node rows (which are never rewritten), with `change(row)` in the same
+        transaction."""
+        with self.db.transaction() as con:
+            row = self._locked_row(con, sid)
+            if rows:
+                con.executemany(
+                    "INSERT OR REPLACE INTO node_counts (node_id, epoch, session_id, tokens, depth, cum_tokens, encoding)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(nid, epoch, sid, tokens, depth, cum, enc) for nid, tokens, depth, cum, epoch, enc in rows])
+            fields = change(row) if change else None
+            self._write_row(con, sid, fields or {})
+            return self._row(con, sid)
+
+    # -- reading nodes ------------------------------------------------------------
+    def _get(self, con, sid: str, nid: str, epoch: int) -> Node | None:
+        r = con.execute(f"{NODE_SELECT} WHERE n.id = ? AND n.session_id = ?", [epoch, nid, sid]).fetchone()
+        return _node(r) if r else None
+
+    def node(self, sid: str, nid: str, epoch: int = 0) -> Node | None:
+        """One node row by id (an indexed lookup), with its counts of `epoch`."""
         with self.db.connect() as con:
-            row = con.execute(
-                "SELECT id FROM sessions WHERE id = ? OR name = ? ORDER BY (id = ?) DESC LIMIT 1",
-                [id_or_name, id_or_name, id_or_name],
-            ).fetchone()
-        if row is None:
-            raise SessionNotFound(f"no session {id_or_name!r} in {self.path}")
-        return self._session_object(row[0])
+            return self._get(con, sid, nid, epoch)
 
-    def get_or_create_session(self, name: str, **kwargs):
-        try:
-            return self.open_session(name)
-        except SessionNotFound:
-            return self.create_session(name=name, **kwargs)
+    def nodes_since(self, sid: str, lo: int, hi: int | None = None, epoch: int = 0) -> list[Node]:
+        """The session's node rows with lo ≤ seq (≤ hi), in seq order — a zone-map range
+        read: the tail of a session is a recent seq range."""
+        with self.db.connect() as con:
+            if hi is None:
+                rows = con.execute(f"{NODE_SELECT} WHERE n.session_id = ? AND n.seq >= ? ORDER BY n.seq",
+                                   [epoch, sid, lo]).fetchall()
+            else:
+                rows = con.execute(f"{NODE_SELECT} WHERE n.session_id = ? AND n.seq BETWEEN ? AND ? ORDER BY n.seq",
+                                   [epoch, sid, lo, hi]).fetchall()
+        return [_node(r) for r in rows]
 
-    def _session_object(self, sid: str):
-        """One Session object per id per Store, so every view shares its caches and events."""
-        from .session import Session
+    def summaries(self, sid: str, after_seq: int = 0, epoch: int = 0) -> list[Node]:
+        with self.db.connect() as con:
+            rows = con.execute(f"{NODE_SELECT} WHERE n.session_id = ? AND n.seq > ? AND n.role = 'llm' AND n.name = ?"
+                               " ORDER BY n.seq", [epoch, sid, after_seq, SUMMARY_NAME]).fetchall()
+        return [_node(r) for r in rows]
 
-        with self._sessions_lock:
-            s = self._sessions.get(sid)
-            if s is None:
-                s = self._sessions[sid] = Session(self, sid)
-        s.sync()
-        return s
+    def content(self, sid: str, nodes: list[Node]) -> dict[str, list]:
+        """Content blocks of these nodes, read by seq ranges around them."""
+        want = {n.id for n in nodes}
+        out: dict[str, list] = {}
+        seqs = sorted(n.seq for n in nodes)
+        runs, start = [], None
+        for i, s in enumerate(seqs):
+            if start is None:
+                start = s
+            if i + 1 == len(seqs) or seqs[i + 1] - s > SEQ_GAP:
+                runs.append((start, s))
+                start = None
+        with self.db.connect() as con:
+            for lo, hi in runs:
+                for nid, content in con.execute(
+                        "SELECT id, content FROM nodes WHERE session_id = ? AND seq BETWEEN ? AND ?",
+                        [sid, lo, hi]).fetchall():
+                    if nid in want:
+                        out[nid] = json.loads(content)
+        return out
 
-    def sessions(self) -> list[dict]:
-        """Every session, newest use first: id, name, model, messages, tokens, last use."""
+    def leaves(self, sid: str, epoch: int = 0) -> list[Node]:
+        """Every leaf of the session's DAG (summaries aside), oldest first. A node whose
+        only child is a summary is a leaf: a summary hangs beside the branch."""
         with self.db.connect() as con:
             rows = con.execute(
-                """
-                SELECT s.id, s.name, s.provider, s.model, s.context_window, s.updated_at, s.created_at,
-                       count(n.id) FILTER (WHERE n.role <> 'llm') AS messages,
-                       coalesce(sum(n.tokens) FILTER (WHERE n.role <> 'llm'), 0) AS tokens
-                FROM sessions s LEFT JOIN nodes n ON n.session_id = s.id
-                GROUP BY ALL ORDER BY s.updated_at DESC, s.created_at DESC
-                """
-            ).fetchall()
-        keys = ["id", "name", "provider", "model", "context_window", "updated_at", "created_at", "messages", "tokens"]
-        return [dict(zip(keys, r)) for r in rows]
+                f"{NODE_SELECT} WHERE n.session_id = ? AND NOT (n.role = 'llm' AND n.name = ?)"
+                " AND NOT EXISTS (SELECT 1 FROM nodes k WHERE k.session_id = n.session_id AND k.parent_id = n.id"
+                " AND NOT (k.role = 'llm' AND k.name = ?)) ORDER BY n.seq",
+                [epoch, sid, SUMMARY_NAME, SUMMARY_NAME]).fetchall()
+        return [_node(r) for r in rows]
 
-    def close(self) -> None:
-        self.db.close()
+    def node_count(self, sid: str) -> int:
+        with self.db.connect() as con:
+            return int(con.execute("SELECT count(*) FROM nodes WHERE session_id = ?", [sid]).fetchone()[0])

@@ -17,14 +17,15 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .context.cut import default_tail_budget
-from .context.engine import CompactionResult, auto_compact_paused
+from .compaction import auto_compact_paused
+from .context.engine import CompactionResult
 from .context.snip import snip
 from .checks import repaired
 from .errors import ContextOverflowError, EmptyReply, OcwError
 from .graph import SUMMARY_NAME
 from .i18n import text as i18n_text
 from .render import normalize_content
-from .store import new_id
+from .ids import new_id
 from .tools import no_tools_result
 from .tokens import count_message, render_block
 
@@ -282,9 +283,12 @@ class Turn:
                     raise EmptyReply("the provider returned an empty reply (no text, no tool call)")
                 assistant = reply.content
                 if not calls:
-                    ids = s.append_many([*pending, ("assistant", repaired(assistant))])
+                    # One write: the turn and its usage sample (DESIGN.md §3: measured
+                    # against the HEAD this request produced).
+                    ids = s.append_many([*pending, ("assistant", repaired(assistant))],
+                                        usage=self._usage_to_record(reply))
                     self.result.node_ids += ids
-                    self._record_usage(reply)
+                    self._note_missing_usage(reply)
                     break
                 self._unique_ids(calls)
                 results = []
@@ -332,23 +336,25 @@ class Turn:
                 call["id"] = new_id("call_")
             self._ids_in_use.add(call["id"])
 
-    def _record_usage(self, reply) -> None:
-        """The reply is stored by now: nothing here may fail the cell. A sample that
-        cannot be saved is logged and changes nothing (DESIGN.md §5)."""
-        s = self.session
+    def _usage_to_record(self, reply) -> int | None:
+        """The sample to store with the reply: input + output tokens, unless the request
+        was snipped (it measured less than the branch now holds; recording it would
+        make the next budget look small and automatic compaction never fire)."""
         used = reply.usage.context_tokens if reply.usage else None
+        return None if getattr(self, "_snipped_now", False) else used
+
+    def _note_missing_usage(self, reply) -> None:
+        """A server that sends no usage is said once per session. The reply is stored by
+        now: nothing here may fail the cell."""
+        s = self.session
+        if (reply.usage and reply.usage.context_tokens is not None) or getattr(self.provider, "offline", False) \
+                or s.metadata.get("no_usage_noted"):
+            return
         try:
-            if used is None:
-                if not getattr(self.provider, "offline", False) and not s.metadata.get("no_usage_noted"):
-                    s.set_metadata(no_usage_noted=True)  # said once per session
-                    self.on_system(i18n_text("no_usage", self.lang))
-                return
-            # A snipped request measured less than the branch now holds; recording it
-            # would make the next budget look small and automatic compaction never fire.
-            if not getattr(self, "_snipped_now", False):
-                s.record_usage(used)
+            s.set_metadata(no_usage_noted=True)
         except OcwError as e:
-            log.warning("ocw: the usage sample of this turn was not saved: %s", e)
+            log.warning("ocw: could not note the missing usage: %s", e)
+        self.on_system(i18n_text("no_usage", self.lang))
 
 
 def run_turn(session, user_content, provider, **kw) -> TurnResult:

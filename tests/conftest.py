@@ -129,7 +129,7 @@ def read_ocw_db(path) -> dict:
     kernel that holds the file, then lets go). Nodes in insertion order."""
     import json
 
-    from ocw.store import Store
+    from ocw.sessions import Store
 
     st = Store(str(path))
     try:
@@ -137,15 +137,24 @@ def read_ocw_db(path) -> dict:
             sessions = con.execute(
                 "SELECT id, name, head_id, metadata, model FROM sessions ORDER BY created_at").fetchall()
             nodes = con.execute(
-                "SELECT id, session_id, parent_id, role, name, content, covers_ids FROM nodes ORDER BY seq").fetchall()
+                "SELECT id, session_id, parent_id, role, name, content FROM nodes ORDER BY seq").fetchall()
     finally:
         st.close()
+    parents = {n[0]: n[2] for n in nodes}
+
+    def covered(boundary):  # a summary covers the branch from the root to its boundary (its parent)
+        out = []
+        while boundary is not None:
+            out.append(boundary)
+            boundary = parents[boundary]
+        return out[::-1]
+
     out_nodes = []
-    for nid, sid, parent, role, name, content, covers in nodes:
+    for nid, sid, parent, role, name, content in nodes:
         blocks = json.loads(content)
         out_nodes.append({"id": nid, "session_id": sid, "parent_id": parent, "role": role, "name": name,
                           "text": "".join(b.get("text", "") for b in blocks if isinstance(b, dict)),
-                          "covers": json.loads(covers) if covers else None})
+                          "covers": covered(parent) if name == "context/summary" else None})
     return {"sessions": [{"id": i, "name": n, "head": h, "metadata": json.loads(m or "{}"), "model": mo}
                          for i, n, h, m, mo in sessions],
             "nodes": out_nodes}

@@ -38,7 +38,7 @@ def test_quick_run_prints_the_table(tmp_path):
 
 
 def test_build_session_matches_what_the_session_counts(tmp_path):
-    from ocw.store import Store
+    from ocw.sessions import Store
 
     store = Store(str(tmp_path / "b.duckdb"))
     try:

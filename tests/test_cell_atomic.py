@@ -146,6 +146,8 @@ def test_file_away_and_create_are_one_transaction(ip, store_dump, monkeypatch, c
     real = ocw.store.json.dumps
 
     class FailingJson:
+        loads = staticmethod(ocw.store.json.loads)  # reading stays as it was
+
         @staticmethod
         def dumps(value, *a, **kw):
             if isinstance(value, dict) and "context_compaction_count" in value:  # the new session's metadata
@@ -189,7 +191,7 @@ def test_kept_tool_steps_keep_the_switch(oip, openai_env, capsys):
     finally:
         ocw.tools._REGISTERED.pop("ping", None)  # no tool definition left for later tests
     s = ocw.current_session()
-    assert s.model == "gpt-4.1" and [s._nodes[n].role for n in s.branch()][-2:] == ["assistant", "tool"]
+    assert s.model == "gpt-4.1" and [s.node(n)["role"] for n in s.branch()][-2:] == ["assistant", "tool"]
 
 
 # -- the store behind %config Ocw.db -----------------------------------------------------------------

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ocw.errors import StoreError
-from ocw.store import Store
+from ocw.sessions import Store
 
 FILLER = "The team reviewed the ingestion pipeline and weighed throughput against latency once more. "
 
@@ -124,10 +124,10 @@ def test_a_sample_that_cannot_be_persisted_changes_nothing(cstore, monkeypatch):
     s.record_usage(10_000)
     before = file_meta(cstore, s.id)
 
-    def broken_bump(con, **kw):
+    def broken_bump(*a, **kw):
         raise StoreError("disk full")
 
-    monkeypatch.setattr(s, "_bump", broken_bump)
+    monkeypatch.setattr(s.backend, "_write_row", broken_bump)
     with pytest.raises(StoreError):
         s.record_usage(4_000)
     monkeypatch.undo()

@@ -14,10 +14,10 @@ import pytest
 
 import ocw.session
 from ocw.context import engine
-from ocw.context.engine import AUTO_FAILURE_LIMIT, auto_compact_paused
+from ocw.compaction import AUTO_FAILURE_LIMIT, auto_compact_paused
 from ocw.errors import CompactionInProgress, OcwError, StoreError
 from ocw.render import block_text
-from ocw.store import Store
+from ocw.sessions import Store
 
 FILLER = "The team reviewed the ingestion pipeline and weighed throughput against latency once more. "
 NO_OP = "Context is already compacted; no older messages to fold."
@@ -125,7 +125,10 @@ def test_success_outcome_state_and_events(estore, fake_summarizer):
     assert r.message() == (f"Context compacted: covered {r.summarised_count} older messages, "
                            f"{r.tokens_before:,} → {r.tokens_after:,} tokens")
     row = node_row(estore, r.summary_id)
-    assert (row["role"], row["name"], row["parent_id"]) == ("llm", "context/summary", json.loads(row["covers_ids"])[-1])
+    # The covered range is a boundary: the last covered node (its parent) and the count.
+    covered = s.branch()[: r.summarised_count]
+    assert (row["role"], row["name"], row["parent_id"]) == ("llm", "context/summary", covered[-1])
+    assert row["cover_count"] == r.summarised_count and row["covers_ids"] is None
     assert_lock_free(s)
 
 
@@ -312,8 +315,8 @@ def _markers(text: str) -> set[str]:
     return set(re.findall(r"quokka\d{4}x", text))
 
 
-def _covers(store, nid: str) -> list[str]:
-    return json.loads(node_row(store, nid)["covers_ids"])
+def _covers(s, nid: str) -> list[str]:
+    return s.covered_ids(nid)
 
 
 def _marker_of(store, nid: str) -> str:
@@ -329,7 +332,7 @@ def test_rolling_summary_reads_only_new_turns(estore, fake_summarizer):
     first = fake_summarizer("ROLLING-ONE the early review of the pipeline.")
     r1 = s.compact(provider=first)
     assert r1.outcome == "succeeded" and s.head == head0
-    old_covers = _covers(estore, r1.summary_id)
+    old_covers = _covers(s, r1.summary_id)
     old_markers = {_marker_of(estore, n) for n in old_covers}
     assert old_markers == set().union(*(_markers(c["input"]) for c in first.calls))
     assert len(old_covers) == r1.summarised_count
@@ -344,7 +347,7 @@ def test_rolling_summary_reads_only_new_turns(estore, fake_summarizer):
     assert "ROLLING-ONE the early review of the pipeline." in inputs[0]  # the old summary is read...
     seen_markers = set().union(*(_markers(t) for t in inputs))
     assert not (seen_markers & old_markers)  # ...never the turns it covers
-    new_covers = _covers(estore, r2.summary_id)
+    new_covers = _covers(s, r2.summary_id)
     assert new_covers[: len(old_covers)] == old_covers  # covers = old ∪ new, a branch prefix
     assert new_covers == s.branch()[: len(new_covers)]
     newly = new_covers[len(old_covers):]
@@ -378,7 +381,7 @@ def test_chunked_rolling_summary_passes_each_answer_on(estore, fake_summarizer):
         assert f"<previous-summary>\nPARTIAL-{prev['index']} so far.\n</previous-summary>" in call["input"]
     # every folded turn went to exactly one call, in order
     order = [m for c in fake.calls for m in re.findall(r"quokka\d{4}x", c["input"])]
-    covered = _covers(estore, r.summary_id)
+    covered = _covers(s, r.summary_id)
     assert order == [_marker_of(estore, n) for n in covered]
     # one summary, holding the last answer
     with estore.db.connect() as con:
@@ -424,14 +427,14 @@ def test_prepare_builds_the_input_without_writing_or_calling(estore, fake_summar
     s = build(estore, n=60)
     dump = session_dump(estore, s.id)
     fake = fake_summarizer("unused", context_window=1_500)
-    prep = engine.prepare(s, provider=fake)
+    plan = engine.plan_compaction(s.rendered_history(), s.context_window)
+    prep = engine.prepare(plan, fake, window=1_500, calibration=1.0, encoding=s.encoding.name)
     assert fake.calls == [] and session_dump(estore, s.id) == dump
     assert prep.plan is not None and len(prep.lines) == len(prep.plan.new_messages) > 0
     # the planned chunks cover every line once, in order
     flat = [i for a, b in prep.chunks for i in range(a, b)]
     assert flat == list(range(len(prep.lines)))
     assert len(prep.chunks) > 1
-    assert prep.tokens_before == s.occupancy()["total"]
     # the estimates bound the real size of each line
     from ocw.tokens import count_text
 

@@ -45,7 +45,7 @@ def failing(shell, cell, capsys) -> str:
 
 def roles(s) -> list[str]:
     s.sync()
-    return [s._nodes[n].role for n in s.branch()]
+    return [s.node(n)["role"] for n in s.branch()]
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 
 from ocw.errors import ContextOverflowError, StoreError
 from ocw.providers.base import Reply, Usage
-from ocw.store import Store
+from ocw.sessions import Store
 from ocw.tokens import count_message
 from ocw.turn import run_turn
 
@@ -225,16 +225,28 @@ def test_a_server_without_usage_is_noted_once_per_session(sess):
     assert sess.occupancy()["basis"] == "estimated"
 
 
-def test_a_usage_sample_that_cannot_be_saved_never_fails_the_stored_reply(sess, monkeypatch, caplog):
+def test_a_usage_sample_that_cannot_be_decided_never_fails_the_stored_reply(sess, monkeypatch, caplog):
+    """The turn and its sample are one write; a failure deciding the sample drops the
+    sample (logged), never the reply."""
+    import ocw.context.count as count_rules
+
     def broken(*a, **k):
         raise StoreError("disk full")
 
-    monkeypatch.setattr(sess, "record_usage", broken)
+    monkeypatch.setattr(count_rules, "apply_sample", broken)
     with caplog.at_level(logging.WARNING, logger="ocw"):
         res = run_turn(sess, "hello", Scripted("stored anyway"))
     assert res.text == "stored anyway"
     assert [sess.node(n)["role"] for n in sess.branch()] == ["user", "assistant"]
-    assert any("usage sample" in r.getMessage() and "disk full" in r.getMessage() for r in caplog.records)
+    assert sess.metadata.get("context_window") is None  # no sample
+    assert any("usage sample" in r.getMessage() for r in caplog.records)
+
+
+def test_a_turn_is_one_write_with_its_usage_sample(sess):
+    rev = sess.backend.rev(sess.id)
+    run_turn(sess, "hello", Scripted("one write"))
+    assert sess.backend.rev(sess.id) == rev + 1  # user + reply + sample: one transaction
+    assert sess.metadata["context_window"]["head"] == sess.head and sess.occupancy()["basis"] == "measured"
 
 
 def test_the_automatic_threshold_is_judged_in_calibrated_tokens(sess):

@@ -196,9 +196,19 @@ def read_nodes(s):
     import json
 
     with s.store.db.connect() as con:
-        rows = con.execute("SELECT id, role, name, covers_ids FROM nodes WHERE session_id = ? ORDER BY seq",
+        rows = con.execute("SELECT id, role, name, parent_id FROM nodes WHERE session_id = ? ORDER BY seq",
                            [s.id]).fetchall()
-    return [{"id": i, "role": r, "name": n, "covers": json.loads(c) if c else None} for i, r, n, c in rows]
+    parent = {i: p for i, r, n, p in rows}
+
+    def covered(boundary):  # a summary covers the branch from the root to its boundary
+        out = []
+        while boundary is not None:
+            out.append(boundary)
+            boundary = parent[boundary]
+        return out[::-1]
+
+    return [{"id": i, "role": r, "name": n, "covers": covered(p) if n == "context/summary" else None}
+            for i, r, n, p in rows]
 
 
 @pytest.mark.parametrize("arg", ["abc", "-5", "1.5", "2000 300"])
@@ -497,7 +507,7 @@ def _interrupt_case(shell, srv, capsys, start_interrupt):
     srv.script(text="after the interrupt")
     assert "after the interrupt" in chat(shell, "next", capsys)
     s.sync()
-    assert len(read_nodes(s)) == n_nodes + 2 and s._nodes[s.head].parent_id is not None
+    assert len(read_nodes(s)) == n_nodes + 2 and s.node(s.head)["parent_id"] is not None
     assert [m["role"] for m in srv.requests[-1].messages] == ["system"] + ["user", "assistant"] * 2 + ["user"]
 
 
@@ -540,7 +550,7 @@ def test_rewind_branch_new_sessions(ip, capsys):
         chat(ip, f"turn {i}", capsys)
     s = session()
     path = s.branch()
-    assert [s._nodes[n].role for n in path] == ["user", "assistant"] * 3
+    assert [s.node(n)["role"] for n in path] == ["user", "assistant"] * 3
 
     res, out, err = run(ip, "%rewind", capsys)
     assert res.error_in_exec is None and s.head == path[3]
@@ -554,13 +564,13 @@ def test_rewind_branch_new_sessions(ip, capsys):
 
     chat(ip, "a different turn 1", capsys)  # forks at path[1]
     fork = s.head
-    assert s._nodes[s._nodes[fork].parent_id].parent_id == path[1]
+    assert s.node(s.node(fork)["parent_id"])["parent_id"] == path[1]
     res, out, err = run(ip, "%branch", capsys)
     assert f"* {fork}" in out and f"  {path[5]}" in out and out.count("messages  ends with") == 2
     res, out, err = run(ip, f"%branch {path[5]}", capsys)
     assert s.head == path[5] and f"* {path[5]}" in out
     # The occupancy follows HEAD.
-    assert s.occupancy()["breakdown"]["messages"] == sum(s._nodes[n].tokens for n in path)
+    assert s.occupancy_parts()["messages"] == sum(s.node(n)["tokens"] for n in path)
 
     for bad in ("%rewind 0", "%rewind 9", "%rewind n_nope", "%branch n_nope"):
         res, out, err = run(ip, bad, capsys)
@@ -580,7 +590,8 @@ def test_rewind_branch_new_sessions(ip, capsys):
     current = [r for r in rows if r.startswith(" * ")]
     assert len(current) == 1 and "scratch" in current[0]
     old = [r for r in rows if s.id in r]
-    assert len(old) == 1 and " 8 " in old[0]  # the first session, all 8 messages kept
+    # The first session is kept: its current branch (HEAD back on the old leaf) holds 6 messages.
+    assert len(old) == 1 and " 6 " in old[0]
 
 
 def test_ocw_help_lists_every_command_on_one_line(ip, capsys):
@@ -639,7 +650,7 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
     assert f"{'Total':<18} {occ['total']:>9,} / 2,000 tokens ({100 * occ['ratio']:.1f}%)" in out
     assert occ["calibrated"]  # the server counts differently from the estimate: rows are scaled
     assert (f"Basis: measured (measured ÷ estimated = {occ['calibration']:.2f}; the rows are scaled to add up to "
-            "the total); encoding: o200k_base") in out
+            "the total); Encoding: o200k_base") in out
     # Every figure agrees: the rows add up to the total, the percents to 100.0 %.
     assert sum(occ["breakdown"][k] for k in ("system", "tools", "summary", "messages")) == occ["total"]
     shown = [float(ln.rsplit(None, 1)[-1].rstrip("%")) for ln in out.splitlines()[1:6]]
@@ -651,7 +662,7 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
     res, out, err = run(oip, "%context --text", capsys)
     occ = s.occupancy()
     assert f"{'Total':<18} {occ['total']:>9,} / 2,000" in out
-    assert "Basis: estimated; encoding: o200k_base" in out and "Compactions: 1" in out
+    assert "Basis: estimated; Encoding: o200k_base" in out and "Compactions: 1" in out
     assert f"{'Summary':<18} {occ['breakdown']['summary']:>9,}" in out and occ["breakdown"]["summary"] > 0
 
 

@@ -144,3 +144,98 @@ def test_migrate_reports_starting_version(tmp_db):
     assert migrate(con) == 0
     assert migrate(con) == SCHEMA_VERSION
     con.close()
+
+
+# -- Store v2: a file the previous schema (3) wrote, with summaries and branches ----------------
+def make_v3_file(path):
+    """What ocw wrote before Store v2: migrations 1–3, counts tagged with their encoding,
+    summaries listing every covered id, two branches. Returns what the test needs."""
+    enc = "o200k_base"
+    con = duckdb.connect(path, config=DUCKDB_CONFIG)
+    con.execute("CREATE TABLE schema_version (version INTEGER)")
+    for i, m in enumerate(MIGRATIONS[:3], 1):
+        m(con)
+        con.execute("INSERT INTO schema_version VALUES (?)", [i])
+    con.execute(
+        "INSERT INTO sessions (id, name, provider, model, context_window, system_prompt, head_id, occupancy_generation,"
+        " metadata, rev) VALUES ('s3', 'v3-chat', 'openai', 'gpt-4o', 128000, 'Be brief.', NULL, 2, ?, 40)",
+        [json.dumps({"context_compaction_count": 2, "context_window": None})])
+    rows, parent, main = [], None, []
+    for i in range(12):  # the main branch: m0 … m11
+        nid = f"m{i}"
+        role = "user" if i % 2 == 0 else "assistant"
+        content = [{"type": "text", "text": f"message {i}: " + "the nightly load of orders.csv " * (i + 1)}]
+        rows.append((nid, parent, role, None, content, None, None))
+        parent = nid
+        main.append(nid)
+    fork = []
+    parent = "m5"
+    for i in range(3):  # a fork after m5: f0 f1 f2
+        nid = f"f{i}"
+        rows.append((nid, parent, "user" if i % 2 == 0 else "assistant",
+                     None, [{"type": "text", "text": f"fork {i}: 数据 分支 " * (i + 2)}], None, None))
+        parent = nid
+        fork.append(nid)
+    s1 = ("sum1", "m3", "llm", "context/summary", [{"type": "text", "text": "First summary: m0–m3."}], main[:4], None)
+    s2 = ("sum2", "m7", "llm", "context/summary", [{"type": "text", "text": "Second summary: m0–m7, 数据."}],
+          main[:8], "sum1")
+    rows[4:4] = [s1]  # written after m3, as compaction would have
+    rows.append(s2)
+    for nid, par, role, name, content, covers, supersedes in rows:
+        n = FRAME_TOKENS + len(get_encoding(enc).encode_ordinary(render_message(role, content, name)))
+        con.execute(
+            "INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, covers_ids, supersedes, encoding)"
+            " VALUES (?, 's3', ?, ?, ?, ?, ?, ?, ?, ?)",
+            [nid, par, role, name, json.dumps(content, ensure_ascii=False), n,
+             json.dumps(covers) if covers else None, supersedes, enc])
+    con.execute("UPDATE sessions SET head_id = 'm11'")
+    con.close()
+    tokens = {r[0]: FRAME_TOKENS + len(get_encoding(enc).encode_ordinary(render_message(r[2], r[4], r[3])))
+              for r in rows}
+    return {"main": main, "fork": fork, "tokens": tokens,
+            "summaries": [("sum2", main[:8]), ("sum1", main[:4])]}
+
+
+def old_occupancy_total(v3, branch: list[str]) -> int:
+    """Occupancy as the previous schema's code computed it: system prompt + the newest
+    summary whose covered ids are a prefix of the branch + the uncovered tail."""
+    system = FRAME_TOKENS + len(get_encoding("o200k_base").encode_ordinary(
+        render_message("system", [{"type": "text", "text": "Be brief."}])))
+    for sid, covers in v3["summaries"]:  # newest first
+        if branch[:len(covers)] == covers:
+            return system + v3["tokens"][sid] + sum(v3["tokens"][n] for n in branch[len(covers):])
+    return system + sum(v3["tokens"][n] for n in branch)
+
+
+def test_a_schema_3_file_upgrades_with_the_same_occupancy(tmp_db):
+    v3 = make_v3_file(tmp_db)
+    main, fork = v3["main"], v3["fork"]
+    store = ocw.Store(tmp_db)
+    try:
+        s = store.open_session("v3-chat")
+        # HEAD at the main leaf: the second summary covers m0–m7.
+        assert s.active_summary().id == "sum2" and s.branch() == main
+        assert s.occupancy()["total"] == old_occupancy_total(v3, main)
+        # The covered ranges became boundaries: the last covered node and the count.
+        with store.db.connect() as con:
+            got = con.execute("SELECT id, parent_id, cover_count, covers_ids FROM nodes WHERE role = 'llm'"
+                              " ORDER BY id").fetchall()
+            depth, cum = con.execute("SELECT depth, cum_tokens FROM nodes WHERE id = 'm11'").fetchone()
+        assert got == [("sum1", "m3", 4, None), ("sum2", "m7", 8, None)]
+        assert (depth, cum) == (12, sum(v3["tokens"][n] for n in main))
+        assert s.covered_ids("sum2") == main[:8]
+        # Rewound into the second summary's range: the first one applies, the same figure as before.
+        s.rewind("m6")
+        assert s.active_summary().id == "sum1"
+        assert s.occupancy()["total"] == old_occupancy_total(v3, main[:7])
+        # The other branch: forked after m5, it keeps sum1 (m0–m3 are its ancestors too).
+        s.checkout("f2")
+        assert s.branch() == main[:6] + fork and s.active_summary().id == "sum1"
+        assert s.occupancy()["total"] == old_occupancy_total(v3, main[:6] + fork)
+        # New writes chain under the old rows with the right running totals.
+        s.checkout("m11")
+        n = s.append("user", "and now?")
+        assert s.occupancy()["total"] == old_occupancy_total(v3, main) + s.node(n)["tokens"]
+        assert s.compaction_count == 2 and s.generation == 2
+    finally:
+        store.close()

@@ -169,7 +169,7 @@ def test_files_of_earlier_ocw_versions_are_recognised_and_upgraded(tmp_path, ver
 def test_a_new_file_carries_the_marker_and_reopens(tmp_path):
     db = tmp_path / "new.duckdb"
     ocw.Store(str(db)).create_session(name="a").store.close()
-    assert marker(db)["app"] == "ocw" and marker(db)["schema_version"] == str(SCHEMA_VERSION) == "4"
+    assert marker(db)["app"] == "ocw" and marker(db)["schema_version"] == str(SCHEMA_VERSION) == "5"
     st = ocw.Store(str(db))
     assert [s["name"] for s in st.sessions()] == ["a"]
     st.close()

@@ -6,6 +6,8 @@ into a brand-new venv (its dependencies borrowed from the test venv through a
 .pth file, so nothing is downloaded), and instantiates the widget there.
 """
 import os
+
+import ocw
 import site
 import subprocess
 import sys
@@ -30,7 +32,7 @@ def test_wheel_carries_widget_assets_and_works_in_a_fresh_venv(tmp_path):
     assert "ocw/static/context.js" in names and "ocw/static/context.css" in names
     assert not any(n.startswith(("tests/", "widgets/")) for n in names)
     # The hand-written JupyterLab extension (%%chat cells edited as Markdown) lands where JupyterLab looks.
-    ext = "ocw-0.1.0.data/data/share/jupyter/labextensions/ocw-labextension/"
+    ext = f"ocw-{ocw.__version__}.data/data/share/jupyter/labextensions/ocw-labextension/"
     assert ext + "package.json" in names and ext + "static/remoteEntry.js" in names
 
     env_dir = tmp_path / "fresh"

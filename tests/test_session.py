@@ -7,6 +7,7 @@ import json
 import pytest
 
 import ocw
+import ocw.branch_view
 import ocw.session
 from ocw.errors import OcwError, StoreError
 from ocw.tokens import FRAME_TOKENS, get_encoding, render_message
@@ -167,14 +168,17 @@ def test_each_message_is_counted_once(sess, monkeypatch):
         sess.append("user" if i % 2 == 0 else "assistant", f"message number {i} with some words 数据")
     sess.occupancy()  # the system prompt is counted (once) here
     calls = []
-    real = ocw.session.count_message
+    real = ocw.branch_view.count_message
 
     def counting(role, blocks, *a, **k):
         calls.append(role)
         return real(role, blocks, *a, **k)
 
-    monkeypatch.setattr(ocw.session, "count_message", counting)
-    monkeypatch.setattr(ocw.session, "count_text", lambda *a, **k: pytest.fail("count_text on the hot path"))
+    for module in (ocw.session, ocw.branch_view):  # wherever a count could happen
+        if hasattr(module, "count_message"):
+            monkeypatch.setattr(module, "count_message", counting)
+        if hasattr(module, "count_text"):
+            monkeypatch.setattr(module, "count_text", lambda *a, **k: pytest.fail("count_text on the hot path"))
     sess.append("assistant", "the fiftieth message")
     assert calls == ["assistant"]  # only the new message, not the history
     for _ in range(3):
@@ -238,7 +242,7 @@ def test_occupancy_equals_full_recount(store, model):
 
     # A summary covering the first four messages.
     s1 = s._persist_summary("用户要求列出目录；共有 80 个文件。User then asked for the log.",
-                            ids[:4], s.head, s.generation)
+                            ids[3], s.head, s.generation)
     occ = check()
     assert occ["breakdown"]["summary"] > 0
     assert [m.get("id") for m in s.rendered_history()][1:] == [s1, *ids[4:]]
@@ -247,7 +251,7 @@ def test_occupancy_equals_full_recount(store, model):
     ids.append(s.append("assistant", [{"type": "thinking", "thinking": "日志很短。"},
                                       {"type": "text", "text": "The log has five OK lines."}]))
     check()
-    s2 = s._persist_summary("Listing done; log checked: five OK lines. 一切正常。", ids[:6], s.head, s.generation)
+    s2 = s._persist_summary("Listing done; log checked: five OK lines. 一切正常。", ids[5], s.head, s.generation)
     check()
     assert s.active_summary().id == s2
     assert s.node(s2)["content"][0]["text"].startswith("Listing done")
@@ -288,7 +292,7 @@ def test_unknown_model_is_labelled_an_estimate(store):
     s = store.create_session(model="my-local-llama", context_window=8000)
     s.append("user", "hi")
     occ = s.occupancy()
-    assert occ["encoding_exact"] is False and "estimate" in occ["encoding"]
+    assert occ["encoding_exact"] is False and occ["encoding"] == "cl100k_base"  # views say "(estimate)"
     s.reset_context(model="gpt-4o")
     occ = s.occupancy()
     assert occ["encoding_exact"] is True and occ["encoding"] == "o200k_base"
@@ -310,25 +314,28 @@ def test_summary_persist_refuses_a_moved_branch(sess):
     ids = [sess.append("user", f"m{i}") for i in range(4)]
     gen, n = sess.generation, rows(sess.store)
     with pytest.raises(StoreError):
-        sess._persist_summary("s", ids[:2], ids[2], gen)  # HEAD moved on since
+        sess._persist_summary("s", ids[1], ids[2], gen)  # HEAD moved on since
     with pytest.raises(StoreError):
-        sess._persist_summary("s", ids[:2], sess.head, gen + 1)  # a compaction happened meanwhile
+        sess._persist_summary("s", ids[1], sess.head, gen + 1)  # a compaction happened meanwhile
     with pytest.raises(StoreError):
-        sess._persist_summary("s", [ids[1], ids[2]], sess.head, gen)  # not a prefix of the branch
+        sess._persist_summary("s", "n_not_a_node", sess.head, gen)  # not on the branch
     assert rows(sess.store) == n and sess.generation == gen and sess.compaction_count == 0
     assert stored_session_row(sess.store, sess.id)[1] == gen
 
 
 def test_summary_never_moves_head_and_bumps_generation(sess):
     ids = [sess.append("user", f"m{i}") for i in range(4)]
-    sid = sess._persist_summary("summary", ids[:2], sess.head, sess.generation)
+    sid = sess._persist_summary("summary", ids[1], sess.head, sess.generation)
     assert sess.head == ids[-1] and sess.branch() == ids
     assert sess.generation == 1 and sess.compaction_count == 1
     meta, gen, head, _ = stored_session_row(sess.store, sess.id)
     assert (gen, head, meta["context_compaction_count"]) == (1, ids[-1], 1)
     with sess.store.db.connect() as con:
-        covers, role, name = con.execute("SELECT covers_ids, role, name FROM nodes WHERE id = ?", [sid]).fetchone()
-    assert json.loads(covers) == ids[:2] and (role, name) == ("llm", "context/summary")
+        parent, count, covers, role, name = con.execute(
+            "SELECT parent_id, cover_count, covers_ids, role, name FROM nodes WHERE id = ?", [sid]).fetchone()
+    # The covered range is a boundary (the last covered node, the count), not a list of ids.
+    assert (parent, count, covers) == (ids[1], 2, None) and (role, name) == ("llm", "context/summary")
+    assert sess.covered_ids(sid) == ids[:2]
     assert sid not in {b["id"] for b in sess.branches()}
 
 
@@ -355,7 +362,7 @@ def test_measured_basis_lives_only_as_long_as_head_and_generation(sess):
     sess.record_usage(est + 10)
     assert sess.occupancy()["basis"] == "measured"
     sample = sess.metadata["context_window"]
-    sess._persist_summary("s", [a], sess.head, sess.generation)  # generation bump, HEAD unchanged
+    sess._persist_summary("s", a, sess.head, sess.generation)  # generation bump, HEAD unchanged
     assert sess.head == b
     assert sess.occupancy()["basis"] == "estimated"
     # Even if the old sample came back (a late delivery written by another kernel), it is for
@@ -397,7 +404,7 @@ def test_compaction_count_rules_through_the_session(sess):
     assert sess.record_usage(10) is False and sess.compaction_count == 1
     # ocw's own compaction counts exactly and resets the baseline.
     sess.record_usage(700)
-    sess._persist_summary("sum", [a], sess.head, sess.generation)
+    sess._persist_summary("sum", a, sess.head, sess.generation)
     assert sess.compaction_count == 2
     assert sess.record_usage(300) is False and sess.compaction_count == 2
     # Invalid samples change nothing.
@@ -412,10 +419,10 @@ def test_a_sample_that_cannot_be_persisted_changes_nothing(sess, monkeypatch):
     before_mem = (sess.metadata, sess.compaction_count, sess.occupancy())
     before_file = stored_session_row(sess.store, sess.id)
 
-    def broken_bump(con, **kw):
+    def broken_bump(*a, **kw):
         raise OSError("disk full")
 
-    monkeypatch.setattr(sess, "_bump", broken_bump)
+    monkeypatch.setattr(sess.backend, "_write_row", broken_bump)
     with pytest.raises(OSError):
         sess.record_usage(200)  # would have counted an inferred compaction
     monkeypatch.undo()
@@ -430,10 +437,10 @@ def test_failed_append_changes_nothing(sess, monkeypatch):
     occ = sess.occupancy()
     n = rows(sess.store)
 
-    def broken_bump(con, **kw):
+    def broken_bump(*a, **kw):
         raise OSError("disk full")
 
-    monkeypatch.setattr(sess, "_bump", broken_bump)
+    monkeypatch.setattr(sess.backend, "_write_row", broken_bump)
     with pytest.raises(OSError):
         sess.append("assistant", "lost")
     monkeypatch.undo()
@@ -444,7 +451,7 @@ def test_failed_append_changes_nothing(sess, monkeypatch):
 
 def test_restart_shows_the_same_occupancy_and_count(store):
     s, ids = build_rich_session(store, "gpt-4o")
-    s._persist_summary("summary of the listing", ids[:4], s.head, s.generation)
+    s._persist_summary("summary of the listing", ids[3], s.head, s.generation)
     s.append("assistant", "done")
     s.record_usage(s.occupancy()["total"] + 25)
     s.append("user", "one more")
@@ -502,7 +509,7 @@ def test_content_cache_is_bounded_and_history_still_complete(store, monkeypatch)
     are read back from the file, so rendered_history is still whole and exact."""
     from ocw.session import Session
 
-    monkeypatch.setattr(Session, "CONTENT_CACHE", 3)
+    monkeypatch.setattr(ocw.branch_view, "CONTENT_CACHE", 3)
     s = store.create_session(model="gpt-4o", context_window=100_000, system_prompt="x")
     for i in range(10):
         s.append("user" if i % 2 == 0 else "assistant", f"message number {i}")

@@ -38,7 +38,7 @@ def turns(sess, provider, srv, n, reply_words=50, threshold=0.8):
 
 def snapshot(sess):
     sess.sync()
-    return sess.head, list(sess.branch()), len(sess._nodes), sess.generation
+    return sess.head, list(sess.branch()), sess.backend.node_count(sess.id), sess.generation
 
 
 def test_a_turn_stores_user_and_reply_together_and_records_usage(sess, provider, refserver):

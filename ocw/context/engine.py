@@ -6,8 +6,10 @@ Invariants, and why they hold:
   `compaction_started` and never reaches the summarizer.
 - Re-compaction never re-reads text a summary covers: the summarizer's input is
   the old summary's text plus only the newly folded turns.
-- All or nothing: the only write is `Session._persist_summary`, one
-  transaction; every failure before or inside it leaves the file as it was.
+- Pure of the store: the engine plans (`plan_compaction`, `prepare`), asks
+  the summarizer (`summarize`) and checks the result (`finish`); it returns
+  text and never writes. The caller (ocw/compaction.py) persists in one
+  transaction, so every failure leaves the file as it was.
 - A summary must be smaller than what it replaces, or it is rejected: a
   compaction that grows the context is a failure, not a success.
 - Every summarizer call fits the summarizer's window: lines are grouped by the
@@ -23,16 +25,15 @@ import math
 from dataclasses import dataclass, field
 
 from .. import events as ev
-from ..errors import CompactionInProgress, OcwError
-from ..i18n import system_message, text as i18n_text
+from ..errors import OcwError
+from ..graph import SUMMARY_NAME
+from ..i18n import system_message
 from ..providers.base import SUMMARY_MARKER
 from ..render import block_text
-from ..session import SUMMARY_NAME
 from ..tokens import FRAME_TOKENS, count_message, count_text, render_block, truncate_to_tokens
 from .cut import TOO_SHORT as CUT_TOO_SHORT, find_cut_index
 from .facts import append_facts
 
-AUTO_FAILURE_LIMIT = 3
 FACTS_MAX = 2048  # tokens for identifiers the summary omits (see facts_budget) ...
 FACTS_WINDOW_DIVISOR = 16  # ... at most 1/16 of the session's window ...
 FACTS_REPLACED_SHARE = 0.9  # ... and summary + list at most 90 % of what they replace
@@ -77,12 +78,10 @@ class CompactionResult:
 
 @dataclass
 class Plan:
-    covered_ids: list[str]  # old summary's range + newly folded turns (a branch prefix)
+    boundary_id: str  # the last newly folded message: the new summary covers the branch up to it
     new_messages: list[dict]  # the newly folded turns, rendered
     old_summary_text: str
     replaced_tokens: int  # old summary + newly folded turns
-    head: str | None
-    generation: int
 
 
 ALREADY_COMPACTED = "already_compacted"  # no-op kinds, each with its own system message
@@ -90,34 +89,26 @@ TOO_SHORT = "too_short"
 NOTHING_OLDER = "nothing_older"
 
 
-def plan_compaction(session, keep_recent_tokens: int | None = None, trigger: str = "manual") -> Plan | tuple[str, str]:
-    """Read rendered history and choose the cut. Returns a Plan, or (no-op kind,
-    reason) when there is nothing to compact. Makes no LLM call and writes nothing.
-    The same tail rule holds for every trigger (see cut.py); budgets are judged in
-    calibrated tokens, the ones the ring shows."""
-    history = session.rendered_history()
+def plan_compaction(history: list[dict], window: int, keep_recent_tokens: int | None = None,
+                    calibration: float = 1.0) -> Plan | tuple[str, str]:
+    """Choose the cut over rendered history (system prompt, the active summary, the
+    uncovered tail). Returns a Plan, or (no-op kind, reason) when there is nothing to
+    compact. The same tail rule holds for every trigger (see cut.py); budgets are
+    judged in calibrated tokens, the ones the ring shows."""
     summary = next((m for m in history if m.get("name") == SUMMARY_NAME), None)
     tail = [m for m in history if m.get("id") and m is not summary]
-    cut = find_cut_index(tail, session.context_window, keep_recent_tokens, calibration=session.calibration)
+    cut = find_cut_index(tail, window, keep_recent_tokens, calibration=calibration)
     if cut.index <= 0:
         # The seed's "already compacted" text is for a session that has a summary;
         # one that never had one says why there is nothing to fold instead.
         kind = ALREADY_COMPACTED if summary else TOO_SHORT if cut.kind == CUT_TOO_SHORT else NOTHING_OLDER
         return kind, cut.reason
     folded = tail[: cut.index]
-    branch = session.branch()
-    start = len(branch) - len(tail)  # the tail is the branch after the summary's range
-    if branch[start] != folded[0]["id"]:  # pragma: no cover - defensive
-        start = branch.index(folded[0]["id"])
-    covered = branch[: start + len(folded)]
-    old_text = block_text(summary["content"]) if summary else ""
     return Plan(
-        covered_ids=covered,
+        boundary_id=folded[-1]["id"],
         new_messages=folded,
-        old_summary_text=old_text,
+        old_summary_text=block_text(summary["content"]) if summary else "",
         replaced_tokens=(summary["tokens"] if summary else 0) + sum(m["tokens"] for m in folded),
-        head=session.head,
-        generation=session.generation,
     )
 
 
@@ -142,10 +133,7 @@ CUT_NOTE = " […cut for the summarizer]"
 class Prepared:
     """Everything a compaction needs before its LLM call (see `prepare`)."""
 
-    tokens_before: int
-    plan: Plan | None = None  # None: nothing to compact (see `reason`, `no_op_kind`)
-    reason: str = ""
-    no_op_kind: str = ""
+    plan: Plan
     provider: object = None
     window: int = 0  # the summarizer's window, in estimated tokens (its real window ÷ calibration)
     out_budget: int = 0  # room for each summarizer answer, in estimated tokens
@@ -182,32 +170,16 @@ def plan_chunks(estimates: list[int], *, first_room: int, room: int) -> list[tup
     return out
 
 
-def _summarizer_window(provider, session) -> int:
-    """The smaller of the summarizer's own window (if it states one) and the session's."""
-    own = getattr(provider, "context_window", None)
-    return min(own, session.context_window) if own else session.context_window
-
-
-def prepare(session, keep_recent_tokens: int | None = None, trigger: str = "manual", provider=None) -> Prepared:
-    """Everything but the LLM call: sync, occupancy, rendered history, cut selection,
-    and the summarizer's input (transcript lines, their token estimates, the planned
-    chunks). Writes nothing, calls no model, re-tokenizes no ordinary message."""
-    session.sync()
-    # "X" of "X → Y" is the figure the ring showed just before (measured or calibrated).
-    tokens_before = session.occupancy()["total"]
-    plan = plan_compaction(session, keep_recent_tokens, trigger)
-    if isinstance(plan, tuple):
-        kind, reason = plan
-        return Prepared(tokens_before, reason=reason, no_op_kind=kind)
-    provider = provider or _default_provider(session)
-    enc = session.encoding.name
-    # Sizes below are in estimated tokens; the model counts `calibration` times as
-    # many, so its window holds that much less of them.
-    calibration = session.calibration
-    window = int(_summarizer_window(provider, session) / calibration)
+def prepare(plan: Plan, provider, *, window: int, calibration: float, encoding: str) -> Prepared:
+    """Everything but the LLM call: the summarizer's input (transcript lines, their
+    token estimates, the planned chunks). `window` is the summarizer's window in the
+    model's tokens; sizes here are in estimated tokens, of which the model counts
+    `calibration` times as many. Calls no model, re-tokenizes no ordinary message."""
+    window = int(window / calibration)
+    enc = encoding
     out_budget = summary_budget(plan.replaced_tokens, window)
     in_budget = window - out_budget - (count_text(SUMMARY_SYSTEM, enc) + 64)
-    prep = Prepared(tokens_before, plan, provider=provider, window=window, out_budget=out_budget,
+    prep = Prepared(plan, provider=provider, window=window, out_budget=out_budget,
                     max_tokens=math.ceil(out_budget * calibration), in_budget=in_budget, encoding=enc)
     if in_budget < 256:
         return prep  # summarize() fails with a clear message, after compaction_started
@@ -314,77 +286,16 @@ def facts_budget(replaced_tokens: int, summary_tokens: int, window: int) -> int:
     return max(0, min(cap, room))
 
 
-def _default_provider(session):
-    provider = getattr(session, "provider", None)
-    if provider is None:
-        from ..providers import make_provider
-
-        provider = make_provider("offline", context_window=session.context_window)
-    return provider
-
-
-def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "manual", provider=None) -> CompactionResult:
-    if keep_recent_tokens is not None and (
-        not isinstance(keep_recent_tokens, int) or isinstance(keep_recent_tokens, bool) or keep_recent_tokens < 0
-    ):
-        raise OcwError(f"keep_recent_tokens must be a whole number ≥ 0, not {keep_recent_tokens!r}")
-    if not session.compact_lock.acquire(blocking=False):
-        raise CompactionInProgress(i18n_text("busy", getattr(session, "lang", None)))
-    try:
-        return _compact_locked(session, keep_recent_tokens, trigger, provider)
-    finally:
-        session.compaction_running = False
-        session.compact_lock.release()
-
-
-def _compact_locked(session, keep_recent_tokens, trigger, provider) -> CompactionResult:
-    prep = prepare(session, keep_recent_tokens, trigger, provider)
-    tokens_before, plan = prep.tokens_before, prep.plan
-    if plan is None:  # decided before any LLM call: no compaction_started, no summarizer call
-        payload = {"no_op": True, "no_op_kind": prep.no_op_kind, "reason": prep.reason, "trigger": trigger,
-                   "tokens_before": tokens_before, "tokens_after": tokens_before}
-        session.events.emit(ev.COMPACTION_FINISHED, payload)
-        return CompactionResult("no_op", trigger, tokens_before=tokens_before, tokens_after=tokens_before,
-                                reason=prep.reason, payload=payload)
-
-    session.compaction_running = True
-    session.events.emit(ev.COMPACTION_STARTED, {"trigger": trigger, "tokens_before": tokens_before})
-    try:
-        enc = prep.encoding
-        text, _ = summarize(prep.provider, prep)
-        source = plan.old_summary_text + "\n" + "\n".join(prep.lines)
-        text_tokens = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
-        if text_tokens < plan.replaced_tokens:  # else: rejected below, facts or not
-            text = append_facts(text, source, facts_budget(plan.replaced_tokens, text_tokens, prep.window), enc)
-        new_tokens = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
-        if new_tokens >= plan.replaced_tokens:
-            raise OcwError.localized("err_not_smaller", new=f"{new_tokens:,}", old=f"{plan.replaced_tokens:,}")
-        summary_id = session._persist_summary(text, plan.covered_ids, plan.head, plan.generation,
-                                              usage_samples=prep.usage_samples)
-    except BaseException as e:  # KeyboardInterrupt included: nothing was persisted
-        error = e.user_message() if isinstance(e, OcwError) else (str(e) or e.__class__.__name__)
-        if trigger == "auto":
-            session.auto_compact_failures += 1
-        payload = {"error": error, "trigger": trigger}
-        key = "err_interrupted" if isinstance(e, KeyboardInterrupt) else getattr(e, "key", None)
-        if key:  # ocw's own words: the message can say them in the user's language
-            payload.update(error_key=key, error_params=getattr(e, "params", {}))
-        session.events.emit(ev.COMPACTION_FAILED, payload)
-        if not isinstance(e, Exception):
-            raise
-        return CompactionResult("failed", trigger, tokens_before=tokens_before, tokens_after=tokens_before,
-                                reason=error, error=error, summarizer_calls=prep.calls, payload=payload)
-    session.auto_compact_failures = 0
-    session.compaction_running = False
-    after = session.occupancy()
-    payload = {"summarised_count": len(plan.new_messages), "tokens_before": tokens_before,
-               "tokens_after": after["total"], "summary_id": summary_id, "trigger": trigger}
-    session.events.emit(ev.COMPACTION_FINISHED, payload)
-    session._publish()
-    return CompactionResult("succeeded", trigger, summarised_count=len(plan.new_messages),
-                            tokens_before=tokens_before, tokens_after=after["total"], summary_id=summary_id,
-                            summarizer_calls=prep.calls, payload=payload)
-
-
-def auto_compact_paused(session) -> bool:
-    return session.auto_compact_failures >= AUTO_FAILURE_LIMIT
+def finish(prep: Prepared, text: str) -> str:
+    """The summary as it will be stored: the facts pass appends identifiers it omitted
+    (within `facts_budget`), and a summary not smaller than what it replaces is
+    refused (a compaction must shrink the context)."""
+    plan, enc = prep.plan, prep.encoding
+    source = plan.old_summary_text + "\n" + "\n".join(prep.lines)
+    text_tokens = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
+    if text_tokens < plan.replaced_tokens:  # else: rejected below, facts or not
+        text = append_facts(text, source, facts_budget(plan.replaced_tokens, text_tokens, prep.window), enc)
+    new_tokens = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
+    if new_tokens >= plan.replaced_tokens:
+        raise OcwError.localized("err_not_smaller", new=f"{new_tokens:,}", old=f"{plan.replaced_tokens:,}")
+    return text

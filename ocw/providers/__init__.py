@@ -1,37 +1,31 @@
 """Model providers: OpenAI-compatible, Anthropic, and the built-in offline model.
 
 `make_provider` is the one constructor the session and the magics use, so keys
-and defaults are resolved in one place: keys come from the arguments or the
-environment (never from the DuckDB file), and the offline model needs neither
-a key nor a network.
+and defaults are resolved in one place (registry.py): keys come from the
+arguments or the environment (never from the DuckDB file), and the offline
+model needs neither a key nor a network. Importing this package is cheap: the
+HTTP providers (and httpx) load only when one is built.
 """
 from __future__ import annotations
 
-import os
+import importlib
 
-from .anthropic import AnthropicProvider
-from .base import SUMMARY_MARKER, Provider, Reply, StreamCallback, Usage
-from .offline import OfflineProvider
-from .openai import OpenAIProvider
+from .registry import NAMES as PROVIDERS  # noqa: F401  (the names, in order)
+from .registry import PROVIDERS as REGISTRY, info, resolve_key
 
-PROVIDERS = ("offline", "openai", "anthropic")
-DEFAULT_MODELS = {"offline": "ocw-offline", "openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
-KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DEFAULT_MODELS = {name: p.default_model for name, p in REGISTRY.items()}
+KEY_ENV = {name: p.key_env for name, p in REGISTRY.items() if p.key_env}
 
-__all__ = [
-    "make_provider",
-    "Provider",
-    "Reply",
-    "Usage",
-    "StreamCallback",
-    "SUMMARY_MARKER",
-    "OfflineProvider",
-    "OpenAIProvider",
-    "AnthropicProvider",
-    "PROVIDERS",
-    "DEFAULT_MODELS",
-    "KEY_ENV",
-]
+_LAZY = {"OfflineProvider": "offline", "OpenAIProvider": "openai", "AnthropicProvider": "anthropic",
+         "Provider": "base", "Reply": "base", "Usage": "base", "StreamCallback": "base", "SUMMARY_MARKER": "base"}
+
+__all__ = ["make_provider", "PROVIDERS", "DEFAULT_MODELS", "KEY_ENV", *_LAZY]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(name)
 
 
 def make_provider(
@@ -43,22 +37,20 @@ def make_provider(
     timeout: float = 60.0,
     max_retries: int = 2,
     context_window: int | None = None,
-) -> Provider:
+):
     """Build a provider by name ("offline" | "openai" | "anthropic").
 
     A missing key is not an error here (a local OpenAI-compatible server needs
     none); the official hosts refuse to send a request without one (AuthError).
     """
-    key = (name or "offline").strip().lower()
-    if key == "offline":
-        return OfflineProvider(model or DEFAULT_MODELS["offline"], context_window=context_window)
-    if key not in KEY_ENV:
-        raise ValueError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}")
-    cls = OpenAIProvider if key == "openai" else AnthropicProvider
+    p = info(name)
+    cls = getattr(importlib.import_module(p.module), p.cls)
+    if p.key_env is None:
+        return cls(model or p.default_model, context_window=context_window)
     return cls(
-        model or DEFAULT_MODELS[key],
+        model or p.default_model,
         base_url=base_url,
-        api_key=api_key if api_key is not None else os.environ.get(KEY_ENV[key]),
+        api_key=api_key if api_key is not None else resolve_key(p.name),
         timeout=timeout,
         max_retries=max_retries,
         context_window=context_window,

@@ -1,0 +1,85 @@
+"""The window ocw plans with and the calibration of its estimates: pure rules over
+session metadata (DESIGN.md §3).
+
+- The window is the smallest ocw knows of: the configured one (or the model's
+  known window) and the one the server reported (its own endpoint) or stated
+  (an overflow error). A stated limit only ever lowers it; a report replaces an
+  earlier figure (the server may have been restarted with another window). Both
+  belong to the model they were learned for.
+- The calibration is measured ÷ estimated, an exponential moving average of the
+  session's provider samples: a local model's tokenizer may count twice what the
+  offline estimate says, and the threshold, the kept tail, snip and summarizer
+  sizes must be judged in the model's own tokens. Within ±3 % the estimate
+  stands (no scaling, no noise); outside 0.25–8 a sample is a misreport.
+"""
+from __future__ import annotations
+
+CALIBRATION_MIN, CALIBRATION_MAX = 0.25, 8.0
+CALIBRATION_DEAD_ZONE = 0.03
+CALIBRATION_WEIGHT = 0.5  # weight of the newest sample
+MIN_LEARNED_WINDOW = 256  # a stated window below this is a misreading, not a model
+
+
+def positive_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def learned_window(metadata: dict, model: str) -> dict | None:
+    learned = metadata.get("learned_window")
+    if isinstance(learned, dict) and learned.get("model") == model and positive_int(learned.get("tokens")):
+        return learned
+    return None
+
+
+def effective_window(configured: int, metadata: dict, model: str) -> int:
+    learned = learned_window(metadata, model)
+    return min(configured, learned["tokens"]) if learned else configured
+
+
+def window_source(configured: int, metadata: dict, model: str) -> str:
+    learned = learned_window(metadata, model)
+    return learned["source"] if learned and learned["tokens"] < configured else "configured"
+
+
+def learn_window(metadata: dict, model: str, tokens, source: str, *, reported: bool) -> dict | None:
+    """The metadata after learning a window, or None when nothing changes."""
+    if not positive_int(tokens) or tokens < MIN_LEARNED_WINDOW:
+        return None
+    old = learned_window(metadata, model)
+    if old is not None and (old["tokens"] == tokens or (not reported and tokens > old["tokens"])):
+        return None
+    return {**metadata, "learned_window": {"tokens": tokens, "source": source, "model": model}}
+
+
+def calibration(metadata: dict, model: str) -> float:
+    cal = metadata.get("calibration")
+    if isinstance(cal, dict) and cal.get("model") == model:
+        ratio = cal.get("ratio")
+        if isinstance(ratio, (int, float)) and CALIBRATION_MIN <= ratio <= CALIBRATION_MAX \
+                and abs(ratio - 1.0) > CALIBRATION_DEAD_ZONE:
+            return float(ratio)
+    return 1.0
+
+
+def blend(old: dict | None, ratio: float, model: str) -> dict | None:
+    """The calibration after one more measured ÷ estimated sample (None: the sample is
+    not plausible and changes nothing)."""
+    if not (CALIBRATION_MIN <= ratio <= CALIBRATION_MAX):
+        return None
+    if isinstance(old, dict) and old.get("model") == model and isinstance(old.get("ratio"), (int, float)):
+        ratio = (1 - CALIBRATION_WEIGHT) * old["ratio"] + CALIBRATION_WEIGHT * ratio
+        samples = int(old.get("samples") or 0) + 1
+    else:
+        samples = 1
+    return {"ratio": round(ratio, 4), "samples": samples, "model": model}
+
+
+def with_samples(metadata: dict, samples, model: str) -> dict:
+    """`metadata` with each (measured, estimated) sample blended into its calibration."""
+    meta = metadata
+    for measured, estimated in samples:
+        if positive_int(measured) and positive_int(estimated):
+            cal = blend(meta.get("calibration"), measured / estimated, model)
+            if cal is not None:
+                meta = {**meta, "calibration": cal}
+    return meta

@@ -1,0 +1,105 @@
+"""`ocw.Store`: sessions in a store, as Session objects.
+
+The store beneath (ocw/store.py, DuckDB) is rows in, rows out and knows no
+Session; this is where Session objects are built — one per session id per
+Store, so every view of a session shares its cache and its events.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+from . import checks
+from .errors import SessionNotFound
+from .providers.registry import NAMES as PROVIDER_NAMES
+from .session import Session, check_metadata
+from .ids import new_id
+from .paths import default_db_path
+from .store import DuckDBStore
+
+
+def open_backend(path: str, **options):
+    """The store behind a path: a DuckDB file (or ":memory:")."""
+    return DuckDBStore(path, **options)
+
+
+class Store:
+    """Sessions in one store: `Store(path)`, default OCW_DB or ~/.local/share/ocw/ocw.duckdb."""
+
+    def __init__(self, path: str | os.PathLike | None = None, **options):
+        self.backend = open_backend(default_db_path() if path is None else path, **options)
+        self.path = self.backend.path
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def db(self):
+        """The DuckDB connection manager (tests and tools read the file through it)."""
+        return self.backend.db
+
+    def __repr__(self) -> str:
+        return f"Store({self.backend.describe()!r})"
+
+    def create_session(self, *, model: str = "ocw-offline", context_window: int = 8192, system_prompt: str = "",
+                       name: str | None = None, provider: str = "offline", metadata: dict | None = None,
+                       archive: tuple[str, str] | None = None) -> Session:
+        """A new session. With `archive=(old_id, new_name)` the session that holds
+        `name` now (it must be `old_id`) is renamed in the same transaction, so
+        `%new` either files the old one away AND creates the new one, or neither."""
+        checks.model(model)
+        checks.window(context_window)
+        checks.text(system_prompt, "system_prompt")
+        if name is not None:
+            checks.name(name, "name")
+        checks.choice(provider, "provider", PROVIDER_NAMES)
+        if metadata is not None:
+            check_metadata(metadata)
+        if archive is not None:
+            checks.name(archive[1], "archive name")
+        sid = new_id("s_")
+        row = {"id": sid, "name": name or sid, "provider": provider, "model": model, "context_window": context_window,
+               "system_prompt": system_prompt, "metadata": {"context_compaction_count": 0, **(metadata or {})}}
+        self.backend.insert_session(row, archive=archive)
+        return self._session(sid)
+
+    def session_rows(self, ids: list[str]) -> dict[str, dict]:
+        return self.backend.session_rows(ids)
+
+    def undo_sessions(self, *, restore: list[dict], delete: list[str], expect_rev: dict[str, int]) -> bool:
+        """Take back what a failed cell did to the sessions table (see the store's
+        `undo_sessions`); sessions it deletes are forgotten here too."""
+        done = self.backend.undo_sessions(restore=restore, delete=delete, expect_rev=expect_rev)
+        if done:
+            with self._lock:
+                for sid in delete:
+                    self._sessions.pop(sid, None)
+        return done
+
+    def open_session(self, id_or_name: str) -> Session:
+        checks.text(id_or_name, "id_or_name", allow_empty=False)
+        sid = self.backend.find_session(id_or_name)
+        if sid is None:
+            raise SessionNotFound(f"no session {id_or_name!r} in {self.backend.describe()}")
+        return self._session(sid)
+
+    def get_or_create_session(self, name: str, **kwargs) -> Session:
+        try:
+            return self.open_session(name)
+        except SessionNotFound:
+            return self.create_session(name=name, **kwargs)
+
+    def _session(self, sid: str) -> Session:
+        with self._lock:
+            s = self._sessions.get(sid)
+            if s is None:
+                s = self._sessions[sid] = Session(self, self.backend, sid)
+        s.sync()
+        return s
+
+    def sessions(self) -> list[dict]:
+        """Every session, newest use first: id, name, model, messages and tokens on its
+        current branch, last use."""
+        return self.backend.list_sessions()
+
+    def close(self) -> None:
+        self.backend.close()
