@@ -25,20 +25,6 @@ from .config import PROVIDER_NAMES, make_config
 from .errors import OcwError
 from .runtime import Runtime
 
-HELP = [
-    ("%%chat [--session NAME] [--new] [--model M] [--provider P] [--tools]", "send the cell to the model; the reply streams below"),
-    ("%compact [keep_recent_tokens]", "fold older turns into the rolling summary now"),
-    ("%context [--text]", "show the occupancy ring and breakdown panel (text table with --text)"),
-    ("%rewind [N | node_id]", "move HEAD back N turns (default 1) or to a node; the next %%chat forks"),
-    ("%branch [node_id]", "list the branches, or switch HEAD to one"),
-    ("%new [--name NAME]", "start a fresh session for this notebook (the old one is kept)"),
-    ("%sessions", "list sessions with size and last use"),
-    ("%ocw help", "this list"),
-    ("%ocw doctor", "provider, key present or not, base URL reachability, tokenizer, database, versions"),
-    ("%ocw tools", "the tools the model can call"),
-    ("%ocw allow-code", "let the model run Python in this kernel (run_python), for the current session only"),
-    ("%ocw deny-code", "take that back (a new session or a restarted kernel starts without it)"),
-]
 
 
 def interrupted_message(tool_steps: int) -> str:
@@ -282,8 +268,9 @@ class OcwMagics(Magics):
         if len(words) > 1:
             raise UsageError(f"%ocw {cmd} takes no further arguments (got {' '.join(words[1:])!r}); try %ocw help")
         if cmd == "help":
-            width = max(len(c) for c, _ in HELP)
-            print("\n".join(f"{c.ljust(width)}  {d}" for c, d in HELP))
+            from .commands import help_lines
+
+            print("\n".join(help_lines(self.runtime.config.lang)))
         elif cmd == "doctor":
             print(report.doctor(self.runtime))
         elif cmd == "tools":

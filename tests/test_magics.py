@@ -597,7 +597,9 @@ def test_rewind_branch_new_sessions(ip, capsys):
 def test_ocw_help_lists_every_command_on_one_line(ip, capsys):
     res, out, err = run(ip, "%ocw help", capsys)
     lines = out.strip().splitlines()
-    assert len(lines) == len(ocw.magics.HELP)
+    from ocw.commands import COMMANDS
+
+    assert len(lines) == len(COMMANDS) == 12  # one line per command of the one table
     for cmd in ("%%chat", "%compact", "%context", "%rewind", "%branch", "%new", "%sessions",
                 "%ocw help", "%ocw doctor", "%ocw tools"):
         assert len([ln for ln in lines if ln.startswith(cmd + " ") or ln == cmd]) == 1, cmd
@@ -749,3 +751,16 @@ def test_exiting_right_after_a_turn_does_not_abort(tmp_path):
     for p in procs:
         out, err = p.communicate(timeout=60)
         assert p.returncode == 0 and "done" in out and "terminate called" not in err, (p.returncode, err[-500:])
+
+
+def test_help_and_the_slash_menu_read_the_one_command_table(ip, capsys):
+    from ocw.commands import COMMANDS, slash_menu
+
+    run(ip, "%config Ocw.lang = 'zh'", capsys)
+    res, out, err = run(ip, "%ocw help", capsys)
+    assert "立即把较早的对话折叠进滚动摘要" in out  # the table's Chinese text
+    names = [m["name"] for m in slash_menu("en")]
+    # The seed's slash commands, in the table's order, /clear as another name for /new.
+    assert names == ["compact", "context", "rewind", "branch", "new", "clear", "sessions", "help", "doctor"]
+    assert all(not m["required"] for m in slash_menu())  # every one runs on selection or Enter
+    assert {c.name for c in COMMANDS if not c.slash} == {"chat", "tools", "allow-code", "deny-code"}

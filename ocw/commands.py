@@ -1,0 +1,79 @@
+"""The one table of ocw's commands: magics, `%ocw help`, and the chat widget's slash menu.
+
+Every place that lists or dispatches a command reads this table, so the help,
+the menu and the magics cannot drift (seed 004: the slash commands that drive
+compaction). A command's `required` says whether it needs an argument: the
+slash menu runs an optional-argument command on selection or Enter, and fills
+the prefix and waits for one that needs its argument.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .i18n import normalize_lang
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str  # the key, and the slash name (/compact)
+    usage: str  # how it is typed in a notebook
+    help: dict[str, str]  # what it does, per language
+    args: str = ""  # its arguments, as the slash menu shows them
+    required: bool = False  # an argument is required (the menu fills the prefix and waits)
+    slash: bool = True  # offered in the chat widget's slash menu
+    aliases: tuple[str, ...] = field(default=())  # other slash names (the seed's /clear is /new)
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("chat", "%%chat [--session NAME] [--new] [--model M] [--provider P] [--tools]",
+            {"en": "send the cell to the model; the reply streams below",
+             "zh": "把单元格内容发送给模型；回复在下方流式显示"}, slash=False),
+    Command("compact", "%compact [keep_recent_tokens]",
+            {"en": "fold older turns into the rolling summary now",
+             "zh": "立即把较早的对话折叠进滚动摘要"}, args="[keep_recent_tokens]"),
+    Command("context", "%context [--text]",
+            {"en": "show the occupancy ring and breakdown panel (text table with --text)",
+             "zh": "显示上下文占用圆环和明细面板（--text 显示文本表格）"}),
+    Command("rewind", "%rewind [N | node_id]",
+            {"en": "move HEAD back N turns (default 1) or to a node; the next %%chat forks",
+             "zh": "把 HEAD 回退 N 轮（默认 1）或到某个节点；下一次 %%chat 会分叉"}, args="[N | node_id]"),
+    Command("branch", "%branch [node_id]",
+            {"en": "list the branches, or switch HEAD to one",
+             "zh": "列出分支，或把 HEAD 切换到某个分支"}, args="[node_id]"),
+    Command("new", "%new [--name NAME]",
+            {"en": "start a fresh session for this notebook (the old one is kept)",
+             "zh": "为此笔记本开始一个新会话（旧会话会保留）"}, args="[--name NAME]", aliases=("clear",)),
+    Command("sessions", "%sessions",
+            {"en": "list sessions with size and last use", "zh": "列出会话及其大小和最近使用时间"}),
+    Command("help", "%ocw help", {"en": "this list", "zh": "本列表"}),
+    Command("doctor", "%ocw doctor",
+            {"en": "provider, key present or not, base URL reachability, tokenizer, database, versions",
+             "zh": "服务商、密钥是否存在、基础 URL 是否可达、分词器、数据库、版本"}),
+    Command("tools", "%ocw tools", {"en": "the tools the model can call", "zh": "模型可以调用的工具"}, slash=False),
+    Command("allow-code", "%ocw allow-code",
+            {"en": "let the model run Python in this kernel (run_python), for the current session only",
+             "zh": "允许模型在此内核中运行 Python（run_python），仅限当前会话"}, slash=False),
+    Command("deny-code", "%ocw deny-code",
+            {"en": "take that back (a new session or a restarted kernel starts without it)",
+             "zh": "撤销上述许可（新会话或重启的内核默认不允许）"}, slash=False),
+)
+
+BY_NAME = {c.name: c for c in COMMANDS} | {a: c for c in COMMANDS for a in c.aliases}
+
+
+def help_lines(lang: str | None = None) -> list[str]:
+    """`%ocw help`: one line per command, usage then what it does."""
+    lang = normalize_lang(lang)
+    width = max(len(c.usage) for c in COMMANDS)
+    return [f"{c.usage.ljust(width)}  {c.help[lang]}" for c in COMMANDS]
+
+
+def slash_menu(lang: str | None = None) -> list[dict]:
+    """The chat widget's slash menu: name, arguments, whether one is required, help."""
+    lang = normalize_lang(lang)
+    out = []
+    for c in COMMANDS:
+        if c.slash:
+            for name in (c.name, *c.aliases):
+                out.append({"name": name, "args": c.args, "required": c.required, "help": c.help[lang]})
+    return out
