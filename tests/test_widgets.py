@@ -147,6 +147,22 @@ def test_measured_basis_and_calibration():
     assert w.calibration == pytest.approx((estimated + 50) / estimated, rel=1e-3)
 
 
+def test_measured_panel_rows_add_up_to_the_total_and_percents_to_100():
+    """Issue 10: with a measured total the panel's rows are calibrated to add up to it
+    (the ring said 586 while the rows said 596 before), and the percents to 100.0."""
+    s = real_session()
+    grow(s)
+    w = ContextWidget(s)
+    s.record_usage(int(w.total * 1.17) + 3)  # the server counts more than the estimate
+    assert w.basis == "measured"
+    rows = {k: v for k, v in w.breakdown.items() if k != "free"}
+    assert sum(rows.values()) == w.total
+    assert sum(w.breakdown.values()) == w.window  # free is the rest
+    assert set(w.percents) == set(w.breakdown)
+    assert round(sum(float(p) for p in w.percents.values()), 1) == 100.0
+    assert w.percents == s.occupancy()["percents"]  # the panel shows the session's own figures
+
+
 def test_unknown_tokenizer_is_labelled_an_estimate():
     """The widget sends the name and whether it is exact; the browser says "(estimate)"
     in the widget's language (the Chinese panel must not say it in English)."""

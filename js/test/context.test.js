@@ -237,6 +237,24 @@ describe("panel", () => {
     expect($(".ocw-reserve-mark").style.left).toBe("80%");
   });
 
+  it("shows the session's own percents, which add up to 100.0 %", () => {
+    // Measured: the rows were scaled to the measured total and the percents rounded by
+    // largest remainder in Python; the panel shows them as they are, never its own.
+    // Thirds of a full window: computed here they would read 33.3 × 3 = 99.9 %.
+    mount({
+      panel_open: true,
+      basis: "measured",
+      total: 3,
+      window: 3,
+      breakdown: { system: 1, tools: 0, summary: 1, messages: 1, free: 0 },
+      percents: { system: "33.4", tools: "0.0", summary: "33.3", messages: "33.3", free: "0.0" },
+    });
+    const shares = $$(".ocw-row-share").map((r) => r.textContent);
+    expect(shares).toEqual(["33.4%", "0.0%", "33.3%", "33.3%", "0.0%"]);
+    const sum = shares.reduce((a, s) => a + Number.parseFloat(s), 0);
+    expect(Math.round(sum * 10) / 10).toBe(100);
+  });
+
   it("shows the basis, calibration and encoding", () => {
     const model = mount({ panel_open: true });
     expect($(".ocw-basis").textContent).toBe("estimated");
