@@ -34,7 +34,16 @@ def driver():
         raise StoreError("the PostgreSQL driver psycopg is not installed, so ocw cannot use a postgresql:// database",
                          hint="pip install 'ocw[postgres]' (or pip install 'psycopg[binary]'), then restart the kernel"
                          ) from None
+    global _filtered
+    if not _filtered:  # psycopg's loggers exist now: mask secrets in them too
+        from .secrets import install_log_filter
+
+        install_log_filter()
+        _filtered = True
     return psycopg
+
+
+_filtered = False
 
 
 _HINTS = (

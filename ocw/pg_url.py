@@ -15,7 +15,7 @@ Pure (no database driver): `%load_ext ocw` and `%config` use it.
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from .errors import BadDatabasePath
 from .secrets import Secret
@@ -67,6 +67,12 @@ def _netloc(user: str | None, host: str | None, port: int | None) -> str:
     return out
 
 
+def _join(scheme: str, netloc: str, path: str, query: str) -> str:
+    """urlunsplit, but `scheme://` kept even with no host (libpq reads the rest from
+    the environment or a service file)."""
+    return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+
+
 def checked(url: str) -> DbUrl:
     """The URL ocw keeps (no password), the password remembered as a Secret.
     BadDatabasePath (one line, nothing secret in it) when it is not a usable
@@ -88,7 +94,7 @@ def checked(url: str) -> DbUrl:
             query.append((key, value))
     user = unquote(parts.username) if parts.username else None
     netloc = _netloc(user, parts.hostname, parts.port)
-    clean = DbUrl(urlunsplit(("postgresql", netloc, parts.path, urlencode(query), "")))
+    clean = DbUrl(_join("postgresql", netloc, parts.path, urlencode(query)))
     if secrets:
         _SECRETS[clean] = secrets
     return clean
@@ -107,7 +113,7 @@ def connect_url(url: str) -> str:
         user, _, host = netloc.rpartition("@")
         netloc = f"{user}:{quote(secrets['password'].get() or '', safe='')}@{host}"
     query += [(k, s.get() or "") for k, s in secrets.items() if k != "password"]
-    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query), ""))
+    return _join(parts.scheme, netloc, parts.path, urlencode(query))
 
 
 def secrets_of(url: str) -> list[Secret]:
@@ -153,4 +159,4 @@ def redact(value) -> str:
         port = parts.port
     except ValueError:
         return text.split("://", 1)[0] + "://<unreadable>"
-    return urlunsplit((parts.scheme, _netloc(unquote(user) if user else None, host, port), parts.path, "", ""))
+    return _join(parts.scheme, _netloc(unquote(user) if user else None, host, port), parts.path, "")
