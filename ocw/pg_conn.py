@@ -83,6 +83,7 @@ class Pool:
         self._lock = threading.Lock()
         self.connects = 0  # for tests and the benchmark
         self.info = None  # the last connection's (user, host, port, dbname)
+        self.pids: set[int] = set()  # server processes of our open connections: our own writes' NOTIFY
 
     def _connect(self):
         psycopg = driver()
@@ -93,6 +94,7 @@ class Pool:
             raise store_error(e, self.where, self.secrets, "connect to") from None
         self.connects += 1
         i = conn.info
+        self.pids.add(i.backend_pid)
         self.info = (i.user, i.host, i.port, i.dbname)
         return conn
 
@@ -113,13 +115,20 @@ class Pool:
                     self._idle.append(conn)
                     conn = None
             if conn is not None:
-                conn.close()
+                self._discard(conn)
+
+    def _discard(self, conn) -> None:
+        try:
+            self.pids.discard(conn.info.backend_pid)
+        except Exception:  # pragma: no cover - a dead connection may not say
+            pass
+        try:
+            conn.close()
+        except Exception:  # pragma: no cover - closing a dead connection
+            pass
 
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
         for conn in idle:
-            try:
-                conn.close()
-            except Exception:  # pragma: no cover - closing a dead connection
-                pass
+            self._discard(conn)

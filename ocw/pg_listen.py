@@ -3,9 +3,9 @@
 Every change of a session row sends `NOTIFY ocw_sessions, '<id> <rev>'` at
 commit (a trigger, ocw/pg_schema.py). One daemon thread per store holds its
 own connection, LISTENs, and calls `callback(id, rev)` for each notification
-(`rev` −1: the session was deleted). Invariant: a callback is never skipped
+(`rev` −1: the session was deleted), with the server process that wrote it. Invariant: a callback is never skipped
 silently — when the connection drops, notifications sent meanwhile are lost,
-so after reconnecting the thread calls `callback(None, None)` ("anything may
+so after reconnecting the thread calls `callback(None, None, None)` ("anything may
 have changed"), and the caller syncs every session it has open. A callback
 that raises is logged and the thread goes on.
 """
@@ -26,7 +26,7 @@ RETRY = (0.5, 1, 2, 5, 10)  # seconds before reconnect attempts
 
 
 class Listener:
-    def __init__(self, url: str, where: str, callback: Callable[[str | None, int | None], None]):
+    def __init__(self, url: str, where: str, callback: Callable[[str | None, int | None, int | None], None]):
         self.url, self.where, self.callback = url, where, callback
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -42,9 +42,9 @@ class Listener:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
-    def _call(self, sid, rev) -> None:
+    def _call(self, sid, rev, pid=None) -> None:
         try:
-            self.callback(sid, rev)
+            self.callback(sid, rev, pid)
         except Exception:
             log.exception("ocw: refreshing after another kernel's write failed")
 
@@ -63,7 +63,7 @@ class Listener:
                     while not self._stop.is_set():
                         for n in conn.notifies(timeout=POLL):
                             sid, _, rev = n.payload.rpartition(" ")
-                            self._call(sid, int(rev) if rev.lstrip("-").isdigit() else None)
+                            self._call(sid, int(rev) if rev.lstrip("-").isdigit() else None, n.pid)
             except psycopg.Error as e:
                 if self._stop.is_set():
                     return

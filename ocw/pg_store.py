@@ -92,12 +92,18 @@ class PostgresStore:
 
     def watch(self, callback: Callable[[str, int | None], None]) -> None:
         """Call `callback(session_id, rev)` from a background thread whenever another
-        connection commits a change to a session (LISTEN/NOTIFY; ocw/pg_listen.py);
+        connection commits a change to a session (LISTEN/NOTIFY; ocw/pg_listen.py) —
+        never for this store's own commits;
         `(None, None)` after a reconnect, when notifications may have been missed."""
         from .pg_listen import Listener
 
+        def on_notify(sid, rev, pid):
+            if sid is not None and pid in self._pool.pids:
+                return  # our own commit: the writer has adopted its row already
+            callback(sid, rev)
+
         if self._listener is None:
-            self._listener = Listener(self.path, self.describe(), callback)
+            self._listener = Listener(self.path, self.describe(), on_notify)
             self._listener.start()
 
     # -- plumbing ---------------------------------------------------------------------

@@ -115,11 +115,11 @@ class Store:
             targets = list(self._sessions.values()) if sid is None else \
                 [s for s in (self._sessions.get(sid),) if s is not None]
         for s in targets:
-            if rev is not None and rev == s._rev:
-                continue  # our own write (or one already seen)
-            with s._lock:  # reads and adopts the row in one step: never an older row over a newer
+            with s._lock:  # after any write of ours in flight has adopted its row
+                if rev is not None and rev == s._rev:
+                    continue  # our own write (or one already seen)
                 try:
-                    s.sync()
+                    s.sync()  # reads and adopts under the lock: never an older row over a newer
                 except OcwError:  # deleted meanwhile: the next command says so
                     continue
             s._publish()
