@@ -361,3 +361,40 @@ def test_describe_names_the_database(backend):
         assert text == backend.path and text.endswith("contract.duckdb")
     else:
         assert text.startswith("postgresql://postgres@127.0.0.1:") and text.endswith("/" + backend.path.rsplit("/", 1)[1])
+
+
+# -- walls --------------------------------------------------------------------------------------
+PG_MODULES = ("store_api.py", "pg_store.py", "pg_conn.py", "pg_schema.py", "pg_listen.py", "pg_url.py", "transfer.py")
+
+
+@pytest.mark.parametrize("module", PG_MODULES)
+def test_the_postgres_store_modules_do_not_import_the_session(module):
+    from test_imports import PKG, imports_of
+
+    found = {m for m in imports_of(PKG / module) if m in ("ocw.session", "ocw.sessions", "ocw.compaction")}
+    assert not found, f"{module} imports {found}"
+    # ...and no driver at import time: psycopg is imported inside functions only.
+    import ast
+
+    top = [n for n in ast.parse((PKG / module).read_text()).body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert not any("psycopg" in ast.dump(n) for n in top), f"{module} imports psycopg at import time"
+
+
+def test_load_ext_with_a_postgres_url_loads_no_driver(tmp_path):
+    """`%load_ext ocw` and `%config Ocw` with OCW_DB a PostgreSQL URL import neither
+    psycopg nor duckdb nor httpx (nothing connects until a command needs the store)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
+            "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'ocw')\n"
+            "ip.run_line_magic('config', 'Ocw')\nip.run_line_magic('ocw', 'help')\n"
+            "print('LOADED', sorted(m for m in ('psycopg', 'duckdb', 'httpx') if m in sys.modules))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OCW_")}
+    env.update(OCW_DB="postgresql://bob:Pa55word-long@127.0.0.1:1/team", IPYTHONDIR=str(tmp_path / "ipy"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "LOADED []" in out.stdout
+    assert "postgresql://bob@127.0.0.1:1/team" in out.stdout and "Pa55word-long" not in out.stdout + out.stderr
