@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -24,6 +25,7 @@ from .secrets import scrub_values
 
 CONNECT_TIMEOUT = 10  # seconds: an unreachable server is one line after this, not a hang
 KEEP_IDLE = 4  # idle connections kept per store
+CHECK_AFTER = 30.0  # seconds idle after which a kept connection is checked before use (a server restart)
 
 
 def driver():
@@ -52,7 +54,8 @@ _HINTS = (
     (re.compile(r"database .* does not exist", re.I), "create the database (createdb NAME) or fix its name in the URL"),
     (re.compile(r"role .* does not exist", re.I), "use a user the server knows (postgresql://USER@host/db)"),
     (re.compile(r"connection refused|could not connect|no such file or directory|timeout expired"
-                r"|could not translate host name|network is unreachable|server closed the connection", re.I),
+                r"|could not translate host name|network is unreachable|server closed the connection"
+                r"|terminating connection|the connection is (closed|lost)|consuming input failed", re.I),
      "is the PostgreSQL server running and reachable? check host and port"),
     (re.compile(r"definition of service .* not found|service file", re.I),
      "check the service name and PGSERVICEFILE / ~/.pg_service.conf"),
@@ -79,7 +82,7 @@ class Pool:
         self.url = url  # without its password (ocw/pg_url.py)
         self.where = where
         self.secrets = pg_url.secrets_of(url)
-        self._idle: list = []
+        self._idle: list = []  # (connection, when it went idle)
         self._lock = threading.Lock()
         self.connects = 0  # for tests and the benchmark
         self.info = None  # the last connection's (user, host, port, dbname)
@@ -101,10 +104,7 @@ class Pool:
     @contextmanager
     def connection(self) -> Iterator:
         psycopg = driver()
-        with self._lock:
-            conn = self._idle.pop() if self._idle else None
-        if conn is None or conn.closed:
-            conn = self._connect()
+        conn = self._take(psycopg)
         try:
             yield conn
         finally:
@@ -112,9 +112,29 @@ class Pool:
                        and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE)
             with self._lock:
                 if healthy and len(self._idle) < KEEP_IDLE:
-                    self._idle.append(conn)
+                    self._idle.append((conn, time.monotonic()))
                     conn = None
             if conn is not None:
+                self._discard(conn)
+
+    def _take(self, psycopg):
+        """A kept connection, or a new one. One kept for a while is checked first (one
+        empty round trip): a server restarted between two cells costs a reconnect, not
+        an error."""
+        while True:
+            with self._lock:
+                conn, since = self._idle.pop() if self._idle else (None, 0.0)
+            if conn is None:
+                return self._connect()
+            if conn.closed or conn.broken:
+                self._discard(conn)
+                continue
+            if time.monotonic() - since < CHECK_AFTER:
+                return conn
+            try:
+                conn.execute("")
+                return conn
+            except psycopg.Error:
                 self._discard(conn)
 
     def _discard(self, conn) -> None:
@@ -130,5 +150,5 @@ class Pool:
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
-        for conn in idle:
+        for conn, _ in idle:
             self._discard(conn)

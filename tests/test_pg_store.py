@@ -206,3 +206,34 @@ def test_ocw_can_live_in_its_own_schema_beside_other_tables(pg_url):
     new_session(b)
     b.close()
     assert sql(pg_url, "SELECT id FROM ocw.sessions") == [("s1",)] and objects(pg_url) == [("invoices",)]
+
+
+# -- connections --------------------------------------------------------------------------------------
+def kill_ocw_connections(url) -> int:
+    rows = sql(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE application_name = 'ocw' AND datname = current_database()")
+    return len(rows)
+
+
+def test_a_connection_dropped_between_cells_is_replaced(pg, pg_url, monkeypatch):
+    from ocw import pg_conn
+
+    new_session(pg)
+    monkeypatch.setattr(pg_conn, "CHECK_AFTER", 0.0)  # as if the kernel sat idle for a while
+    before = pg._pool.connects
+    assert kill_ocw_connections(pg_url) >= 1
+    assert pg.session_row("s1")["id"] == "s1"  # checked, found dead, replaced: no error
+    assert pg._pool.connects == before + 1
+
+
+def test_a_connection_dropped_mid_burst_is_one_line_then_replaced(pg, pg_url, monkeypatch):
+    from ocw import pg_conn
+
+    new_session(pg)
+    monkeypatch.setattr(pg_conn, "CHECK_AFTER", 1e9)  # kept connections are trusted: the control
+    assert kill_ocw_connections(pg_url) >= 1
+    with pytest.raises(StoreError) as e:
+        pg.append_nodes("s1", msgs(("a", "user", 1)))
+    assert "\n" not in e.value.user_message() and "is the PostgreSQL server running" in e.value.hint
+    row, _ = pg.append_nodes("s1", msgs(("a", "user", 1)))  # the dead connection was dropped
+    assert row["head_id"] == "a" and pg.node_count("s1") == 1
