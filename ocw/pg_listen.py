@@ -68,8 +68,10 @@ class Listener:
                 if self._stop.is_set():
                     return
                 self.reconnects += 1
-                log.warning("ocw: lost the notification connection to %s (%s); reconnecting",
-                            self.where, one_line(e, pg_url.secrets_of(self.url)))
+                # Said once per outage (the reconnect attempts go on quietly, backing off).
+                log.log(logging.WARNING if failures == 0 else logging.DEBUG,
+                        "ocw: lost the notification connection to %s (%s); reconnecting",
+                        self.where, one_line(e, pg_url.secrets_of(self.url)))
                 self._stop.wait(RETRY[min(failures, len(RETRY) - 1)])
                 failures += 1
         self.ready.clear()
