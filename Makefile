@@ -51,6 +51,7 @@ endif
 
 bench: install
 	$(PY) -m ocw.bench all
+	$(PY) -m ocw.bench_pg
 
 clean:
 	rm -rf $(VENV) js/node_modules dist build test-artifacts ocw/static

@@ -89,8 +89,18 @@ def ownership_check(value, *, look_inside: bool = False) -> str:
     """The database path `value` names (ocw.ownership.check_path); with look_inside,
     an existing DuckDB file must also be ocw's (a read-only look; skipped while
     another process holds the file — the store checks again when it opens it)."""
-    from . import ownership
+    from . import ownership, pg_url
 
+    if pg_url.is_postgres_url(value):  # before any file check: a URL never becomes a folder
+        url = pg_url.checked(value)
+        if look_inside:
+            import importlib.util
+
+            if importlib.util.find_spec("psycopg") is None:
+                from .pg_conn import driver
+
+                driver()  # the one-line "not installed" error
+        return url
     path = ownership.check_path(value)
     if look_inside and ownership.is_existing_database(path):
         ownership.classify_file(path)
@@ -136,7 +146,7 @@ class Ocw(Configurable):
                       help="API key. Prefer OPENAI_API_KEY / ANTHROPIC_API_KEY in the environment; never stored.")
     context_window = WholeNumber(0, config=True,
                          help="Context window in tokens, 1 to 2**31-1; 0 uses the model's known window (8192 when unknown). Env: OCW_CONTEXT_WINDOW.")
-    db = Unicode("", config=True, help="DuckDB file holding the sessions (a new file, or one ocw wrote; ':memory:' keeps nothing). Env: OCW_DB; default ~/.local/share/ocw/ocw.duckdb.")
+    db = Unicode("", config=True, help="DuckDB file holding the sessions (a new file, or one ocw wrote; ':memory:' keeps nothing), or a team's PostgreSQL database as postgresql://user@host/database (the password is never shown or kept; PGPASSWORD, ~/.pgpass and service files work). Env: OCW_DB; default ~/.local/share/ocw/ocw.duckdb.")
     lang = Enum(["en", "zh"], config=True, help="Language of system messages. Env: OCW_LANG.")
     auto_compact = Number(0.8, config=True,
                          help="Compact automatically before a request whose budget reaches this share of the window (0 = off). Env: OCW_AUTO_COMPACT (e.g. 0.8, 80 or off).")
@@ -179,13 +189,15 @@ class Ocw(Configurable):
 
     @default("db")
     def _default_db(self):
+        from . import pg_url
         from .paths import default_db_path
 
         value = default_db_path()
         try:
             return ownership_check(value)
         except BadDatabasePath as e:
-            raise BadDatabasePath(f"OCW_DB={value!r}: {e}" if os.environ.get("OCW_DB") else str(e)) from None
+            shown = pg_url.redact(value)
+            raise BadDatabasePath(f"OCW_DB={shown!r}: {e}" if os.environ.get("OCW_DB") else str(e)) from None
 
     @default("lang")
     def _default_lang(self):

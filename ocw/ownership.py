@@ -59,8 +59,11 @@ def check_path(value) -> str:
         raw.encode("utf-8")
     except UnicodeEncodeError:
         raise _bad(raw, "the path contains characters that are not valid Unicode") from None
-    if _URL.match(raw):
-        raise _bad(raw, "it is a URL; this ocw keeps sessions in a local DuckDB file")
+    if _URL.match(raw):  # a PostgreSQL URL never gets here (ocw.sessions.open_backend routes it first)
+        from .pg_url import redact
+
+        raise _bad(redact(raw), "it is a URL ocw cannot use; give a DuckDB file path, or a PostgreSQL database"
+                                " as postgresql://user@host/database")
     path = os.path.expanduser(raw)
     if path.endswith(("/", os.sep)):
         raise _bad(raw, "it names a folder; add a file name such as ocw.duckdb")

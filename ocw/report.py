@@ -126,7 +126,7 @@ def doctor(runtime) -> str:
     except Exception as e:  # pragma: no cover - reported, not raised
         status = f"FAILED to load: {e}"
     lines.append(f"  tokenizer:     {enc.label} — {status}")
-    lines.append(f"  database:      {runtime.store.path}")
+    lines.append(f"  database:      {runtime.store.backend.describe()}")  # a URL: user, host, database only
     if s is not None:
         lines.append(f"  session:       {s.name!r} ({s.id}), window {s.context_window:,} tokens")
     lines.append(f"  auto-compact:  {'off' if not cfg.auto_compact else f'at {cfg.auto_compact:.0%}'}; language {cfg.lang}")
@@ -137,7 +137,7 @@ def doctor(runtime) -> str:
     else:
         lines.append("  tools:         read-only" + (" built-ins on" if cfg.tools else " built-ins off")
                      + "; no code execution (%ocw allow-code turns it on for the current session)")
-    vers = ", ".join(f"{p} {_version(p)}" for p in ("ocw", "duckdb", "httpx", "tiktoken", "anywidget", "ipywidgets"))
+    vers = ", ".join(f"{p} {_version(p)}" for p in ("ocw", "duckdb", "psycopg", "httpx", "tiktoken", "anywidget", "ipywidgets"))
     lines.append(f"  versions:      Python {platform.python_version()}, {vers}")
     return "\n".join(lines)
 

@@ -19,8 +19,9 @@ wherever its whole value occurs (a substring search: a key echoed after
 whole value is ever masked.
 
 The log filter knows every live :class:`Secret` (a weak set, so a dropped
-provider's key is forgotten with it) plus ``OPENAI_API_KEY`` and
-``ANTHROPIC_API_KEY`` from the environment, read when a record is filtered. A
+provider's key is forgotten with it; a PostgreSQL URL's password is one too)
+plus ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY`` and ``PGPASSWORD`` from the
+environment, read when a record is filtered. A
 logger's filters apply only to the records that logger creates, not to its
 children's, so :func:`install_log_filter` attaches the filter to every logger
 of the three trees that exists when a provider is built (it imports httpcore
@@ -37,7 +38,8 @@ from typing import Iterable
 MIN_SECRET_LEN = 8
 REDACTED = "<redacted>"
 from .providers.registry import KEY_ENVS as ENV_KEYS  # noqa: E402  (the one table of providers)
-LOGGER_TREES = ("ocw", "httpx", "httpcore")
+LOGGER_TREES = ("ocw", "httpx", "httpcore", "psycopg")
+DB_ENV_KEYS = ("PGPASSWORD",)  # libpq's password variable (a PostgreSQL store's; see ocw/pg_url.py)
 
 
 def is_secret(value: object) -> bool:
@@ -89,7 +91,7 @@ _live: "weakref.WeakSet[Secret]" = weakref.WeakSet()
 def known_values() -> list[str]:
     """Every key value the log filter masks right now: live Secrets and the env keys."""
     values = {s.get() for s in list(_live)}
-    values.update(os.environ.get(k) for k in ENV_KEYS)
+    values.update(os.environ.get(k) for k in (*ENV_KEYS, *DB_ENV_KEYS))
     return [v for v in values if is_secret(v)]
 
 

@@ -10,7 +10,7 @@ import os
 import threading
 
 from . import checks
-from .errors import SessionNotFound
+from .errors import OcwError, SessionNotFound
 from .providers.registry import NAMES as PROVIDER_NAMES
 from .session import Session, check_metadata
 from .ids import new_id
@@ -19,7 +19,15 @@ from .store import DuckDBStore
 
 
 def open_backend(path: str, **options):
-    """The store behind a path: a DuckDB file (or ":memory:")."""
+    """The store behind a path: a PostgreSQL database for a postgresql:// (or
+    postgres://) URL — routed before any file check, so a URL never becomes a
+    local folder — else a DuckDB file (or ":memory:")."""
+    from . import pg_url
+
+    if pg_url.is_postgres_url(path):
+        from .pg_store import PostgresStore
+
+        return PostgresStore(path, **options)
     return DuckDBStore(path, **options)
 
 
@@ -31,6 +39,9 @@ class Store:
         self.path = self.backend.path
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
+        watch = getattr(self.backend, "watch", None)  # PostgreSQL: LISTEN/NOTIFY; DuckDB: the rev read per command
+        if watch is not None:
+            watch(self._on_remote_change)
 
     @property
     def db(self):
@@ -95,6 +106,23 @@ class Store:
                 s = self._sessions[sid] = Session(self, self.backend, sid)
         s.sync()
         return s
+
+    def _on_remote_change(self, sid: str | None, rev: int | None) -> None:
+        """A commit to session `sid` (None: maybe to any), from the backend's listener
+        thread: an open session whose rev moved is synced and publishes its occupancy,
+        so its widgets refresh without a command."""
+        with self._lock:
+            targets = list(self._sessions.values()) if sid is None else \
+                [s for s in (self._sessions.get(sid),) if s is not None]
+        for s in targets:
+            with s._lock:  # after any write of ours in flight has adopted its row
+                if rev is not None and rev == s._rev:
+                    continue  # our own write (or one already seen)
+                try:
+                    s.sync()  # reads and adopts under the lock: never an older row over a newer
+                except OcwError:  # deleted meanwhile: the next command says so
+                    continue
+            s._publish()
 
     def sessions(self) -> list[dict]:
         """Every session, newest use first: id, name, model, messages and tokens on its

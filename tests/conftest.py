@@ -282,3 +282,7 @@ def _store_dump(store) -> str:
 def store_dump():
     """`store_dump(store)` -> a JSON string of every session and node row."""
     return _store_dump
+
+
+# -- PostgreSQL store (issue 16): a real server started by the tests ----------------
+from pg_server import pg_cluster, pg_url  # noqa: E402,F401

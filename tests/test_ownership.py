@@ -277,7 +277,7 @@ def test_a_file_that_is_not_a_duckdb_database_is_refused_untouched(tmp_path, con
 
 @pytest.mark.parametrize("value, why", [
     ("/dev/null", "not a regular file"),
-    ("postgresql://localhost/ocw", "URL"),
+    ("mysql://localhost/ocw", "URL"),  # (a postgresql:// URL selects the PostgreSQL store: test_pg_secrets.py)
     ("md:my_db", "URL"),
     ("a\x00b.duckdb", "NUL"),
     ("bad\udcff.duckdb", "not valid Unicode"),
@@ -289,7 +289,7 @@ def test_other_paths_that_cannot_be_a_database(value, why, tmp_path, monkeypatch
     with pytest.raises(BadDatabasePath) as e:
         ocw.Store(value)
     assert why in str(e.value) and "\n" not in e.value.user_message()
-    assert os.listdir(tmp_path) == []  # no folder named "postgresql:" or file named "md:my_db"
+    assert os.listdir(tmp_path) == []  # no folder named "mysql:" or file named "md:my_db"
 
 
 def test_a_tilde_path_is_the_home_folder_not_a_folder_named_tilde(tmp_path, monkeypatch):

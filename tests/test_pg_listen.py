@@ -1,0 +1,206 @@
+"""Issue 16 item 3: a kernel notices another kernel's writes to its session and
+refreshes its ring and widget, with no command run — LISTEN/NOTIFY on the
+PostgreSQL store. Two processes (this one and a writer), then two real
+kernels (a widget's comm updates in kernel A when kernel B chats)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import psycopg
+import pytest
+
+import ocw
+from ocw import events as ev
+from ocw.pg_listen import wait_ready
+from ocw.widgets import ContextWidget
+
+WRITER = textwrap.dedent("""
+    import json, sys, ocw
+    store = ocw.Store(sys.argv[1])
+    s = store.open_session("shared")
+    ids = s.append_many([("user", "a question from the other kernel"), ("assistant", "its answer " * 40)])
+    print(json.dumps({"head": ids[-1], "total": s.occupancy()["total"], "rev": s._rev}))
+    store.close()
+""")
+
+
+def other_process_writes(url: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", WRITER, url], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def wait_for(predicate, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+@pytest.fixture
+def shared(pg_url):
+    store = ocw.Store(pg_url)
+    s = store.create_session(model="gpt-4o", context_window=100_000, name="shared")
+    s.append("user", "the first message, from this kernel")
+    assert wait_ready(store.backend._listener), "the listener never started"
+    yield store, s
+    store.close()
+
+
+def test_another_process_write_refreshes_the_session_and_its_widget(shared, pg_url):
+    store, s = shared
+    widget = ContextWidget(s)
+    before = widget.total
+    seen = []
+    s.events.subscribe(lambda name, payload: seen.append((name, payload, threading.current_thread().name)))
+    wrote = other_process_writes(pg_url)
+    # No sync, no command here: the listener brings it.
+    assert wait_for(lambda: widget.total == wrote["total"]), (widget.total, wrote)
+    assert s._row["head_id"] == wrote["head"] and s._rev == wrote["rev"]
+    assert widget.total > before
+    occupancy = [(p, t) for n, p, t in seen if n == ev.OCCUPANCY_CHANGED]
+    assert occupancy and occupancy[-1][0]["total"] == wrote["total"] and occupancy[-1][1] == "ocw-pg-listen"
+    assert s.branch()[-1] == wrote["head"] and len(s.branch()) == 3
+    widget.close()
+
+
+def test_our_own_writes_are_not_synced_again(shared):
+    store, s = shared
+    synced = []
+    real_sync = s.sync
+
+    def counting_sync():
+        synced.append(threading.current_thread().name)
+        return real_sync()
+
+    s.sync = counting_sync
+    for i in range(5):
+        s.append("user", f"message {i}")
+    marker = store.create_session(name="marker")  # a later notification: when it is seen, ours were too
+    seen_marker = []
+    store._sessions[marker.id] = marker
+    real_marker_sync = marker.sync
+    marker.sync = lambda: seen_marker.append(1) or real_marker_sync()
+    with psycopg.connect(pg_url_of(store)) as conn:  # another connection touches the marker session
+        conn.execute("UPDATE sessions SET rev = rev + 1 WHERE id = %s", [marker.id])
+        conn.commit()
+    assert wait_for(lambda: seen_marker)
+    assert [t for t in synced if t == "ocw-pg-listen"] == []
+
+
+def pg_url_of(store) -> str:
+    return str(store.path)
+
+
+def test_notifications_missed_while_disconnected_are_caught_up(shared, pg_url):
+    store, s = shared
+    listener = store.backend._listener
+    widget = ContextWidget(s)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        killed = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                               " WHERE application_name = 'ocw-listen' AND datname = current_database()").fetchall()
+    assert killed == [(True,)]
+    listener.ready.clear()
+    wrote = other_process_writes(pg_url)  # written while the listener may be away
+    assert wait_for(lambda: listener.reconnects >= 1 and listener.ready.is_set())
+    assert wait_for(lambda: widget.total == wrote["total"]), (widget.total, wrote)
+    assert s._row["head_id"] == wrote["head"]
+    widget.close()
+
+
+def test_a_deleted_session_is_left_for_the_next_command(shared, pg_url):
+    store, s = shared
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM sessions WHERE id = %s", [s.id])
+    time.sleep(1.0)  # the listener saw it and did not crash
+    assert store.backend._listener._thread.is_alive()
+    with pytest.raises(ocw.errors.StoreError, match="vanished"):
+        s.sync()
+
+
+# -- two real kernels -------------------------------------------------------------------------------
+class Kernel:
+    def __init__(self, env, log):
+        from jupyter_client import KernelManager
+
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel(env=env, stdout=log, stderr=log)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+        self.iopub: list[dict] = []
+
+    def run(self, code: str, timeout: float = 60) -> str:
+        msg_id = self.kc.execute(code)
+        out = []
+        while True:
+            m = self.kc.get_iopub_msg(timeout=timeout)
+            self.iopub.append(m)
+            if m["parent_header"].get("msg_id") != msg_id:
+                continue
+            if m["msg_type"] == "stream":
+                out.append(m["content"]["text"])
+            if m["msg_type"] == "error":
+                raise AssertionError("\n".join(m["content"]["traceback"]))
+            if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                return "".join(out)
+
+    def drain(self, seconds: float) -> list[dict]:
+        """iopub messages that arrive with no execution asked for."""
+        got, deadline = [], time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                got.append(self.kc.get_iopub_msg(timeout=0.2))
+            except Exception:
+                continue
+        self.iopub += got
+        return got
+
+    def stop(self):
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+
+@pytest.mark.timeout(240)
+def test_a_kernels_widget_refreshes_when_another_kernel_chats(pg_url, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OCW_") and k not in (
+        "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env.update(OCW_DB=pg_url, JPY_SESSION_NAME="team.ipynb", OCW_PROVIDER="offline")
+    log = open(tmp_path / "kernels.log", "w")
+    a = Kernel(env, log)
+    b = Kernel(env, log)
+    try:
+        a.run("%load_ext ocw")
+        a.run("%%chat\nhello from kernel A")
+        a.run("%context")
+        first = a.run("import ocw; print(ocw.current_session().occupancy()['total'])")
+        comms = [m["content"]["comm_id"] for m in a.iopub if m["msg_type"] == "comm_open"
+                 and "total" in m["content"].get("data", {}).get("state", {})]
+        assert comms, "kernel A opened no context widget"
+        b.run("%load_ext ocw")
+        b.run("%%chat\nand hello from kernel B, in the same notebook's session")
+        b_total = int(b.run("import ocw; print(ocw.current_session().occupancy()['total'])"))
+        assert b_total > int(first)
+        # Kernel A runs nothing: its widget's comm is updated by the listener.
+        updates = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(u == b_total for u in updates):
+            for m in a.drain(0.5):
+                if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] in comms:
+                    state = m["content"]["data"].get("state", {})
+                    if "total" in state:
+                        updates.append(state["total"])
+        assert b_total in updates, (updates, b_total)
+        assert int(a.run("import ocw; print(len(ocw.current_session().branch()))")) == 4
+    finally:
+        a.stop()
+        b.stop()
+        log.close()

@@ -1,0 +1,239 @@
+"""What the PostgreSQL store adds to the shared contract: the database itself holds
+the invariants (constraints and triggers refuse a bad write from any client),
+writers are serialised per session and never globally, and the schema has its
+own numbered migrations, marker and newer-schema guard."""
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+
+from ocw.errors import ForeignDatabase, NewerSchema, StoreError
+from ocw.pg_schema import SCHEMA_VERSION
+from ocw.pg_store import PostgresStore
+from test_store_contract import msgs, new_session, summary
+
+
+@pytest.fixture
+def pg(pg_url):
+    b = PostgresStore(pg_url)
+    yield b
+    b.close()
+
+
+def sql(url, query, args=None):
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(query, args)
+        return cur.fetchall() if cur.description else None
+
+
+# -- invariants the database enforces ---------------------------------------------------------
+def test_node_rows_cannot_be_updated_by_anyone(pg, pg_url):
+    new_session(pg)
+    pg.append_nodes("s1", msgs(("a", "user", 3)))
+    with pytest.raises(psycopg.errors.IntegrityConstraintViolation, match="append-only"):
+        sql(pg_url, "UPDATE nodes SET tokens = 99 WHERE id = 'a'")
+    with pytest.raises(psycopg.errors.IntegrityConstraintViolation, match="append-only"):
+        sql(pg_url, "UPDATE nodes SET content = '[]'")
+    assert sql(pg_url, "SELECT tokens, content FROM nodes") == [(3, '[{"type": "text", "text": "text of a"}]')]
+
+
+def test_head_is_a_message_of_its_own_session(pg):
+    new_session(pg, "s1")
+    new_session(pg, "s2")
+    pg.append_nodes("s1", msgs(("a", "user", 1), ("b", "assistant", 1)))
+    pg.append_nodes("s2", msgs(("x", "user", 1)))
+    pg.insert_summary("s1", summary("sum", "a", 1), lambda row: {})
+    before = pg.session_row("s1")
+    with pytest.raises(StoreError, match="HEAD of session s1 cannot be the summary sum"):
+        pg.update_session("s1", lambda row: {"head_id": "sum"})
+    with pytest.raises(StoreError, match="refused the write"):
+        pg.update_session("s1", lambda row: {"head_id": "x"})  # s2's node
+    with pytest.raises(StoreError, match="refused the write"):
+        pg.update_session("s1", lambda row: {"head_id": "no-such-node"})
+    assert pg.session_row("s1") == before
+    assert pg.update_session("s1", lambda row: {"head_id": "a"})["head_id"] == "a"  # a rewind is fine
+    assert pg.update_session("s1", lambda row: {"head_id": None})["head_id"] is None
+
+
+def test_a_parent_in_another_session_or_a_wrong_depth_is_refused(pg, pg_url):
+    new_session(pg, "s1")
+    new_session(pg, "s2")
+    pg.append_nodes("s1", msgs(("a", "user", 1)))
+    insert = ("INSERT INTO nodes (id, session_id, parent_id, role, content, tokens, depth, cum_tokens, epoch)"
+              " VALUES (%s, %s, %s, 'user', '[]', 1, %s, 1, 0)")
+    with pytest.raises(psycopg.errors.ForeignKeyViolation):
+        sql(pg_url, insert, ["b", "s2", "a", 2])  # parent of another session
+    with pytest.raises(psycopg.errors.IntegrityConstraintViolation, match="depth 3, its parent a is at depth 1"):
+        sql(pg_url, insert, ["b", "s1", "a", 3])
+    with pytest.raises(psycopg.errors.IntegrityConstraintViolation, match="depth 2, its parent None|at depth 0"):
+        sql(pg_url, insert, ["r", "s1", None, 2])
+    sql(pg_url, insert, ["b", "s1", "a", 2])  # the control: the right depth under its own session's node
+    assert pg.node_count("s1") == 2 and pg.node_count("s2") == 0
+
+
+def test_generation_and_compaction_count_never_go_down(pg):
+    new_session(pg)
+    pg.update_session("s1", lambda row: {"occupancy_generation": 3,
+                                         "metadata": {**row["metadata"], "context_compaction_count": 2}})
+    with pytest.raises(StoreError, match="occupancy generation of session s1 cannot go down \\(3 -> 2\\)"):
+        pg.update_session("s1", lambda row: {"occupancy_generation": 2})
+    with pytest.raises(StoreError, match="compaction count of session s1 cannot go down"):
+        pg.update_session("s1", lambda row: {"metadata": {"context_compaction_count": 1}})
+    with pytest.raises(StoreError, match="compaction count"):
+        pg.update_session("s1", lambda row: {"metadata": {}})  # dropping the key is going down too
+    row = pg.session_row("s1")
+    assert (row["occupancy_generation"], row["metadata"]["context_compaction_count"], row["rev"]) == (3, 2, 1)
+    # Equal and higher pass (a rewind keeps both; a compaction raises both).
+    pg.update_session("s1", lambda row: {"occupancy_generation": 3, "metadata": {"context_compaction_count": 2}})
+    assert pg.update_session("s1", lambda row: {"occupancy_generation": 4})["occupancy_generation"] == 4
+
+
+def test_a_summary_needs_a_boundary_and_a_count(pg, pg_url):
+    new_session(pg)
+    pg.append_nodes("s1", msgs(("a", "user", 1)))
+    with pytest.raises(StoreError, match="refused the write"):
+        pg.insert_summary("s1", summary("s", "a", 0), lambda row: {})  # covers nothing
+    assert pg.summaries("s1") == [] and pg.session_row("s1")["rev"] == 1
+
+
+# -- per-session serialisation, never global ---------------------------------------------------
+def test_a_held_session_blocks_only_its_own_writers(pg, pg_url):
+    """Another client holds session A's row lock (an open transaction). A write to
+    session B goes through meanwhile; a write to A waits, and when the holder
+    commits a HEAD move, the waiting append lands under the HEAD it re-read."""
+    new_session(pg, "A")
+    new_session(pg, "B")
+    pg.append_nodes("A", msgs(("a1", "user", 1), ("a2", "assistant", 1)))
+    holder = psycopg.connect(pg_url)
+    holder.execute("SELECT * FROM sessions WHERE id = 'A' FOR UPDATE")
+    done = {}
+
+    def write(sid, nid):
+        pg.append_nodes(sid, msgs((nid, "user", 1)))
+        done[sid] = time.monotonic()
+
+    ta = threading.Thread(target=write, args=("A", "a3"))
+    tb = threading.Thread(target=write, args=("B", "b1"))
+    ta.start()
+    tb.start()
+    tb.join(20)
+    assert "B" in done and "A" not in done  # B did not wait for A's lock
+    time.sleep(0.3)
+    assert "A" not in done and ta.is_alive()  # A waits while the lock is held
+    holder.execute("UPDATE sessions SET head_id = 'a1', rev = rev + 1 WHERE id = 'A'")  # a rewind, committed next
+    holder.commit()
+    ta.join(20)
+    holder.close()
+    assert "A" in done
+    assert pg.node("A", "a3").parent_id == "a1"  # under the HEAD its transaction re-read, not a2
+    assert pg.session_row("A")["head_id"] == "a3" and pg.session_row("A")["rev"] == 3
+
+
+# -- schema: migrations, marker, guards -------------------------------------------------------------
+def test_a_new_database_is_marked_and_migrated_once(pg_url):
+    PostgresStore(pg_url).close()
+    assert sql(pg_url, "SELECT version FROM schema_version ORDER BY version") == [(v,) for v in
+                                                                                 range(1, SCHEMA_VERSION + 1)]
+    meta = dict(sql(pg_url, "SELECT key, value FROM ocw_meta"))
+    assert meta["app"] == "ocw" and meta["schema_version"] == str(SCHEMA_VERSION) and meta["needs_ocw"]
+    b = PostgresStore(pg_url)  # reopening applies nothing again
+    new_session(b)
+    b.close()
+    assert len(sql(pg_url, "SELECT version FROM schema_version")) == SCHEMA_VERSION == 1
+    assert sql(pg_url, "SELECT id FROM sessions") == [("s1",)]
+
+
+def test_two_kernels_opening_a_new_database_at_once_both_work(pg_url):
+    stores, errors = [], []
+
+    def open_it():
+        try:
+            stores.append(PostgresStore(pg_url))
+        except Exception as e:  # pragma: no cover - shown by the assertion
+            errors.append(e)
+
+    threads = [threading.Thread(target=open_it) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == [] and len(stores) == 3
+    assert sql(pg_url, "SELECT count(*) FROM schema_version") == [(SCHEMA_VERSION,)]
+    for s in stores:
+        s.close()
+
+
+def objects(url):
+    return sql(url, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1")
+
+
+def test_another_applications_database_is_refused_untouched(pg_url):
+    sql(pg_url, "CREATE TABLE invoices (id int)")
+    with pytest.raises(ForeignDatabase, match=r"is another application's database \(it holds invoices\)"):
+        PostgresStore(pg_url)
+    assert objects(pg_url) == [("invoices",)]
+    # A marker of someone else's app is foreign too.
+    sql(pg_url, "DROP TABLE invoices")
+    sql(pg_url, "CREATE TABLE ocw_meta (key text, value text)")
+    sql(pg_url, "INSERT INTO ocw_meta VALUES ('app', 'notocw')")
+    with pytest.raises(ForeignDatabase):
+        PostgresStore(pg_url)
+    assert objects(pg_url) == [("ocw_meta",)]
+
+
+def test_a_newer_ocws_database_is_refused_with_the_version_it_needs(pg_url):
+    PostgresStore(pg_url).close()
+    sql(pg_url, "UPDATE ocw_meta SET value = %s WHERE key = 'schema_version'", [str(SCHEMA_VERSION + 1)])
+    sql(pg_url, "UPDATE ocw_meta SET value = '9.1.0' WHERE key = 'needs_ocw'")
+    sql(pg_url, "UPDATE ocw_meta SET value = '9.2.0' WHERE key = 'written_by'")
+    with pytest.raises(NewerSchema, match=f"written by ocw 9.2.0 \\(PostgreSQL schema {SCHEMA_VERSION + 1}\\)") as e:
+        PostgresStore(pg_url)
+    assert "9.1.0" in e.value.hint
+    assert dict(sql(pg_url, "SELECT key, value FROM ocw_meta"))["written_by"] == "9.2.0"  # nothing rewritten
+    # At exactly this version it opens (the boundary's other side).
+    sql(pg_url, "UPDATE ocw_meta SET value = %s WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+    PostgresStore(pg_url).close()
+
+
+def test_ocw_can_live_in_its_own_schema_beside_other_tables(pg_url):
+    sql(pg_url, "CREATE TABLE invoices (id int)")
+    sql(pg_url, "CREATE SCHEMA ocw")
+    url = pg_url + "?options=-csearch_path%3Docw"
+    b = PostgresStore(url)
+    new_session(b)
+    b.close()
+    assert sql(pg_url, "SELECT id FROM ocw.sessions") == [("s1",)] and objects(pg_url) == [("invoices",)]
+
+
+# -- connections --------------------------------------------------------------------------------------
+def kill_ocw_connections(url) -> int:
+    rows = sql(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE application_name = 'ocw' AND datname = current_database()")
+    return len(rows)
+
+
+def test_a_connection_dropped_between_cells_is_replaced(pg, pg_url, monkeypatch):
+    from ocw import pg_conn
+
+    new_session(pg)
+    monkeypatch.setattr(pg_conn, "CHECK_AFTER", 0.0)  # as if the kernel sat idle for a while
+    before = pg._pool.connects
+    assert kill_ocw_connections(pg_url) >= 1
+    assert pg.session_row("s1")["id"] == "s1"  # checked, found dead, replaced: no error
+    assert pg._pool.connects == before + 1
+
+
+def test_a_connection_dropped_mid_burst_is_one_line_then_replaced(pg, pg_url, monkeypatch):
+    from ocw import pg_conn
+
+    new_session(pg)
+    monkeypatch.setattr(pg_conn, "CHECK_AFTER", 1e9)  # kept connections are trusted: the control
+    assert kill_ocw_connections(pg_url) >= 1
+    with pytest.raises(StoreError) as e:
+        pg.append_nodes("s1", msgs(("a", "user", 1)))
+    assert "\n" not in e.value.user_message() and "is the PostgreSQL server running" in e.value.hint
+    row, _ = pg.append_nodes("s1", msgs(("a", "user", 1)))  # the dead connection was dropped
+    assert row["head_id"] == "a" and pg.node_count("s1") == 1
