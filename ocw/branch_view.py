@@ -286,6 +286,21 @@ class BranchView:
                 "messages": head_cum - (b.cum if b is not None else 0),
             }
 
+    def _parts_after_summary(self, summary_tokens: int, boundary: Node) -> dict[str, int]:
+        """occupancy_parts() as they will be once a summary of `summary_tokens` with
+        this boundary is active (what a compaction's log records as its "after")."""
+        parts = self.occupancy_parts()
+        head_cum = self._head.cum if self._head is not None else 0
+        return {**parts, "summary": summary_tokens, "messages": head_cum - (boundary.cum or 0)}
+
+    def _total_for(self, parts: dict[str, int], row: dict, metadata: dict, generation: int) -> int:
+        """The total the ring will show for `parts` once `row` holds `metadata` and
+        `generation` (inside a write's transaction: the figure it records)."""
+        return compute_breakdown(
+            parts, window=cal.effective_window(row["context_window"], metadata, row["model"]),
+            sample=metadata.get("context_window"), head=row["head_id"], generation=generation,
+            reserve_ratio=self.reserve_ratio, calibration=cal.calibration(metadata, row["model"]))["total"]
+
     def occupancy(self, reserve_ratio: float | None = None) -> dict:
         """The one occupancy metric over rendered_history (see ocw.context.occupancy)."""
         reserve_ratio = reserve_ratio if reserve_ratio is not None else self.reserve_ratio

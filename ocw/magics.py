@@ -75,6 +75,19 @@ def _unquoted(value: str | None) -> str | None:
     return value
 
 
+def _split_focus(line: str) -> tuple[str, str | None]:
+    """`%compact [N] [-- what to keep]`: the words before a standalone `--`, and the
+    instructions after it (None without `--`; refused when empty)."""
+    m = re.match(r"(.*?)(?:(?:^|\s)--(?:\s+|$)(.*))?$", line.strip(), re.S)
+    head, focus = m.group(1).strip(), m.group(2)
+    if focus is not None:
+        focus = " ".join(focus.split())
+        if not focus:
+            raise UsageError("Nothing after --: write what the summary must keep, e.g. "
+                             "%compact -- keep the list of file paths")
+    return head, focus
+
+
 def _no_arguments(magic: str, line: str) -> None:
     if line.strip():
         raise UsageError(f"{magic} takes no arguments (got {line.strip()!r}).")
@@ -188,15 +201,16 @@ class OcwMagics(Magics):
     @line_magic
     @friendly
     def compact(self, line):
-        """%compact [keep_recent_tokens] — fold older turns into the summary now."""
-        arg = line.strip()
+        """%compact [keep_recent_tokens] [-- what to keep] — fold older turns into the summary now."""
+        arg, focus = _split_focus(line)
         keep = None
         if arg:
-            keep = _whole_number(arg, "%compact takes a whole number of tokens to keep, e.g. %compact 2000")
+            keep = _whole_number(arg, "%compact takes a whole number of tokens to keep, e.g. %compact 2000, "
+                                      "then optionally -- and what the summary must keep")
         if self.runtime.current_session() is None:
             print(report.no_session(self.runtime.config.lang))
             return
-        print(self.runtime.compact(keep).message(self.runtime.config.lang))
+        print(self.runtime.compact(keep, focus=focus).message(self.runtime.config.lang))
 
     @magic_arguments()
     @argument("--text", action="store_true", help="plain-text table instead of the widget")

@@ -274,12 +274,14 @@ class Runtime:
             self.tools = ToolRegistry(self.shell, self.config)
         return self.tools
 
-    def compact(self, keep_recent_tokens: int | None = None, session_id: str | None = None):
-        """The one manual-compaction path: `%compact` and the panel's button."""
+    def compact(self, keep_recent_tokens: int | None = None, session_id: str | None = None,
+                focus: str | None = None):
+        """The one manual-compaction path: `%compact [N] [-- focus]` and the panel's button."""
         s = self.require_session()
         if session_id is not None and s.id != session_id:
             s = self.store.open_session(session_id)
-        return s.compact(keep_recent_tokens=keep_recent_tokens, trigger="manual", provider=self.provider_for(s))
+        return s.compact(keep_recent_tokens=keep_recent_tokens, trigger="manual", provider=self.provider_for(s),
+                         focus=focus)
 
     def compact_action(self, session_id: str) -> str:
         """The panel's Compact now: same path as %compact; returns the system message."""
