@@ -197,6 +197,8 @@ class OcwMagics(Magics):
             view.finish()
             raise UsageError(interrupted_message(getattr(getattr(e, "turn_result", None), "tool_steps", 0))) from None
         view.finish()  # a reached step limit was already said by the turn's system message
+        if self.runtime.config.status_line and self.runtime.current is not None:
+            print(report.status_line(self.runtime.current, self.runtime.config.lang))
 
     @line_magic
     @friendly
@@ -229,6 +231,26 @@ class OcwMagics(Magics):
             print(report.no_session(self.runtime.config.lang))
             return
         print(report.context_table(s, self.runtime.config.lang))
+
+    @magic_arguments()
+    @argument("--all", action="store_true", help="every summary, superseded ones too")
+    @line_magic
+    @friendly
+    def summary(self, line):
+        """%summary [--all] — the active summary, what it covers, when and why it was made."""
+        args = parse_argstring(self.summary, line)
+        s = self.runtime.current_session()
+        if s is None:
+            print(report.no_session(self.runtime.config.lang))
+            return
+        from . import summary_view
+
+        if self.rich:
+            from IPython.display import display
+
+            display(summary_view.summary_bundle(s, args.all), raw=True)
+        else:
+            print(summary_view.summary_text(s, args.all))
 
     @line_magic
     @friendly
@@ -266,12 +288,20 @@ class OcwMagics(Magics):
         s = self.runtime.new_session(_unquoted(args.name))
         print(f"New session {s.name!r} — model {s.model}, window {s.context_window:,} tokens (older sessions: %sessions).")
 
+    @magic_arguments()
+    @argument("--delete", default=None, metavar="NAME", help="delete this session (name or id) and everything of it")
+    @argument("--yes", action="store_true", help="confirm --delete")
     @line_magic
     @friendly
     def sessions(self, line):
-        """%sessions — list sessions with size and last use."""
-        _no_arguments("%sessions", line)
-        print(report.sessions_table(self.runtime.store.sessions(), self.runtime.current))
+        """%sessions [--delete NAME [--yes]] — list sessions with size and last use, or delete one."""
+        args = parse_argstring(self.sessions, line)
+        if args.delete is None:
+            if args.yes:
+                raise UsageError("--yes confirms a deletion: %sessions --delete NAME --yes")
+            print(report.sessions_table(self.runtime.store.sessions(), self.runtime.current))
+            return
+        print(self.runtime.delete_session(_unquoted(args.delete), confirmed=args.yes))
 
     @line_magic
     @friendly
