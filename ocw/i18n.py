@@ -46,6 +46,8 @@ MESSAGES = {
         "status_auto_off": "auto-compact off",
         "status_count": "{n} compaction{s}",
         "status_pruned": "old tool output pruned",
+        "pruned": "Pruned old tool output: {n} result{s} replaced by one-line stubs (the store keeps them whole), "
+                  "{before} → {after} tokens",
     },
     "zh": {
         "started": "正在压缩上下文…",
@@ -78,6 +80,7 @@ MESSAGES = {
         "status_auto_off": "自动压缩已关闭",
         "status_count": "已压缩 {n} 次",
         "status_pruned": "旧工具输出已精简",
+        "pruned": "已精简旧的工具输出：{n} 个结果替换为一行摘要（存储中仍完整保留），{before} → {after} tokens",
     },
 }
 

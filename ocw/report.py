@@ -39,6 +39,10 @@ def context_table(session, lang: str | None = None) -> str:
             pct=f"{occ['reserve_ratio']:.0%}") + ")"))
     else:
         lines.append(row(L["reserve"], L["off"]))
+    pruned = occ.get("pruned")
+    if pruned:
+        lines.append(f"  {L['pruned']}: " + L["pruned_value"].format(n=f"{pruned['results']:,}",
+                                                                   tokens=f"{pruned['tokens']:,}"))
     basis = L[occ["basis"]]
     if occ.get("calibration"):
         basis += f" ({L['calibration']} = {occ['calibration']:.2f}"

@@ -122,7 +122,7 @@ class Session(BranchView):
             self._row, self._rev = {}, -1
             self._rows.clear()
             self._summaries = []
-            self._active_key = self._tail_key = None
+            self._active_key = self._tail_key = self._prune_key = None
             self._fixed_cache.clear()
             self.sync()
         self._publish()
@@ -339,6 +339,16 @@ class Session(BranchView):
         self._active_key = self._tail_key = None
         self._fixed_cache.clear()
         del old_row
+
+    def prune_tool_output(self, keep_tokens: int | None = None) -> dict | None:
+        """Replace old tool results in the rendered history by one-line stubs (no LLM
+        call; the store keeps them whole). See ocw.pruning. Returns {results, freed,
+        before, after}, or None when nothing worth pruning was found."""
+        from .pruning import prune
+
+        if keep_tokens is not None:
+            checks.integer(keep_tokens, "keep_tokens", low=0, zero_means="prune every tool result")
+        return prune(self, keep_tokens=keep_tokens)
 
     # -- compaction ---------------------------------------------------------------
     def compact(self, keep_recent_tokens: int | None = None, trigger: str = "manual", provider=None,
