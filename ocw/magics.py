@@ -186,6 +186,7 @@ class OcwMagics(Magics):
         args = parse_argstring(self.chat, line)
         if not cell or not cell.strip():
             raise UsageError("The %%chat cell is empty: write your message below the %%chat line.")
+        cell = self._expand_references(cell, _unquoted(args.model))
         view = _StreamView(self.rich)
         try:
             self.runtime.chat(cell, session=_unquoted(args.session), new=args.new, model=_unquoted(args.model),
@@ -199,6 +200,22 @@ class OcwMagics(Magics):
         view.finish()  # a reached step limit was already said by the turn's system message
         if self.runtime.config.status_line and self.runtime.current is not None:
             print(report.status_line(self.runtime.current, self.runtime.config.lang))
+
+    def _expand_references(self, cell: str, model: str | None) -> str:
+        """{name}, {In[n]}, {Out[n]}, {Err} outside code (ocw/references.py), expanded
+        before the model is called; a value that was cut is said in one line."""
+        if "{" not in cell and "}" not in cell:
+            return cell
+        from . import references
+        from .tokens import encoding_for_model
+
+        cfg, current = self.runtime.config, self.runtime.current
+        model = model or cfg.model or (current.model if current is not None else cfg.resolved_model())
+        text, notes = references.expand(cell, references.sources_of(self.shell, _state.get("errors")),
+                                        encoding=encoding_for_model(model).name)
+        for note in notes:
+            print(f"Note: {note} in the message (the model reads the cut value).")
+        return text
 
     @line_magic
     @friendly
@@ -306,9 +323,12 @@ class OcwMagics(Magics):
     @line_magic
     @friendly
     def ocw(self, line):
-        """%ocw help | doctor | tools | allow-code | deny-code"""
+        """%ocw help | doctor | tools | allow-code | deny-code | export [--format md|json] [--force] [PATH]"""
         words = line.strip().split() or ["help"]
         cmd = words[0]
+        if cmd == "export":
+            print(self._export(line.strip()[len("export"):]))
+            return
         if len(words) > 1:
             raise UsageError(f"%ocw {cmd} takes no further arguments (got {' '.join(words[1:])!r}); try %ocw help")
         if cmd == "help":
@@ -333,6 +353,36 @@ class OcwMagics(Magics):
             raise UsageError(f"unknown %ocw command {cmd!r}; try %ocw help")
 
 
+    def _export(self, rest: str) -> str:
+        """`%ocw export [--format md|json] [--force] [PATH]` (ocw/export.py)."""
+        import shlex
+
+        from . import export
+
+        try:
+            words = shlex.split(rest)
+        except ValueError as e:
+            raise UsageError(f"%ocw export: {e} (quote a path with spaces: %ocw export 'my chat.md')") from None
+        fmt, force, paths = "md", False, []
+        while words:
+            w = words.pop(0)
+            if w in ("--format", "-f") and words:
+                fmt = words.pop(0)
+            elif w.startswith("--format="):
+                fmt = w.split("=", 1)[1]
+            elif w == "--force":
+                force = True
+            elif w.startswith("-"):
+                raise UsageError(f"%ocw export: unknown option {w!r}; usage: %ocw export [--format md|json] "
+                                 "[--force] [PATH]")
+            else:
+                paths.append(w)
+        if fmt not in export.FORMATS or len(paths) > 1:
+            raise UsageError("%ocw export takes --format md or --format json and at most one path "
+                             f"(got {rest.strip()!r})")
+        return export.export(self.runtime.require_session(), fmt, paths[0] if paths else None, force=force)
+
+
 _state: dict = {}
 
 
@@ -345,13 +395,23 @@ def load_ipython_extension(ipython):
     ipython.configurables.append(cfg)
     runtime = Runtime(ipython, cfg)
     ipython.register_magics(OcwMagics(ipython, runtime))
-    _state.update(runtime=runtime, shell=ipython, config=cfg)
+    from .references import ErrorMemory  # the last error, for {Err} in a %%chat cell
+
+    errors = ErrorMemory()
+    ipython.events.register("post_run_cell", errors)
+    _state.update(runtime=runtime, shell=ipython, config=cfg, errors=errors)
 
 
 def unload_ipython_extension(ipython):
     runtime = _state.pop("runtime", None)
     cfg = _state.pop("config", None)
     _state.pop("shell", None)
+    errors = _state.pop("errors", None)
+    if errors is not None:
+        try:
+            ipython.events.unregister("post_run_cell", errors)
+        except ValueError:  # already gone
+            pass
     if runtime is not None:
         runtime.close()
     mm = ipython.magics_manager
