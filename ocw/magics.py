@@ -312,7 +312,10 @@ class OcwMagics(Magics):
     @friendly
     def sessions(self, line):
         """%sessions [--delete NAME [--yes]] — list sessions with size and last use, or delete one."""
-        args = parse_argstring(self.sessions, line)
+        try:
+            args = parse_argstring(self.sessions, line)
+        except UsageError as e:
+            raise UsageError(f"%sessions: {e} (usage: %sessions [--delete NAME [--yes]])") from None
         if args.delete is None:
             if args.yes:
                 raise UsageError("--yes confirms a deletion: %sessions --delete NAME --yes")
