@@ -255,7 +255,7 @@ class BranchView(PrunedView):
                 out.append(summary_message(s.id, contents[s.id], self._summary_tokens(s)))
             cap, enc = self.tool_result_cap, self.encoding.name
             mark = self.prune_mark()
-            stubs = self._pruned_nodes(mark, tail) if mark is not None else {}
+            stubs = self._pruned_nodes(mark, tail, contents) if mark is not None else {}
             for m in tail:
                 tokens = m.tokens
                 if m.id in stubs:

@@ -35,9 +35,10 @@ class PrunedView:
             self._prune_node, self._prune_key = node, key
         return self._prune_node
 
-    def _pruned_nodes(self, mark: Node, tail: list[Node]) -> dict[str, tuple[list, int]]:
+    def _pruned_nodes(self, mark: Node, tail: list[Node], contents: dict | None = None) -> dict[str, tuple[list, int]]:
         """id -> (stub blocks, tokens saved) for the tail's messages at or before `mark`
-        that hold tool results. Each message's stub is made once per count epoch."""
+        that hold tool results. Each message's stub is made once per count epoch
+        (`contents`: the tail's blocks, when the caller has read them already)."""
         from .context import prune as prune_rules
 
         upto = [m for m in tail if m.depth <= mark.depth]
@@ -45,7 +46,8 @@ class PrunedView:
         if missing:
             need = {upto[i].id: upto[i] for i in missing}
             need.update({upto[i - 1].id: upto[i - 1] for i in missing if i > 0})
-            contents = self._contents(list(need.values()))
+            if contents is None or any(nid not in contents for nid in need):  # else: what the caller read
+                contents = self._contents(list(need.values()))
             enc = self.encoding.name
             for i in missing:
                 m = upto[i]

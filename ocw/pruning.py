@@ -44,7 +44,7 @@ def prune(session, *, keep_tokens: int | None = None) -> dict | None:
         if current is not None and mark.depth <= current.depth:
             return None
         was_saved, was_results = session.pruned()
-        stubs = session._pruned_nodes(mark, tail)
+        stubs = session._pruned_nodes(mark, tail, contents)
         saved, results = sum(s for _, s in stubs.values()), len(stubs)
         if not prune_rules.worth_it(round((saved - was_saved) * factor), window):
             return None

@@ -71,8 +71,9 @@ def test_compact_with_a_focus_keeps_the_file_paths_the_plain_one_loses(ip, capsy
     every folded path; the same compaction without the focus loses some (the other
     identifiers crowd them out). The facts pass still runs."""
     kept = {}
+    ok(ip, "%config Ocw.auto_compact = 0", capsys)  # one compaction, the one asked for
     for name, line in (("plain", "%compact 200"), ("focused", "%compact 200 -- keep the list of file paths")):
-        ok(ip, "%config Ocw.context_window = 8192", capsys)
+        ok(ip, "%config Ocw.context_window = 9000", capsys)
         ok(ip, f"%new --name {name}", capsys)
         builds(ip, capsys)
         out = ok(ip, line, capsys)
@@ -84,29 +85,33 @@ def test_compact_with_a_focus_keeps_the_file_paths_the_plain_one_loses(ip, capsy
         kept[name] = [p for p in folded if re.search(re.escape(p) + r"(?![\w/])", text)]
         assert FACTS_HEADER in text  # the facts pass ran after the summarizer
     assert len(kept["focused"]) == 39
-    assert len(kept["plain"]) <= 30, kept["plain"]  # measured: 18 of 39
+    assert len(kept["plain"]) <= 30, kept["plain"]  # measured: 25 of 39
 
 
 def test_the_focus_goes_to_the_summarizer_with_the_turns(oip, openai_env, capsys):
     srv = openai_env
-    for i in range(6):
-        srv.script(text=f"Reply {i}: " + "noted " * 120)
-        ok(oip, f"%%chat\nTurn {i}: the config lives in conf/prod_{i}.yaml. " + "words " * 60, capsys)
     srv.summary_text = "Short summary of the turns."
+
+    def turns(first: int, n: int) -> None:
+        for i in range(first, first + n):
+            srv.script(text=f"Reply {i}: " + "noted " * 120)
+            ok(oip, f"%%chat\nTurn {i}: the config lives in conf/prod_{i}.yaml. " + "words " * 60, capsys)
+
+    turns(0, 6)
     before = len(srv.summary_requests())
-    out = ok(oip, "%compact 100 -- keep the list of file paths", capsys)
-    assert out.startswith("Context compacted")
+    assert ok(oip, "%compact 100", capsys).startswith("Context compacted")
+    (plain,) = srv.summary_requests()[before:]
+    assert "<user-focus>" not in plain.system  # no focus, no focus section
+    turns(6, 6)
+    before = len(srv.summary_requests())
+    assert ok(oip, "%compact 100 -- keep the list of file paths", capsys).startswith("Context compacted")
     (req,) = srv.summary_requests()[before:]
-    assert "<user-focus>keep the list of file paths</user-focus>" in req.system
+    assert req.system.startswith(plain.system)  # the rules, then the user's instructions
+    assert req.system.endswith("<user-focus>keep the list of file paths</user-focus>")
     body = json.dumps(req.body)
-    assert "conf/prod_0.yaml" in body and "Turn 0" in body  # the turns travel with it
-    # Without a focus the system prompt has no focus section.
-    srv.script(text="x " * 50)
-    ok(oip, "%%chat\nOne more turn " + "words " * 200, capsys)
-    ok(oip, "%compact 50", capsys)
-    assert "<user-focus>" not in srv.summary_requests()[-1].system
+    assert "conf/prod_6.yaml" in body and "Turn 6" in body  # the turns travel with it
     entries = compaction_log.entries(session().metadata)
-    assert [e["focus"] for e in entries] == ["keep the list of file paths", None]
+    assert [e["focus"] for e in entries] == [None, "keep the list of file paths"]
 
 
 def test_compact_arguments_are_checked_before_anything_runs(oip, openai_env, capsys):
@@ -148,7 +153,7 @@ def test_summary_shows_what_it_covers_when_and_why_and_the_log_matches_the_messa
     assert ok(ip, "%summary", capsys).strip() == "Start a conversation first"
     compacted = []
     for i in range(12):
-        out = ok(ip, f"%%chat\nTurn {i}: let us look at src/mod_{i}.py and its TimeoutError. " * 8, capsys)
+        out = ok(ip, turn(i), capsys)
         compacted += re.findall(r"Context compacted: covered (\d+) older messages, ([\d,]+) → ([\d,]+) tokens", out)
     assert len(compacted) == 1  # the automatic one
     out = ok(ip, "%summary", capsys)
@@ -203,9 +208,9 @@ def test_summary_html_is_sanitized(store, fake_summarizer):
         s.append("assistant", f"answer {i} <img src=x onerror=alert(1)> " + "beta " * 150)
     s.compact(provider=fake_summarizer("Summary <script>alert(1)</script> and [x](javascript:alert(2))."))
     bundle = summary_view.summary_bundle(s)
-    assert "<script" not in bundle["text/html"] and "javascript:" not in bundle["text/html"]
-    assert "<img" not in bundle["text/html"] and "onerror" not in bundle["text/html"].replace("onerror=alert", "")
-    assert "&lt;script&gt;" in bundle["text/html"]
+    html = bundle["text/html"]
+    assert "<script" not in html and "<img" not in html and "href" not in html  # inert: no tag runs or loads
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     assert "<script>alert(1)</script>" in bundle["text/plain"]  # plain text: as written
 
 
@@ -257,11 +262,18 @@ def test_a_long_value_is_cut_to_its_budget_and_marked(ip, capsys):
 # -- 4. export ------------------------------------------------------------------------------------
 
 
+def turn(i: int) -> str:
+    """A %%chat cell of about 150 tokens: on a 3,000-token window the twelfth crosses 80 %."""
+    return f"%%chat\n" + f"Turn {i}: let us look at src/mod_{i}.py and its TimeoutError. " * 8
+
+
 def _chat_and_compact(shell, capsys, turns: int = 12):
+    """An automatic compaction, then a manual one: two summaries, the first superseded."""
     ok(shell, "%config Ocw.context_window = 3000", capsys)
     for i in range(turns):
-        ok(shell, f"%%chat\nTurn {i}: look at src/mod_{i}.py. " * 8, capsys)
-    ok(shell, "%compact 200", capsys)
+        ok(shell, turn(i), capsys)
+    assert session().compaction_count == 1
+    assert ok(shell, "%compact 200", capsys).startswith("Context compacted")
 
 
 def test_export_md_beside_the_notebook_with_summaries_marked(ip, capsys, tmp_path, monkeypatch):
@@ -277,7 +289,7 @@ def test_export_md_beside_the_notebook_with_summaries_marked(ip, capsys, tmp_pat
     assert out == f"Exported session {s.name!r} (24 messages of this branch, 2 summaries) as Markdown to {target}\n"
     md = target.read_text(encoding="utf-8")
     for i in range(12):
-        assert f"Turn {i}: look at src/mod_{i}.py." in md
+        assert f"Turn {i}: let us look at src/mod_{i}.py and its TimeoutError." in md
     assert md.count("## ") == 24 + 1  # one heading per message, and the system prompt's
     active, old = s.active_summary(), [x for x in s.summaries() if x.id != s.active_summary().id][0]
     assert f"> **Summary {active.id}** (active; covers messages 1–{active.cover_count}; manual compaction" in md
@@ -291,7 +303,7 @@ def test_export_md_beside_the_notebook_with_summaries_marked(ip, capsys, tmp_pat
 
 def test_export_json_holds_the_whole_dag(ip, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    _chat_and_compact(ip, capsys, turns=10)
+    _chat_and_compact(ip, capsys)
     ok(ip, "%rewind 2", capsys)
     ok(ip, "%%chat\nA different direction.", capsys)
     out = ok(ip, "%ocw export --format json all.json", capsys)
@@ -368,7 +380,7 @@ def test_a_status_line_follows_each_reply_in_english_and_chinese_and_can_be_turn
     ok(ip, "%config Ocw.context_window = 3000", capsys)
     seen = []
     for i in range(12):
-        out = ok(ip, f"%%chat\nTurn {i}: look at src/mod_{i}.py. " * 8, capsys)
+        out = ok(ip, turn(i), capsys)
         last = out.rstrip("\n").splitlines()[-1]
         m = STATUS.match(last)
         assert m, last
