@@ -62,8 +62,9 @@ def test_a_reference_is_expanded_in_the_kernel_and_stored_so(nbk):
     text = nbk.py("(lambda s: s.node(s.branch()[-2])['content'][0]['text'])(ocw.current_session())")
     assert text == "What is in [{'city': 'Oslo', 'n': 3}]? Not {rows}, not `{rows}`.\n"
     r = nbk.run("%%chat\n{missing}", ok=False)
-    assert not r.ok and r.errors and r.errors[0]["ename"] == "UsageError"
-    assert "{missing}: no variable 'missing' in this notebook" in r.errors[0]["evalue"]
+    assert not r.ok and r.reply["content"]["ename"] == "UsageError" and not r.displays
+    assert r.stderr.strip() == ("UsageError: {missing}: no variable 'missing' in this notebook — define it first, "
+                                "or write {{missing}} to send the braces as they are")
 
 
 def test_export_lands_beside_the_notebook_and_delete_frees_its_name(nbk):
