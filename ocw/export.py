@@ -179,6 +179,36 @@ def write(path: str, text: str, *, force: bool = False) -> str:
     return path
 
 
+USAGE = "%ocw export [--format md|json] [--force] [PATH]"
+
+
+def parse_line(rest: str) -> tuple[str, bool, str | None]:
+    """The magic's arguments: (format, force, path or None); one line for a mistake."""
+    import shlex
+
+    try:
+        words = shlex.split(rest)
+    except ValueError as e:
+        raise ExportError(f"%ocw export: {e}", hint="quote a path with spaces: %ocw export 'my chat.md'") from None
+    fmt, force, paths = "md", False, []
+    while words:
+        w = words.pop(0)
+        if w in ("--format", "-f") and words:
+            fmt = words.pop(0)
+        elif w.startswith("--format="):
+            fmt = w.split("=", 1)[1]
+        elif w == "--force":
+            force = True
+        elif w.startswith("-"):
+            raise ExportError(f"%ocw export: unknown option {w!r}", hint=f"usage: {USAGE}")
+        else:
+            paths.append(w)
+    if fmt not in FORMATS or len(paths) > 1:
+        raise ExportError(f"%ocw export takes --format md or --format json and at most one path (got {rest.strip()!r})",
+                          hint=f"usage: {USAGE}")
+    return fmt, force, paths[0] if paths else None
+
+
 def export(session, fmt: str = "md", path: str | None = None, *, force: bool = False) -> str:
     """Export `session`; returns the one line saying where it went."""
     if fmt not in FORMATS:

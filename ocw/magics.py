@@ -255,7 +255,10 @@ class OcwMagics(Magics):
     @friendly
     def summary(self, line):
         """%summary [--all] — the active summary, what it covers, when and why it was made."""
-        args = parse_argstring(self.summary, line)
+        try:
+            args = parse_argstring(self.summary, line)
+        except UsageError as e:
+            raise UsageError(f"%summary: {e} (usage: %summary [--all])") from None
         s = self.runtime.current_session()
         if s is None:
             print(report.no_session(self.runtime.config.lang))
@@ -358,32 +361,10 @@ class OcwMagics(Magics):
 
     def _export(self, rest: str) -> str:
         """`%ocw export [--format md|json] [--force] [PATH]` (ocw/export.py)."""
-        import shlex
-
         from . import export
 
-        try:
-            words = shlex.split(rest)
-        except ValueError as e:
-            raise UsageError(f"%ocw export: {e} (quote a path with spaces: %ocw export 'my chat.md')") from None
-        fmt, force, paths = "md", False, []
-        while words:
-            w = words.pop(0)
-            if w in ("--format", "-f") and words:
-                fmt = words.pop(0)
-            elif w.startswith("--format="):
-                fmt = w.split("=", 1)[1]
-            elif w == "--force":
-                force = True
-            elif w.startswith("-"):
-                raise UsageError(f"%ocw export: unknown option {w!r}; usage: %ocw export [--format md|json] "
-                                 "[--force] [PATH]")
-            else:
-                paths.append(w)
-        if fmt not in export.FORMATS or len(paths) > 1:
-            raise UsageError("%ocw export takes --format md or --format json and at most one path "
-                             f"(got {rest.strip()!r})")
-        return export.export(self.runtime.require_session(), fmt, paths[0] if paths else None, force=force)
+        fmt, force, path = export.parse_line(rest)
+        return export.export(self.runtime.require_session(), fmt, path, force=force)
 
 
 _state: dict = {}

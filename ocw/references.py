@@ -27,7 +27,6 @@ import sys
 import traceback
 
 from .errors import OcwError
-from .tokens import count_text, truncate_to_tokens
 
 BUDGET_TOKENS = 2000  # per reference
 HEAD_ROWS = 5  # rows of a DataFrame or Series shown
@@ -102,6 +101,8 @@ def describe(value) -> str:
 
 def cut(text: str, label: str, budget: int, encoding: str) -> tuple[str, str | None]:
     """The text within `budget` tokens, the cut marked; and a note when it was cut."""
+    from .tokens import count_text, truncate_to_tokens  # lazy: %load_ext stays light
+
     total = count_text(text, encoding)
     if total <= budget:
         return text, None

@@ -412,3 +412,11 @@ def test_help_lists_the_new_commands_in_both_languages(ip, capsys):
     ok(ip, "%config Ocw.lang = 'zh'", capsys)
     out = ok(ip, "%ocw help", capsys)
     assert "当前摘要、覆盖范围" in out and "导出为 Markdown" in out and "-- 之后写明摘要必须保留的内容" in out
+
+
+def test_bad_arguments_name_the_command(ip, capsys):
+    ok(ip, "%%chat\nhello", capsys)
+    assert usage_error(ip, "%summary everything", capsys) == (
+        "UsageError: %summary: unrecognized arguments: everything (usage: %summary [--all])")
+    assert usage_error(ip, "%sessions --remove x", capsys).startswith("UsageError: %sessions: ")
+    assert "unknown option '--fmt'" in usage_error(ip, "%ocw export --fmt md", capsys)
