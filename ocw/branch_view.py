@@ -20,6 +20,7 @@ from .context.occupancy import compute_breakdown
 from .errors import OcwError, StoreError
 from .graph import Node, active_summary, chain_totals
 from .render import render_blocks, summary_message
+from .pruned_view import PrunedView
 from .tail import TailRows
 from .tokens import count_message, count_text, encoding_for_model
 
@@ -27,7 +28,7 @@ DEFAULT_TOOL_RESULT_CAP = 4000  # tokens of one tool result the model reads
 CONTENT_CACHE = 4096  # recent messages kept parsed in memory; older ones are read back
 
 
-class BranchView:
+class BranchView(PrunedView):
     def __init__(self, store, backend, sid: str):
         self.store = store  # the ocw.Store that opened it (its path, its db)
         self.backend = backend
@@ -45,6 +46,9 @@ class BranchView:
         self._tail: list[Node] = []
         self._content: dict[str, list] = {}
         self._fixed_cache: dict[tuple, int] = {}
+        self._prune_key = None  # (head, generation, epoch, summaries) of the cached prune mark
+        self._prune_node: Node | None = None
+        self._stubs: dict[tuple, tuple] = {}  # (node id, epoch) -> (stub blocks or None, tokens saved)
         self.tool_definitions: list[dict] = []
         self.compaction_running = False
         self.compact_lock = threading.Lock()
@@ -238,7 +242,7 @@ class BranchView:
     def rendered_history(self) -> list[dict]:
         """What the model reads next turn: system prompt, the active summary, the
         uncovered tail of the branch. Tool results over the cap are cut here (the
-        store keeps them whole)."""
+        store keeps them whole), and old ones behind the prune mark are stubs."""
         out: list[dict] = []
         if self.system_prompt:
             out.append({"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
@@ -250,10 +254,19 @@ class BranchView:
             if s:
                 out.append(summary_message(s.id, contents[s.id], self._summary_tokens(s)))
             cap, enc = self.tool_result_cap, self.encoding.name
+            mark = self.prune_mark()
+            stubs = self._pruned_nodes(mark, tail, contents) if mark is not None else {}
             for m in tail:
+                tokens = m.tokens
+                if m.id in stubs:
+                    blocks, saved = stubs[m.id]
+                    tokens -= saved
                 # A message within the cap as a whole cannot hold a result over it.
-                blocks = render_blocks(contents[m.id], cap, enc) if m.tokens > cap else contents[m.id]
-                msg = {"id": m.id, "role": m.role, "content": blocks, "tokens": m.tokens}
+                elif m.tokens > cap:
+                    blocks = render_blocks(contents[m.id], cap, enc)
+                else:
+                    blocks = contents[m.id]
+                msg = {"id": m.id, "role": m.role, "content": blocks, "tokens": tokens}
                 if m.name:
                     msg["name"] = m.name
                 out.append(msg)
@@ -283,8 +296,24 @@ class BranchView:
                 "system": self._fixed_tokens("system", self.system_prompt),
                 "tools": self._fixed_tokens("tools", tools),
                 "summary": self._summary_tokens(s) if s else 0,
-                "messages": head_cum - (b.cum if b is not None else 0),
+                "messages": head_cum - (b.cum if b is not None else 0) - self.pruned()[0],
             }
+
+    def _parts_after_summary(self, summary_tokens: int, boundary: Node) -> dict[str, int]:
+        """occupancy_parts() as they will be once a summary of `summary_tokens` with
+        this boundary is active (what a compaction's log records as its "after")."""
+        parts = self.occupancy_parts()
+        head_cum = self._head.cum if self._head is not None else 0
+        return {**parts, "summary": summary_tokens,
+                "messages": head_cum - (boundary.cum or 0) - self.pruned(boundary)[0]}
+
+    def _total_for(self, parts: dict[str, int], row: dict, metadata: dict, generation: int) -> int:
+        """The total the ring will show for `parts` once `row` holds `metadata` and
+        `generation` (inside a write's transaction: the figure it records)."""
+        return compute_breakdown(
+            parts, window=cal.effective_window(row["context_window"], metadata, row["model"]),
+            sample=metadata.get("context_window"), head=row["head_id"], generation=generation,
+            reserve_ratio=self.reserve_ratio, calibration=cal.calibration(metadata, row["model"]))["total"]
 
     def occupancy(self, reserve_ratio: float | None = None) -> dict:
         """The one occupancy metric over rendered_history (see ocw.context.occupancy)."""
@@ -309,6 +338,10 @@ class BranchView:
                 session_name=self.name,
                 window_source=self.window_source,
             )
+            saved, results = self.pruned()
+            if results:  # in the ring's tokens: the figure a user compares with the total
+                factor = occ["total"] / occ["estimated_total"] if occ["estimated_total"] else 1.0
+                occ["pruned"] = {"results": results, "tokens": round(saved * factor)}
         return occ
 
     def _publish(self) -> None:

@@ -26,11 +26,19 @@ class Command:
 
 COMMANDS: tuple[Command, ...] = (
     Command("chat", "%%chat [--session NAME] [--new] [--model M] [--provider P] [--tools]",
-            {"en": "send the cell to the model; the reply streams below",
-             "zh": "把单元格内容发送给模型；回复在下方流式显示"}, slash=False),
-    Command("compact", "%compact [keep_recent_tokens]",
-            {"en": "fold older turns into the rolling summary now",
-             "zh": "立即把较早的对话折叠进滚动摘要"}, args="[keep_recent_tokens]"),
+            {"en": "send the cell to the model; the reply streams below. Outside code, {name}, {In[n]}, {Out[n]} "
+                   "and {Err} bring in a variable, a cell's source or result, the last error ({{ }}: literal braces)",
+             "zh": "把单元格内容发送给模型；回复在下方流式显示。代码之外，{name}、{In[n]}、{Out[n]}、{Err} "
+                   "分别引入变量、单元格源码或结果、最近的错误（{{ }} 表示字面花括号）"}, slash=False),
+    Command("compact", "%compact [keep_recent_tokens] [-- what to keep]",
+            {"en": "fold older turns into the rolling summary now; after --, what the summary must keep",
+             "zh": "立即把较早的对话折叠进滚动摘要；-- 之后写明摘要必须保留的内容"},
+            args="[keep_recent_tokens] [-- what to keep]"),
+    Command("summary", "%summary [--all]",
+            {"en": "the active summary, what it covers, when and by which trigger it was made, the compactions so far "
+                   "(--all: superseded summaries too)",
+             "zh": "当前摘要、覆盖范围、生成时间与触发方式，以及历次压缩（--all：也列出已被取代的摘要）"},
+            args="[--all]"),
     Command("context", "%context [--text]",
             {"en": "show the occupancy ring and breakdown panel (text table with --text)",
              "zh": "显示上下文占用圆环和明细面板（--text 显示文本表格）"}),
@@ -43,8 +51,16 @@ COMMANDS: tuple[Command, ...] = (
     Command("new", "%new [--name NAME]",
             {"en": "start a fresh session for this notebook (the old one is kept)",
              "zh": "为此笔记本开始一个新会话（旧会话会保留）"}, args="[--name NAME]", aliases=("clear",)),
-    Command("sessions", "%sessions",
-            {"en": "list sessions with size and last use", "zh": "列出会话及其大小和最近使用时间"}),
+    Command("sessions", "%sessions [--delete NAME [--yes]]",
+            {"en": "list sessions with size and last use; --delete NAME says what it would delete, --yes deletes "
+                   "the session and everything of it",
+             "zh": "列出会话及其大小和最近使用时间；--delete NAME 说明将删除的内容，加 --yes 则删除该会话及其全部内容"},
+            args="[--delete NAME [--yes]]"),
+    Command("export", "%ocw export [--format md|json] [PATH]",
+            {"en": "write the branch as Markdown (summaries marked) or the whole session as JSON; default: beside "
+                   "the notebook",
+             "zh": "把当前分支导出为 Markdown（标出摘要）或把整个会话导出为 JSON；默认保存在笔记本旁边"},
+            args="[--format md|json] [PATH]"),
     Command("help", "%ocw help", {"en": "this list", "zh": "本列表"}),
     Command("doctor", "%ocw doctor",
             {"en": "provider, key present or not, base URL reachability, tokenizer, database, versions",

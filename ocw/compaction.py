@@ -36,7 +36,7 @@ def _summarizer_window(provider, session) -> int:
 
 
 def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "manual",
-            provider=None) -> CompactionResult:
+            provider=None, focus: str | None = None) -> CompactionResult:
     if keep_recent_tokens is not None and (
         not isinstance(keep_recent_tokens, int) or isinstance(keep_recent_tokens, bool) or keep_recent_tokens < 0
     ):
@@ -44,13 +44,13 @@ def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "m
     if not session.compact_lock.acquire(blocking=False):
         raise CompactionInProgress(i18n_text("busy", getattr(session, "lang", None)))
     try:
-        return _compact_locked(session, keep_recent_tokens, trigger, provider)
+        return _compact_locked(session, keep_recent_tokens, trigger, provider, focus)
     finally:
         session.compaction_running = False
         session.compact_lock.release()
 
 
-def _compact_locked(session, keep_recent_tokens, trigger, provider) -> CompactionResult:
+def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) -> CompactionResult:
     session.sync()
     # "X" of "X → Y" is the figure the ring showed just before (measured or calibrated).
     tokens_before = session.occupancy()["total"]
@@ -67,14 +67,16 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider) -> Compactio
 
     provider = provider or _default_provider(session)
     prep = prepare(plan, provider, window=_summarizer_window(provider, session), calibration=session.calibration,
-                   encoding=session.encoding.name)
+                   encoding=session.encoding.name, focus=focus)
     session.compaction_running = True
     session.events.emit(ev.COMPACTION_STARTED, {"trigger": trigger, "tokens_before": tokens_before})
     try:
         text, _ = summarize(provider, prep)
         text = finish(prep, text)
+        record = {"trigger": trigger, "before": tokens_before, "folded": len(plan.new_messages),
+                  "focus": prep.focus or None}
         summary_id = session._persist_summary(text, plan.boundary_id, head, generation,
-                                              usage_samples=prep.usage_samples)
+                                              usage_samples=prep.usage_samples, record=record)
     except BaseException as e:  # KeyboardInterrupt included: nothing was persisted
         error = e.user_message() if isinstance(e, OcwError) else (str(e) or e.__class__.__name__)
         if trigger == "auto":
@@ -93,6 +95,8 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider) -> Compactio
     after = session.occupancy()
     payload = {"summarised_count": len(plan.new_messages), "tokens_before": tokens_before,
                "tokens_after": after["total"], "summary_id": summary_id, "trigger": trigger}
+    if prep.focus:
+        payload["focus"] = prep.focus
     session.events.emit(ev.COMPACTION_FINISHED, payload)
     session._publish()
     return CompactionResult("succeeded", trigger, summarised_count=len(plan.new_messages),

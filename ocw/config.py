@@ -159,6 +159,13 @@ class Ocw(Configurable):
     max_tool_steps = WholeNumber(8, config=True, help="Most model→tool→model steps in one turn (1 to 1000).")
     tool_result_cap = WholeNumber(4000, config=True, help="Tokens of one tool result the model reads (at least 1); the rest is cut (the store keeps it whole).")
     debug = Bool(False, config=True, help="Show tracebacks instead of one-line errors. Env: OCW_DEBUG=1.")
+    prune_tool_output = Bool(True, config=True,
+                             help="Before compacting at the auto-compact line, replace old tool results (beyond the "
+                                  "newest ones that fit the kept tail) by one-line stubs in what the model reads; "
+                                  "no LLM call, the store keeps them whole. False turns it off.")
+    status_line = Bool(True, config=True,
+                       help="After each %%chat reply, print one quiet line with the context figure (percent, "
+                            "tokens of the window, the auto-compact line, compactions so far). False turns it off.")
 
     @default("provider")
     def _default_provider(self):

@@ -40,6 +40,14 @@ MESSAGES = {
         "err_interrupted": "interrupted; nothing was saved",
         "step_limit": "Stopped after {n} tool step{s} (the limit, %config Ocw.max_tool_steps = {limit}); "
                       "the calls and results are saved, ask again to continue.",
+        # The quiet line after each %%chat reply (%config Ocw.status_line = False turns it off).
+        "status_line": "context {pct} % · {used} / {window} · {auto} · {count}",
+        "status_auto": "auto-compact at {pct} %",
+        "status_auto_off": "auto-compact off",
+        "status_count": "{n} compaction{s}",
+        "status_pruned": "old tool output pruned",
+        "pruned": "Pruned old tool output: {n} result{s} replaced by one-line stubs (the store keeps them whole), "
+                  "{before} → {after} tokens",
     },
     "zh": {
         "started": "正在压缩上下文…",
@@ -67,6 +75,12 @@ MESSAGES = {
         "err_not_smaller": "摘要（{new} tokens）不比它替代的内容（{old} tokens）小；未保存任何内容",
         "err_interrupted": "已中断；未保存任何内容",
         "step_limit": "已执行 {n} 步工具调用，达到上限（%config Ocw.max_tool_steps = {limit}）；调用与结果已保存，可继续提问。",
+        "status_line": "上下文 {pct} % · {used} / {window} · {auto} · {count}",
+        "status_auto": "{pct} % 时自动压缩",
+        "status_auto_off": "自动压缩已关闭",
+        "status_count": "已压缩 {n} 次",
+        "status_pruned": "旧工具输出已精简",
+        "pruned": "已精简旧的工具输出：{n} 个结果替换为一行摘要（存储中仍完整保留），{before} → {after} tokens",
     },
 }
 

@@ -75,6 +75,19 @@ def _unquoted(value: str | None) -> str | None:
     return value
 
 
+def _split_focus(line: str) -> tuple[str, str | None]:
+    """`%compact [N] [-- what to keep]`: the words before a standalone `--`, and the
+    instructions after it (None without `--`; refused when empty)."""
+    m = re.match(r"(.*?)(?:(?:^|\s)--(?:\s+|$)(.*))?$", line.strip(), re.S)
+    head, focus = m.group(1).strip(), m.group(2)
+    if focus is not None:
+        focus = " ".join(focus.split())
+        if not focus:
+            raise UsageError("Nothing after --: write what the summary must keep, e.g. "
+                             "%compact -- keep the list of file paths")
+    return head, focus
+
+
 def _no_arguments(magic: str, line: str) -> None:
     if line.strip():
         raise UsageError(f"{magic} takes no arguments (got {line.strip()!r}).")
@@ -173,6 +186,7 @@ class OcwMagics(Magics):
         args = parse_argstring(self.chat, line)
         if not cell or not cell.strip():
             raise UsageError("The %%chat cell is empty: write your message below the %%chat line.")
+        cell = self._expand_references(cell, _unquoted(args.model))
         view = _StreamView(self.rich)
         try:
             self.runtime.chat(cell, session=_unquoted(args.session), new=args.new, model=_unquoted(args.model),
@@ -184,19 +198,38 @@ class OcwMagics(Magics):
             view.finish()
             raise UsageError(interrupted_message(getattr(getattr(e, "turn_result", None), "tool_steps", 0))) from None
         view.finish()  # a reached step limit was already said by the turn's system message
+        if self.runtime.config.status_line and self.runtime.current is not None:
+            print(report.status_line(self.runtime.current, self.runtime.config.lang))
+
+    def _expand_references(self, cell: str, model: str | None) -> str:
+        """{name}, {In[n]}, {Out[n]}, {Err} outside code (ocw/references.py), expanded
+        before the model is called; a value that was cut is said in one line."""
+        if "{" not in cell and "}" not in cell:
+            return cell
+        from . import references
+        from .tokens import encoding_for_model
+
+        cfg, current = self.runtime.config, self.runtime.current
+        model = model or cfg.model or (current.model if current is not None else cfg.resolved_model())
+        text, notes = references.expand(cell, references.sources_of(self.shell, _state.get("errors")),
+                                        encoding=encoding_for_model(model).name)
+        for note in notes:
+            print(f"Note: {note} in the message (the model reads the cut value).")
+        return text
 
     @line_magic
     @friendly
     def compact(self, line):
-        """%compact [keep_recent_tokens] — fold older turns into the summary now."""
-        arg = line.strip()
+        """%compact [keep_recent_tokens] [-- what to keep] — fold older turns into the summary now."""
+        arg, focus = _split_focus(line)
         keep = None
         if arg:
-            keep = _whole_number(arg, "%compact takes a whole number of tokens to keep, e.g. %compact 2000")
+            keep = _whole_number(arg, "%compact takes a whole number of tokens to keep, e.g. %compact 2000, "
+                                      "then optionally -- and what the summary must keep")
         if self.runtime.current_session() is None:
             print(report.no_session(self.runtime.config.lang))
             return
-        print(self.runtime.compact(keep).message(self.runtime.config.lang))
+        print(self.runtime.compact(keep, focus=focus).message(self.runtime.config.lang))
 
     @magic_arguments()
     @argument("--text", action="store_true", help="plain-text table instead of the widget")
@@ -215,6 +248,29 @@ class OcwMagics(Magics):
             print(report.no_session(self.runtime.config.lang))
             return
         print(report.context_table(s, self.runtime.config.lang))
+
+    @magic_arguments()
+    @argument("--all", action="store_true", help="every summary, superseded ones too")
+    @line_magic
+    @friendly
+    def summary(self, line):
+        """%summary [--all] — the active summary, what it covers, when and why it was made."""
+        try:
+            args = parse_argstring(self.summary, line)
+        except UsageError as e:
+            raise UsageError(f"%summary: {e} (usage: %summary [--all])") from None
+        s = self.runtime.current_session()
+        if s is None:
+            print(report.no_session(self.runtime.config.lang))
+            return
+        from . import summary_view
+
+        if self.rich:
+            from IPython.display import display
+
+            display(summary_view.summary_bundle(s, args.all), raw=True)
+        else:
+            print(summary_view.summary_text(s, args.all))
 
     @line_magic
     @friendly
@@ -252,19 +308,33 @@ class OcwMagics(Magics):
         s = self.runtime.new_session(_unquoted(args.name))
         print(f"New session {s.name!r} — model {s.model}, window {s.context_window:,} tokens (older sessions: %sessions).")
 
+    @magic_arguments()
+    @argument("--delete", default=None, metavar="NAME", help="delete this session (name or id) and everything of it")
+    @argument("--yes", action="store_true", help="confirm --delete")
     @line_magic
     @friendly
     def sessions(self, line):
-        """%sessions — list sessions with size and last use."""
-        _no_arguments("%sessions", line)
-        print(report.sessions_table(self.runtime.store.sessions(), self.runtime.current))
+        """%sessions [--delete NAME [--yes]] — list sessions with size and last use, or delete one."""
+        try:
+            args = parse_argstring(self.sessions, line)
+        except UsageError as e:
+            raise UsageError(f"%sessions: {e} (usage: %sessions [--delete NAME [--yes]])") from None
+        if args.delete is None:
+            if args.yes:
+                raise UsageError("--yes confirms a deletion: %sessions --delete NAME --yes")
+            print(report.sessions_table(self.runtime.store.sessions(), self.runtime.current))
+            return
+        print(self.runtime.delete_session(_unquoted(args.delete), confirmed=args.yes))
 
     @line_magic
     @friendly
     def ocw(self, line):
-        """%ocw help | doctor | tools | allow-code | deny-code"""
+        """%ocw help | doctor | tools | allow-code | deny-code | export [--format md|json] [--force] [PATH]"""
         words = line.strip().split() or ["help"]
         cmd = words[0]
+        if cmd == "export":
+            print(self._export(line.strip()[len("export"):]))
+            return
         if len(words) > 1:
             raise UsageError(f"%ocw {cmd} takes no further arguments (got {' '.join(words[1:])!r}); try %ocw help")
         if cmd == "help":
@@ -289,6 +359,14 @@ class OcwMagics(Magics):
             raise UsageError(f"unknown %ocw command {cmd!r}; try %ocw help")
 
 
+    def _export(self, rest: str) -> str:
+        """`%ocw export [--format md|json] [--force] [PATH]` (ocw/export.py)."""
+        from . import export
+
+        fmt, force, path = export.parse_line(rest)
+        return export.export(self.runtime.require_session(), fmt, path, force=force)
+
+
 _state: dict = {}
 
 
@@ -301,13 +379,23 @@ def load_ipython_extension(ipython):
     ipython.configurables.append(cfg)
     runtime = Runtime(ipython, cfg)
     ipython.register_magics(OcwMagics(ipython, runtime))
-    _state.update(runtime=runtime, shell=ipython, config=cfg)
+    from .references import ErrorMemory  # the last error, for {Err} in a %%chat cell
+
+    errors = ErrorMemory()
+    ipython.events.register("post_run_cell", errors)
+    _state.update(runtime=runtime, shell=ipython, config=cfg, errors=errors)
 
 
 def unload_ipython_extension(ipython):
     runtime = _state.pop("runtime", None)
     cfg = _state.pop("config", None)
     _state.pop("shell", None)
+    errors = _state.pop("errors", None)
+    if errors is not None:
+        try:
+            ipython.events.unregister("post_run_cell", errors)
+        except ValueError:  # already gone
+            pass
     if runtime is not None:
         runtime.close()
     mm = ipython.magics_manager

@@ -39,6 +39,10 @@ def context_table(session, lang: str | None = None) -> str:
             pct=f"{occ['reserve_ratio']:.0%}") + ")"))
     else:
         lines.append(row(L["reserve"], L["off"]))
+    pruned = occ.get("pruned")
+    if pruned:
+        lines.append(f"  {L['pruned']}: " + L["pruned_value"].format(n=f"{pruned['results']:,}",
+                                                                   tokens=f"{pruned['tokens']:,}"))
     basis = L[occ["basis"]]
     if occ.get("calibration"):
         basis += f" ({L['calibration']} = {occ['calibration']:.2f}"
@@ -49,6 +53,22 @@ def context_table(session, lang: str | None = None) -> str:
     # only an inferred count is approximate: say so only then
     lines.append(f"  {L['count']}: {count}" + (f" ({L['inferred_note'].format(n=inferred)})" if inferred else ""))
     return "\n".join(lines)
+
+
+def status_line(session, lang: str | None = None) -> str:
+    """The quiet line after a %%chat reply: the ring's figure in one line
+    (`context 58 % · 12,345 / 21,000 · auto-compact at 80 % · 2 compactions`)."""
+    occ = session.occupancy()
+    ratio = occ["reserve_ratio"]
+    auto = (i18n.text("status_auto", lang, pct=round(100 * ratio)) if ratio
+            else i18n.text("status_auto_off", lang))
+    n = occ["compaction_count"]
+    line = i18n.text("status_line", lang, pct=round(100 * occ["ratio"]), used=f"{occ['total']:,}",
+                     window=f"{occ['window']:,}", auto=auto,
+                     count=i18n.text("status_count", lang, n=n, s="s" if n != 1 else ""))
+    if occ.get("pruned", {}).get("results"):
+        line += " · " + i18n.text("status_pruned", lang)
+    return line
 
 
 def branches_table(session) -> str:

@@ -183,6 +183,26 @@ class Runtime:
         for w in list(self.widgets):
             w.attach(s)
 
+    def delete_session(self, id_or_name: str, *, confirmed: bool) -> str:
+        """`%sessions --delete NAME [--yes]`: without `confirmed`, say what would go and
+        how to confirm; with it, delete the session and everything of it. Deleting the
+        current session leaves no session current (the next %%chat starts afresh)."""
+        checks.text(id_or_name, "--delete", allow_empty=False)
+        store = self.store
+        s = store.open_session(id_or_name)
+        what = store.describe_deletion(s) if not confirmed else store.delete_session(s.id)
+        figures = (f"{what['nodes']:,} message{'s' if what['nodes'] != 1 else ''}, {what['summaries']:,} "
+                   f"summar{'ies' if what['summaries'] != 1 else 'y'}, compaction count {what['compactions']}")
+        if not confirmed:
+            quoted = repr(what["name"]) if " " in what["name"] or not what["name"] else what["name"]
+            return (f"Would delete session {what['name']!r} ({what['id']}): {figures}. Nothing was deleted; "
+                    f"to confirm: %sessions --delete {quoted} --yes")
+        if self.current is not None and self.current.id == what["id"]:
+            self.current = None
+            for w in list(self.widgets):
+                w.detach()
+        return f"Deleted session {what['name']!r} ({what['id']}): {figures}; the name is free again."
+
     def new_session(self, name: str | None = None):
         if name is not None:
             checks.name(name, "--name")
@@ -239,6 +259,7 @@ class Runtime:
             return run_turn(
                 s, text, provider, threshold=self.config.auto_compact, lang=self.config.lang,
                 tools=registry, max_steps=self.config.max_tool_steps, max_output_tokens=self.config.max_output_tokens,
+                prune=self.config.prune_tool_output,
                 on_text=on_text, on_system=on_system, on_tool=on_tool,
             )
         except BaseException:
@@ -274,12 +295,14 @@ class Runtime:
             self.tools = ToolRegistry(self.shell, self.config)
         return self.tools
 
-    def compact(self, keep_recent_tokens: int | None = None, session_id: str | None = None):
-        """The one manual-compaction path: `%compact` and the panel's button."""
+    def compact(self, keep_recent_tokens: int | None = None, session_id: str | None = None,
+                focus: str | None = None):
+        """The one manual-compaction path: `%compact [N] [-- focus]` and the panel's button."""
         s = self.require_session()
         if session_id is not None and s.id != session_id:
             s = self.store.open_session(session_id)
-        return s.compact(keep_recent_tokens=keep_recent_tokens, trigger="manual", provider=self.provider_for(s))
+        return s.compact(keep_recent_tokens=keep_recent_tokens, trigger="manual", provider=self.provider_for(s),
+                         focus=focus)
 
     def compact_action(self, session_id: str) -> str:
         """The panel's Compact now: same path as %compact; returns the system message."""

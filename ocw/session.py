@@ -122,7 +122,7 @@ class Session(BranchView):
             self._row, self._rev = {}, -1
             self._rows.clear()
             self._summaries = []
-            self._active_key = self._tail_key = None
+            self._active_key = self._tail_key = self._prune_key = None
             self._fixed_cache.clear()
             self.sync()
         self._publish()
@@ -340,11 +340,30 @@ class Session(BranchView):
         self._fixed_cache.clear()
         del old_row
 
-    # -- compaction ---------------------------------------------------------------
-    def compact(self, keep_recent_tokens: int | None = None, trigger: str = "manual", provider=None):
-        """Fold older turns into the rolling summary. See ocw.compaction."""
-        from .compaction import compact
+    def prune_tool_output(self, keep_tokens: int | None = None) -> dict | None:
+        """Replace old tool results in the rendered history by one-line stubs (no LLM
+        call; the store keeps them whole). See ocw.pruning. Returns {results, freed,
+        before, after}, or None when nothing worth pruning was found."""
+        from .pruning import prune
 
+        if keep_tokens is not None:
+            checks.integer(keep_tokens, "keep_tokens", low=0, zero_means="prune every tool result")
+        return prune(self, keep_tokens=keep_tokens)
+
+    # -- compaction ---------------------------------------------------------------
+    def compact(self, keep_recent_tokens: int | None = None, trigger: str = "manual", provider=None,
+                focus: str | None = None):
+        """Fold older turns into the rolling summary. See ocw.compaction. `focus`: what
+        the summary should keep ("the list of file paths"), sent to the summarizer
+        with the turns; the facts pass keeps identifiers of the kinds it names first."""
+        from .compaction import compact
+        from .context.focus import MAX_FOCUS_CHARS
+
+        if focus is not None:
+            checks.text(focus, "focus")
+            if len(focus) > MAX_FOCUS_CHARS:
+                raise InvalidArgument(f"focus is {len(focus):,} characters; at most {MAX_FOCUS_CHARS:,}",
+                                      hint="say in a sentence or two what the summary must keep")
         if keep_recent_tokens is not None:
             checks.integer(keep_recent_tokens, "keep_recent_tokens", low=0, zero_means="fold everything it can")
         checks.choice(trigger, "trigger", TRIGGERS)
@@ -352,16 +371,21 @@ class Session(BranchView):
             raise InvalidArgument(f"provider takes a model provider (ocw.providers.make_provider(...)) or None, "
                                   f"not {provider!r:.60}")
 
-        return compact(self, keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=provider)
+        return compact(self, keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=provider, focus=focus)
 
     def _persist_summary(self, text: str, boundary_id: str, expected_head: str | None, expected_generation: int,
-                         usage_samples=()) -> str:
+                         usage_samples=(), record: dict | None = None) -> str:
         """Append the summary node beside the branch (its boundary: the last covered
         node), supersede the old one, bump the generation and count the compaction —
         one transaction. HEAD does not move. Refuses if the branch moved while the
         summary was being written. `usage_samples` (the summarizer's measured vs
         estimated input) refine the calibration in the same write, so a failed
-        compaction changes nothing at all."""
+        compaction changes nothing at all. `record` ({trigger, before, folded, focus})
+        becomes the compaction's log entry (ocw/context/compaction_log.py) in the same
+        write, with its time, what it covers and the total after it."""
+        import datetime as _dt
+
+        from .context import compaction_log
         blocks = [{"type": "text", "text": text}]
         with self._lock:
             boundary = self._rows.get(boundary_id) if isinstance(boundary_id, str) else None
@@ -371,12 +395,21 @@ class Session(BranchView):
             summary = {"id": new_id("n_"), "parent_id": boundary.id, "cover_count": boundary.depth, "content": blocks,
                        "tokens": count_message("llm", blocks, self.encoding.name, SUMMARY_NAME),
                        "encoding": self.encoding.name, "supersedes": old.id if old else None}
+            parts_after = self._parts_after_summary(summary["tokens"], boundary) if record is not None else None
 
             def change(row):
                 if row["head_id"] != expected_head or row["occupancy_generation"] != expected_generation:
                     raise StoreError("the conversation changed while compacting; nothing was saved")
                 meta = cal.with_samples(count_rules.count_own_compaction(row["metadata"]), usage_samples, row["model"])
-                return {"metadata": meta, "occupancy_generation": row["occupancy_generation"] + 1}
+                generation = row["occupancy_generation"] + 1
+                if record is not None:
+                    after = self._total_for(parts_after, row, meta, generation)
+                    meta = compaction_log.with_entry(meta, {
+                        "summary": summary["id"], "trigger": record.get("trigger"),
+                        "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                        "before": record.get("before"), "after": after, "folded": record.get("folded"),
+                        "covers": boundary.depth, "focus": record.get("focus")})
+                return {"metadata": meta, "occupancy_generation": generation}
 
             row, node = self.backend.insert_summary(self.id, summary, change)
             self._summaries.append(node)

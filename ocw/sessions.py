@@ -124,6 +124,24 @@ class Store:
                     continue
             s._publish()
 
+    def delete_session(self, id_or_name: str) -> dict:
+        """Delete a session and everything of it — its nodes, summaries, recounts and
+        metadata (the compaction count with it) — in one transaction; its name is free
+        again. Returns what was deleted: {id, name, nodes, summaries, compactions}."""
+        s = self.open_session(id_or_name)
+        what = self.describe_deletion(s)
+        self.backend.delete_session(s.id)
+        with self._lock:
+            self._sessions.pop(s.id, None)
+        return what
+
+    def describe_deletion(self, s: Session) -> dict:
+        """What deleting session `s` would remove (for the confirmation line)."""
+        s.sync()
+        summaries = len(s.summaries())
+        return {"id": s.id, "name": s.name, "nodes": self.backend.node_count(s.id) - summaries,
+                "summaries": summaries, "compactions": s.compaction_count}
+
     def sessions(self) -> list[dict]:
         """Every session, newest use first: id, name, model, messages and tokens on its
         current branch, last use."""

@@ -115,7 +115,7 @@ class Turn:
     """Runs one `%%chat` cell against a session and a provider."""
 
     def __init__(self, session, provider, *, threshold: float = 0.8, lang: str = "en",
-                 tools=None, max_steps: int = 8, max_output_tokens: int | None = None,
+                 tools=None, max_steps: int = 8, max_output_tokens: int | None = None, prune: bool = True,
                  on_text: Callable[[str], None] | None = None,
                  on_system: Callable[[str], None] | None = None,
                  on_tool: Callable[[dict, dict], None] | None = None):
@@ -126,6 +126,7 @@ class Turn:
         self.tools = tools  # a ToolRegistry or None
         self.max_steps = max_steps
         self.max_output_tokens = max_output_tokens
+        self.prune = prune
         self.on_text = on_text or (lambda s: None)
         self.on_system = on_system or (lambda s: None)
         self.on_tool = on_tool or (lambda call, result: None)
@@ -147,6 +148,17 @@ class Turn:
         if trigger == "auto" and res.outcome == "failed" and auto_compact_paused(s):
             self.on_system(i18n_text("auto_paused", self.lang))
         return res
+
+    def _prune(self) -> bool:
+        """Stub old tool results (ocw/pruning.py); says so in one line. Returns whether it did."""
+        if not self.prune:
+            return False
+        done = self.session.prune_tool_output()
+        if done:
+            n = done["results"]
+            self.on_system(i18n_text("pruned", self.lang, n=n, s="s" if n != 1 else "",
+                                     before=f"{done['before']:,}", after=f"{done['after']:,}"))
+        return bool(done)
 
     def _relay_compaction_event(self, name: str, payload: dict) -> None:
         if name.startswith("compaction_"):
@@ -200,7 +212,9 @@ class Turn:
         tool_defs = self.tools.definitions() if self.tools else None
         s.tool_definitions = tool_defs or []
         if self.threshold and self._budget_ratio(pending) >= self.threshold:
-            self._compact("auto")
+            # Old tool output goes first (no LLM call); a summary only if that is not enough.
+            if not self._prune() or self._budget_ratio(pending) >= self.threshold:
+                self._compact("auto")
         failed = None  # the request the provider refused as too long
         limit = None  # what the retry must fit, in calibrated tokens
         while True:

@@ -52,6 +52,8 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "reserve_line": "{pct} line",
         "rows_scaled": "the rows are scaled to add up to the total",
         "inferred_note": "{n} inferred from a drop in provider-reported usage; inferred counts are approximate",
+        "pruned": "Pruned tool output",
+        "pruned_value": "{n} results, {tokens} tokens replaced by one-line stubs",
     },
     "zh": {
         "title": "上下文窗口",
@@ -91,6 +93,8 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "reserve_line": "{pct} 线",
         "rows_scaled": "各行已按比例缩放，合计等于总数",
         "inferred_note": "其中 {n} 次根据服务商报告的用量下降推断，推断的次数是近似值",
+        "pruned": "已精简的工具输出",
+        "pruned_value": "{n} 个结果，{tokens} tokens 已替换为一行摘要",
     },
 }
 

@@ -87,6 +87,8 @@ class ContextWidget(anywidget.AnyWidget):
     generation = t.Int(0).tag(sync=True)
     compaction_count = t.Int(0).tag(sync=True)
     compaction_inferred = t.Int(0, help="How many of compaction_count were inferred from usage drops.").tag(sync=True)
+    pruned_results = t.Int(0, help="Old tool results shown to the model as one-line stubs.").tag(sync=True)
+    pruned_tokens = t.Int(0, help="Tokens those stubs save (in the ring's tokens).").tag(sync=True)
     busy = t.Bool(False, help="A compaction is running.").tag(sync=True)
     message = t.Unicode("", help="The last system message.").tag(sync=True)
     panel_open = t.Bool(False).tag(sync=True)
@@ -221,6 +223,9 @@ class ContextWidget(anywidget.AnyWidget):
             self.generation = int(occ.get("generation") or 0)
             self.compaction_count = int(occ.get("compaction_count") or 0)
             self.compaction_inferred = int(occ.get("compaction_inferred") or 0)
+            pruned = occ.get("pruned") or {}
+            self.pruned_results = int(pruned.get("results") or 0)
+            self.pruned_tokens = int(pruned.get("tokens") or 0)
             if occ.get("reserve_ratio") is not None:
                 self.reserve_ratio = float(occ["reserve_ratio"])
             name = occ.get("session_name")

@@ -599,7 +599,7 @@ def test_ocw_help_lists_every_command_on_one_line(ip, capsys):
     lines = out.strip().splitlines()
     from ocw.commands import COMMANDS
 
-    assert len(lines) == len(COMMANDS) == 12  # one line per command of the one table
+    assert len(lines) == len(COMMANDS) == 14  # one line per command of the one table
     for cmd in ("%%chat", "%compact", "%context", "%rewind", "%branch", "%new", "%sessions",
                 "%ocw help", "%ocw doctor", "%ocw tools"):
         assert len([ln for ln in lines if ln.startswith(cmd + " ") or ln == cmd]) == 1, cmd
@@ -761,6 +761,7 @@ def test_help_and_the_slash_menu_read_the_one_command_table(ip, capsys):
     assert "立即把较早的对话折叠进滚动摘要" in out  # the table's Chinese text
     names = [m["name"] for m in slash_menu("en")]
     # The seed's slash commands, in the table's order, /clear as another name for /new.
-    assert names == ["compact", "context", "rewind", "branch", "new", "clear", "sessions", "help", "doctor"]
+    assert names == ["compact", "summary", "context", "rewind", "branch", "new", "clear", "sessions", "export", "help",
+                     "doctor"]
     assert all(not m["required"] for m in slash_menu())  # every one runs on selection or Enter
     assert {c.name for c in COMMANDS if not c.slash} == {"chat", "tools", "allow-code", "deny-code"}

@@ -35,6 +35,8 @@ const WATCHED = [
   "generation",
   "compaction_count",
   "compaction_inferred",
+  "pruned_results",
+  "pruned_tokens",
   "encoding_exact",
   "busy",
   "message",
@@ -185,6 +187,7 @@ function render({ model, el }) {
   const [basisLabel, basisValue] = fact("ocw-basis");
   const [encodingLabel, encodingValue] = fact("ocw-encoding");
   const [sourceLabel, sourceValue] = fact("ocw-window-source");
+  const [prunedLabel, prunedValue] = fact("ocw-pruned");
 
   const countRow = h("div", "ocw-count-row");
   const countLabel = h("span", "ocw-count-label");
@@ -330,6 +333,14 @@ function render({ model, el }) {
     sourceLabel.textContent = L.window_from;
     sourceValue.textContent = source;
     sourceLabel.hidden = sourceValue.hidden = source === "configured";
+    // Old tool output shown as stubs: its own line, only when there is some.
+    const prunedResults = Number(model.get("pruned_results")) || 0;
+    prunedLabel.textContent = L.pruned;
+    prunedValue.textContent = fill(L.pruned_value, {
+      n: formatInt(prunedResults),
+      tokens: formatInt(model.get("pruned_tokens")),
+    });
+    prunedLabel.hidden = prunedValue.hidden = prunedResults <= 0;
 
     countLabel.textContent = L.count;
     const inferred = Number(model.get("compaction_inferred")) || 0;

@@ -282,6 +282,21 @@ describe("panel", () => {
     expect($(".ocw-count").textContent).toBe("3");
   });
 
+  it("shows pruned tool output as its own line, and only when some was pruned", () => {
+    const model = mount({ panel_open: true, pruned_results: 0, pruned_tokens: 0 });
+    expect($(".ocw-pruned").hidden).toBe(true);
+    expect($(".ocw-pruned-label").hidden).toBe(true);
+    model.set("pruned_tokens", 10805);
+    model.set("pruned_results", 5);
+    expect($(".ocw-pruned").hidden).toBe(false);
+    expect($(".ocw-pruned-label").textContent).toBe("Pruned tool output");
+    expect($(".ocw-pruned").textContent).toBe("5 results, 10,805 tokens replaced by one-line stubs");
+    model.set("labels", UI_LABELS.zh);
+    expect($(".ocw-pruned").textContent).toBe("5 个结果，10,805 tokens 已替换为一行摘要");
+    model.set("pruned_results", 0);
+    expect($(".ocw-pruned").hidden).toBe(true);
+  });
+
   it("shows the compaction count with an accessible info tooltip", () => {
     const model = mount({ panel_open: true, compaction_count: 2 });
     expect($(".ocw-count").textContent).toBe("2");

@@ -28,11 +28,12 @@ from .. import events as ev
 from ..errors import OcwError
 from ..graph import SUMMARY_NAME
 from ..i18n import system_message
-from ..providers.base import SUMMARY_MARKER
+from ..providers.base import FOCUS_CLOSE, FOCUS_OPEN, SUMMARY_MARKER
 from ..render import block_text
 from ..tokens import FRAME_TOKENS, count_message, count_text, render_block, truncate_to_tokens
 from .cut import TOO_SHORT as CUT_TOO_SHORT, find_cut_index
 from .facts import append_facts
+from .focus import clean as clean_focus
 
 FACTS_MAX = 2048  # tokens for identifiers the summary omits (see facts_budget) ...
 FACTS_WINDOW_DIVISOR = 16  # ... at most 1/16 of the session's window ...
@@ -52,6 +53,16 @@ Use these sections, each a few terse bullet points:
 
 Keep exact identifiers verbatim: file paths, URLs, ids, numbers with units,
 `code names`, error names. Do not invent anything. Answer with the summary only."""
+
+
+def summary_system(focus: str | None = None) -> str:
+    """The summarizer's system prompt; with a focus (`%compact -- what to keep`), the
+    user's instructions follow the rules, tagged so that any summarizer finds them."""
+    focus = clean_focus(focus)
+    if not focus:
+        return SUMMARY_SYSTEM
+    return (f"{SUMMARY_SYSTEM}\n\nThe user gave instructions for this summary. Follow them first, within the "
+            f"rules above, and keep in full what they ask for:\n{FOCUS_OPEN}{focus}{FOCUS_CLOSE}")
 
 
 @dataclass
@@ -145,6 +156,8 @@ class Prepared:
     chunks: list[tuple[int, int]] = field(default_factory=list)  # planned calls: line ranges [start, end)
     calls: int = 0  # summarizer calls made so far
     usage_samples: list[tuple[int, int]] = field(default_factory=list)  # (measured, estimated) input tokens
+    focus: str = ""  # what the user asked the summary to keep ('' for none)
+    system: str = SUMMARY_SYSTEM  # the summarizer's system prompt (with the focus, if any)
 
 
 def _take(estimates: list[int], start: int, room: int) -> int:
@@ -170,17 +183,22 @@ def plan_chunks(estimates: list[int], *, first_room: int, room: int) -> list[tup
     return out
 
 
-def prepare(plan: Plan, provider, *, window: int, calibration: float, encoding: str) -> Prepared:
+def prepare(plan: Plan, provider, *, window: int, calibration: float, encoding: str,
+            focus: str | None = None) -> Prepared:
     """Everything but the LLM call: the summarizer's input (transcript lines, their
     token estimates, the planned chunks). `window` is the summarizer's window in the
     model's tokens; sizes here are in estimated tokens, of which the model counts
-    `calibration` times as many. Calls no model, re-tokenizes no ordinary message."""
+    `calibration` times as many. `focus`: what the user asked the summary to keep
+    (it goes into the system prompt, and the facts pass keeps its kinds first).
+    Calls no model, re-tokenizes no ordinary message."""
     window = int(window / calibration)
     enc = encoding
+    system = summary_system(focus)
     out_budget = summary_budget(plan.replaced_tokens, window)
-    in_budget = window - out_budget - (count_text(SUMMARY_SYSTEM, enc) + 64)
+    in_budget = window - out_budget - (count_text(system, enc) + 64)
     prep = Prepared(plan, provider=provider, window=window, out_budget=out_budget,
-                    max_tokens=math.ceil(out_budget * calibration), in_budget=in_budget, encoding=enc)
+                    max_tokens=math.ceil(out_budget * calibration), in_budget=in_budget, encoding=enc,
+                    focus=clean_focus(focus), system=system)
     if in_budget < 256:
         return prep  # summarize() fails with a clear message, after compaction_started
     old_tokens = count_text(plan.old_summary_text, enc)
@@ -254,14 +272,14 @@ def summarize(provider, prep: Prepared) -> tuple[str, int]:
         i += used
         reply = provider.complete(
             [{"role": "user", "content": [{"type": "text", "text": body}]}],
-            system=SUMMARY_SYSTEM,
+            system=prep.system,
             max_tokens=prep.max_tokens or prep.out_budget,
         )
         prep.calls += 1
         measured = getattr(getattr(reply, "usage", None), "input_tokens", None)
         if isinstance(measured, int) and measured > 0:  # the summarizer's own usage calibrates the session
             prep.usage_samples.append((measured, count_message("user", [{"type": "text", "text": body}], enc)
-                                       + count_text(SUMMARY_SYSTEM, enc) + FRAME_TOKENS))
+                                       + count_text(prep.system, enc) + FRAME_TOKENS))
         partial = (reply.text or "").strip()
         if not partial:
             raise OcwError.localized("err_empty_summary")
@@ -294,7 +312,8 @@ def finish(prep: Prepared, text: str) -> str:
     source = plan.old_summary_text + "\n" + "\n".join(prep.lines)
     text_tokens = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
     if text_tokens < plan.replaced_tokens:  # else: rejected below, facts or not
-        text = append_facts(text, source, facts_budget(plan.replaced_tokens, text_tokens, prep.window), enc)
+        text = append_facts(text, source, facts_budget(plan.replaced_tokens, text_tokens, prep.window), enc,
+                            focus=prep.focus)
     new_tokens = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
     if new_tokens >= plan.replaced_tokens:
         raise OcwError.localized("err_not_smaller", new=f"{new_tokens:,}", old=f"{plan.replaced_tokens:,}")

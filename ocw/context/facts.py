@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from ..tokens import count_text
+from .focus import focused_first
 
 _PATTERNS = [
     r"https?://[^\s<>\"'`)\]]+",  # URLs
@@ -54,9 +55,10 @@ def missing_identifiers(source: str, summary: str) -> list[str]:
     return [i for i in extract_identifiers(source) if not _present(i, summary)]
 
 
-def append_facts(summary: str, source: str, cap_tokens: int, encoding: str) -> str:
-    """Append identifiers from `source` that `summary` omits, within `cap_tokens`."""
-    missing = missing_identifiers(source, summary)
+def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focus: str | None = None) -> str:
+    """Append identifiers from `source` that `summary` omits, within `cap_tokens`;
+    those of the kinds a `focus` names ("keep the file paths") come first."""
+    missing = focused_first(missing_identifiers(source, summary), focus)
     if not missing or cap_tokens <= 0:
         return summary
     chosen: list[str] = []

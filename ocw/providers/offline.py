@@ -22,7 +22,8 @@ from collections import Counter
 
 from ..errors import ContextOverflowError
 from ..tokens import count_message, count_text, encoding_for_model, render_block, truncate_to_tokens
-from .base import SUMMARY_MARKER, Reply, StreamCallback, Usage
+from ..context import focus as focus_rules
+from .base import FOCUS_CLOSE, FOCUS_OPEN, SUMMARY_MARKER, Reply, StreamCallback, Usage
 
 PREFIX = "(offline model) "
 DEFAULT_CONTEXT_WINDOW = 8192
@@ -203,7 +204,8 @@ class OfflineProvider:
                                        limit=self.context_window, prompt_tokens=used)
         stop = "end_turn"
         if (system or "").startswith(SUMMARY_MARKER):
-            content = [{"type": "text", "text": self.summarize(messages, max_tokens or DEFAULT_SUMMARY_TOKENS)}]
+            content = [{"type": "text", "text": self.summarize(messages, max_tokens or DEFAULT_SUMMARY_TOKENS,
+                                                               focus=_focus_of(system))}]
         else:
             last = next((m for m in reversed(messages) if m.get("role") in ("user", "tool")), None)
             blocks = _blocks(last) if last else []
@@ -282,7 +284,7 @@ class OfflineProvider:
         return {"type": "tool_use", "id": f"toolu_offline_{n}", "name": name, "input": args}
 
     # -- summaries ------------------------------------------------------------
-    def summarize(self, messages: list[dict], budget: int) -> str:
+    def summarize(self, messages: list[dict], budget: int, focus: str | None = None) -> str:
         """An extractive summary of the transcript, never over ``budget`` tokens.
 
         Sentences are scored by their content terms, each weighted df·log(1+N/df)
@@ -293,6 +295,10 @@ class OfflineProvider:
         original order; identifiers they do not already contain are listed
         verbatim after them. A summary never grows past half the transcript
         (with a small floor): compaction must shrink the context, not pad it.
+
+        A `focus` (what the user asked to keep, ocw/context/focus.py) ranks first
+        the sentences that share its terms or hold identifiers of the kinds it
+        names, and keeps those identifiers before any other.
         """
         texts = []
         for m in messages:
@@ -312,7 +318,13 @@ class OfflineProvider:
             and not _OWN_DIGEST.search(ln)
         )
         sents = [s for s in dict.fromkeys(_sentences(body)) if not _INSTRUCTION.match(s)]
-        idents = identifiers(body)
+        idents = focus_rules.focused_first(identifiers(body), focus)
+        wanted, focus_terms = focus_rules.kinds(focus), focus_rules.terms(focus)
+
+        def focused(s: str) -> bool:
+            return bool(focus_rules.matches(s, focus_terms)) or any(
+                focus_rules.identifier_kind(t) in wanted for t in identifiers(s))
+
         n = len(sents)
         df = Counter(t for s in sents for t in set(_terms(s)))
         score: dict[int, float] = {}
@@ -320,18 +332,19 @@ class OfflineProvider:
             terms = set(_terms(s))
             ids = len(identifiers(s))
             # A sentence that shares no term with the rest and names nothing is small talk.
-            if not ids and not any(df[t] > 1 for t in terms) and n > 1:
+            if not ids and not any(df[t] > 1 for t in terms) and n > 1 and not focused(s):
                 continue
             weight = sum(df[t] * math.log(1 + n / df[t]) for t in terms)
             score[i] = weight / math.sqrt(1 + len(terms)) + 1.5 * ids
             score[i] += (1.0 if i == 0 else 0.0) + 0.5 * i / max(1, n)
-        order = sorted(score, key=lambda i: (-score[i], i))
+        # What the user asked to keep ranks before everything else.
+        order = sorted(score, key=lambda i: (not focused(sents[i]), -score[i], i))
         cost = lambda s: count_text(s, enc)  # noqa: E731
         target = min(budget, max(64, cost(text) // 2))
         used = cost(HEADER) + 8  # labels and separators
         # Keep room for identifiers: what a summary loses most easily and the
         # model needs most exactly (paths, ids, error names).
-        reserve = min(sum(cost(t) + 1 for t in idents), target // 3)
+        reserve = min(sum(cost(t) + 1 for t in idents), target // (2 if wanted else 3))
         chosen: set[int] = set()
         for i in order:
             c = cost(sents[i]) + 2
@@ -373,6 +386,14 @@ class OfflineProvider:
             k -= 1
             result = truncate_to_tokens(full, k, enc) if k > 0 else ""
         return result
+
+
+def _focus_of(system: str | None) -> str | None:
+    """The user's focus in a summary request's system prompt (between its tags)."""
+    text = system or ""
+    start = text.find(FOCUS_OPEN)
+    end = text.find(FOCUS_CLOSE, start + 1)
+    return text[start + len(FOCUS_OPEN):end] if start >= 0 and end > start else None
 
 
 _WRAPPER = re.compile(r"^\s*(</?(previous-summary|new-turns)>|\(none\))\s*$")
