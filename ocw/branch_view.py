@@ -231,6 +231,26 @@ class BranchView(PrunedView):
         for display and tests; occupancy and requests read only the tail."""
         return [n.id for n in reversed(self._rows.ancestors(self.head))] if self.head else []
 
+    # -- display reads (ocw/history.py): each costs what it shows, not the history --
+    def page(self, before: str | None = None, limit: int | None = None) -> tuple[list[dict], bool]:
+        """Messages of the branch, oldest first, ending at HEAD (or just above `before`),
+        and whether older ones exist: the chat widget's tail and its "load older"."""
+        from . import history
+
+        return history.page(self, before, history.PAGE if limit is None else limit)
+
+    def branch_summaries(self) -> list[dict]:
+        """The summaries over the current branch (the active one with its content)."""
+        from . import history
+
+        return history.summaries(self)
+
+    def branch_tree(self) -> list[dict]:
+        """Every branch: length, last message's time, fork point, first differing message."""
+        from . import history
+
+        return history.branch_tree(self)
+
     def node(self, node_id: str) -> dict:
         n = self._rows.get(node_id)
         if n is None:
