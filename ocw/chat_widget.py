@@ -132,7 +132,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._unsubscribe = None
         self._rows: list[dict] = []  # the loaded stored messages, oldest first
         self._key = None  # (head, generation, summaries, epoch) the traitlets show
-        self._note_src: list = []  # per note: (event, payload) to say it again in another language
+        self._notes: list[tuple[dict, tuple | None]] = []  # every note, with the event it tells of
         self._event_texts: list[str] = []  # compaction notes of the running command (said once)
         self._in_turn = False
         self._dirty = False
@@ -157,8 +157,9 @@ class ChatWidget(anywidget.AnyWidget):
         with self.hold_sync():
             self.labels = ui_labels(change["new"])
             self.commands = slash_menu(change["new"])
-            self.notes = [dict(n, text=system_message(*src, change["new"])) if src else n
-                          for n, src in zip(self.notes, self._note_src)]
+            self._notes = [(dict(n, text=system_message(*src, change["new"])) if src else n, src)
+                           for n, src in self._notes]
+            self._show_notes()
 
     # -- session ----------------------------------------------------------------------
     @property
@@ -182,7 +183,7 @@ class ChatWidget(anywidget.AnyWidget):
         unsubscribe, self._unsubscribe = self._unsubscribe, None
         if unsubscribe is not None:
             unsubscribe()
-        self._session, self._rows, self._key, self._note_src = None, [], None, []
+        self._session, self._rows, self._key, self._notes = None, [], None, []
         with self.hold_sync():
             self.session_id = self.session_name = self.head = ""
             self.messages, self.capsules, self.branches, self.notes = [], [], [], []
@@ -214,9 +215,22 @@ class ChatWidget(anywidget.AnyWidget):
             return text
         self._next_note += 1
         note = {"id": self._next_note, "kind": kind, "text": text, "after": self.head}
-        self._note_src = (self._note_src + [src])[-NOTES_KEPT:]
-        self.notes = (list(self.notes) + [note])[-NOTES_KEPT:]
+        self._notes = (self._notes + [(note, src)])[-NOTES_KEPT:]
+        self._show_notes()
         return text
+
+    def _show_notes(self) -> None:
+        """The notes of the current branch: each was said after a message (HEAD then);
+        one said on another branch (before a rewind or a switch) is not shown here."""
+        s = self._session
+        shown = []
+        for note, _src in self._notes:
+            after = note["after"]
+            node = s._rows.get(after) if s is not None and after else None
+            if not after or (node is not None and s._on_branch(node)):
+                shown.append(note)
+        if shown != self.notes:
+            self.notes = shown
 
     # -- reading the session ----------------------------------------------------------
     def _refresh(self, force: bool = False) -> None:
@@ -253,6 +267,7 @@ class ChatWidget(anywidget.AnyWidget):
                 self.branches = branch_items(s.branch_tree())
             if not appended or force:
                 self.summary, self.capsules = summary_items(s.branch_summaries())
+                self._show_notes()
 
     def _turn_over(self) -> None:
         with self.hold_sync():
@@ -262,8 +277,10 @@ class ChatWidget(anywidget.AnyWidget):
             self._refresh()
 
     # -- browser -> Python ------------------------------------------------------------
+    # Commands are named chat_*: a command named like a Widget method (send!) would
+    # shadow it, and anywidget answers through widget.send.
     @_answer
-    def send(self, msg: dict) -> dict:
+    def chat_send(self, msg: dict) -> dict:
         """Send a message: the `%%chat` path (Runtime.chat), the reply streamed in."""
         text = msg.get("text")
         if not isinstance(text, str) or not text.strip():
@@ -282,7 +299,7 @@ class ChatWidget(anywidget.AnyWidget):
         return {"head": self.head}
 
     @_answer
-    def run(self, msg: dict) -> dict:
+    def chat_run(self, msg: dict) -> dict:
         """Run a slash command of the table: its line magic, its printed lines a note."""
         name, args = msg.get("name"), msg.get("args") or ""
         cmd = BY_NAME.get(name) if isinstance(name, str) else None
@@ -301,17 +318,17 @@ class ChatWidget(anywidget.AnyWidget):
         return {"output": self._magic(cmd.name, *cmd.magic_call(args))}
 
     @_answer
-    def rewind(self, msg: dict) -> dict:
+    def chat_rewind(self, msg: dict) -> dict:
         """A click on a message in the graph (confirmed in the browser): `%rewind <id>`."""
         return {"output": self._magic("rewind", "rewind", self._node_id(msg))}
 
     @_answer
-    def checkout(self, msg: dict) -> dict:
+    def chat_branch(self, msg: dict) -> dict:
         """A click on a branch in the graph: `%branch <id>`."""
         return {"output": self._magic("branch", "branch", self._node_id(msg))}
 
     @_answer
-    def older(self, msg: dict) -> dict:
+    def chat_older(self, msg: dict) -> dict:
         """Load the page of messages above the oldest loaded one."""
         s = self._session
         if s is None or not self._rows:

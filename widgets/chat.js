@@ -109,9 +109,12 @@ function render({ model, el, experimental, host, signal }) {
   const older = h("button", "ocw-load-older", { type: "button" });
   const thread = h("div", "ocw-thread");
   const live = h("div", "ocw-live"); // pending message, finished steps, the streaming reply
-  const streamingMsg = h("article", "ocw-msg ocw-msg-assistant ocw-streaming");
+  const streamingMsg = h("article", "ocw-msg ocw-msg-assistant ocw-streaming", { "aria-busy": "true" });
+  const streamingHead = h("header", "ocw-msg-head");
+  const streamingRole = h("span", "ocw-msg-role");
+  streamingHead.append(streamingRole);
   const streamingBody = h("div", "ocw-msg-html");
-  streamingMsg.append(streamingBody);
+  streamingMsg.append(streamingHead, streamingBody);
   conversation.append(older, thread, live);
   main.append(graph, conversation);
 
@@ -342,7 +345,7 @@ function render({ model, el, experimental, host, signal }) {
     showAlert("");
     input.value = "";
     begin(command.name);
-    request("run", { name: command.name, args })
+    request("chat_run", { name: command.name, args })
       .then(() => end())
       .catch((err) => {
         end();
@@ -358,7 +361,7 @@ function render({ model, el, experimental, host, signal }) {
     input.value = "";
     closeMenu(false);
     begin("send");
-    request("send", { text: value })
+    request("chat_send", { text: value })
       .then(() => end())
       .catch((err) => {
         end();
@@ -419,7 +422,7 @@ function render({ model, el, experimental, host, signal }) {
     closeConfirm();
     if (!item || refuseWhileBusy()) return;
     begin("rewind");
-    request("rewind", { node_id: item.end_id })
+    request("chat_rewind", { node_id: item.end_id })
       .then(() => end())
       .catch((err) => {
         end();
@@ -429,7 +432,7 @@ function render({ model, el, experimental, host, signal }) {
   function switchBranch(branch) {
     if (refuseWhileBusy()) return;
     begin("branch");
-    request("checkout", { node_id: branch.id })
+    request("chat_branch", { node_id: branch.id })
       .then(() => end())
       .catch((err) => {
         end();
@@ -442,7 +445,7 @@ function render({ model, el, experimental, host, signal }) {
     older.disabled = true;
     older.textContent = L().chat_loading;
     keepAnchor = { height: conversation.scrollHeight, top: conversation.scrollTop };
-    request("older", {})
+    request("chat_older", {})
       .catch((err) => failed(err))
       .finally(() => {
         keepAnchor = null;
@@ -517,13 +520,20 @@ function render({ model, el, experimental, host, signal }) {
     const notes = model.get("notes") || [];
     const summary = model.get("summary") || {};
     const covered = summary && summary.id ? Number(summary.cover_count) || 0 : 0;
-    const ends = new Set(items.map((i) => i.end_id));
+    // A note sits after the message it followed (HEAD then); the kernel sends only the
+    // notes of this branch, so one whose message is not loaded (older) goes first.
+    const endOf = new Map();
+    for (const i of items) {
+      endOf.set(i.id, i.end_id);
+      endOf.set(i.end_id, i.end_id);
+    }
     const byAfter = new Map();
     const top = [];
     for (const n of notes) {
-      if (n.after && ends.has(n.after)) {
-        if (!byAfter.has(n.after)) byAfter.set(n.after, []);
-        byAfter.get(n.after).push(n);
+      const at = n.after && endOf.get(n.after);
+      if (at) {
+        if (!byAfter.has(at)) byAfter.set(at, []);
+        byAfter.get(at).push(n);
       } else top.push(n);
     }
     thread.replaceChildren();
@@ -564,6 +574,7 @@ function render({ model, el, experimental, host, signal }) {
 
   function renderStreaming() {
     const html = model.get("streaming") || "";
+    streamingRole.textContent = `${L().chat_assistant} · ${L().chat_sending}`;
     streamingBody.innerHTML = html; // the kernel's sanitized HTML, re-rendered as the reply arrives
     streamingMsg.hidden = !html;
   }
@@ -593,7 +604,7 @@ function render({ model, el, experimental, host, signal }) {
     const branchNode = (b) => {
       const where = b.fork_id ? fill(L_.chat_branch_fork, { n: b.fork_depth }) : L_.chat_branch_start;
       const btn = h("button", "ocw-graph-branch", { type: "button", "data-id": b.id, role: "listitem" });
-      btn.append(text("span", "ocw-branch-glyph", "⑂"),
+      btn.append(text("span", "ocw-branch-glyph", "↳"),
         text("span", "ocw-branch-where", where),
         text("span", "ocw-branch-preview", b.preview ? `“${b.preview}”` : ""),
         text("span", "ocw-branch-meta", `${fill(L_.chat_branch_length, { n: b.length })} · ${b.time || ""}`));
@@ -641,11 +652,28 @@ function render({ model, el, experimental, host, signal }) {
     confirmNo.textContent = L_.chat_cancel;
   }
 
-  function nearBottom() {
+  // The conversation follows the newest message while the reader is at the bottom
+  // (as they are at first); scrolling up to read stops that until they come back down.
+  let stick = true;
+  function atBottom() {
     return conversation.scrollHeight - conversation.scrollTop - conversation.clientHeight < 48;
   }
   function scrollDown() {
     conversation.scrollTop = conversation.scrollHeight;
+  }
+  listen(conversation, "scroll", () => {
+    if (!keepAnchor) stick = atBottom();
+  });
+  if (typeof ResizeObserver === "function") {
+    // Rendered before JupyterLab lays the output out, the first scroll has no height to
+    // go by; and a streaming reply grows the content without any event of ours.
+    const observer = new ResizeObserver(() => {
+      if (stick && !keepAnchor) scrollDown();
+    });
+    observer.observe(conversation);
+    observer.observe(thread);
+    observer.observe(live);
+    disposers.push(() => observer.disconnect());
   }
 
   function update() {
@@ -673,12 +701,11 @@ function render({ model, el, experimental, host, signal }) {
   }
 
   function onConversation() {
-    const stick = nearBottom() && !keepAnchor;
     renderThread();
     renderLive();
     renderGraph();
     update();
-    if (stick) scrollDown();
+    if (stick && !keepAnchor) scrollDown();
     else if (keepAnchor) {
       // Older messages came in above: the ones the reader was looking at stay in place.
       conversation.scrollTop = keepAnchor.top + (conversation.scrollHeight - keepAnchor.height);
@@ -686,7 +713,6 @@ function render({ model, el, experimental, host, signal }) {
     }
   }
   function onStreaming() {
-    const stick = nearBottom();
     renderStreaming();
     if (model.get("pending") && !streamingMsg.isConnected) live.append(streamingMsg);
     if (stick) scrollDown();

@@ -6,25 +6,16 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import widget, { CLOSE_MS, matchCommands, menuQuery, parseCommand } from "../../widgets/chat.js";
+import SLASH_MENU from "./slash_menu.json";
 import UI_LABELS from "./ui_labels.json";
 
 const WIDGETS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "widgets");
 const CSS = readFileSync(join(WIDGETS, "chat.css"), "utf8");
 const SOURCE = readFileSync(join(WIDGETS, "chat.js"), "utf8");
 
-// The table ocw.commands.slash_menu("en") sends (tests/test_chat_widget.py checks this copy).
-const COMMANDS = [
-  { name: "compact", args: "[keep_recent_tokens]", required: false, help: "fold older turns", needs_session: true },
-  { name: "context", args: "", required: false, help: "show the ring", needs_session: false },
-  { name: "rewind", args: "[N | node_id]", required: false, help: "move HEAD back", needs_session: true },
-  { name: "branch", args: "[node_id]", required: false, help: "list branches", needs_session: true },
-  { name: "new", args: "[--name NAME]", required: false, help: "a fresh session", needs_session: false },
-  { name: "clear", args: "[--name NAME]", required: false, help: "a fresh session", needs_session: false },
-  { name: "sessions", args: "", required: false, help: "list sessions", needs_session: false },
-  { name: "session", args: "NAME", required: true, help: "continue another session", needs_session: false },
-  { name: "help", args: "", required: false, help: "this list", needs_session: false },
-  { name: "doctor", args: "", required: false, help: "provider, key, tokenizer", needs_session: false },
-];
+// The table ocw.commands.slash_menu("en") sends: a checked copy (tests/test_chat_widget.py
+// fails if it differs from Python's), so these tests run against the real command table.
+const COMMANDS = SLASH_MENU;
 
 const ITEMS = [
   { id: "n_a1", end_id: "n_a1", depth: 1, role: "user", time: "10:00", preview: "first question", text: "first question" },
@@ -225,22 +216,34 @@ describe("slash menu (seed 004)", () => {
     expect(CLOSE_MS).toBe(380);
   });
 
-  it("a closing menu never swallows Enter: the command runs", () => {
+  it("a closing menu never swallows Enter: what was typed runs", () => {
     vi.useFakeTimers();
     mount();
     type("/compact");
-    type("/compact "); // closing now
+    type("/compact 2000"); // closing now, still on screen
+    expect(menu().hidden).toBe(false);
     expect(menu().classList.contains("ocw-menu-closing")).toBe(true);
     const e = key("Enter");
     expect(e.defaultPrevented).toBe(true);
-    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["run", { name: "compact", args: "" }]]);
+    // The typed arguments, not the menu's pick (which would drop them).
+    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["chat_run", { name: "compact", args: "2000" }]]);
+  });
+
+  it("a closing menu never swallows Enter: text that is no command is sent as chat", async () => {
+    vi.useFakeTimers();
+    mount();
+    type("/co");
+    type("/co is short for cobalt");
+    expect(menu().classList.contains("ocw-menu-closing")).toBe(true);
+    key("Enter");
+    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["chat_send", { text: "/co is short for cobalt" }]]);
   });
 
   it("Enter runs a registered command with its arguments", () => {
     mount();
     type("/compact 2000");
     key("Enter");
-    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["run", { name: "compact", args: "2000" }]]);
+    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["chat_run", { name: "compact", args: "2000" }]]);
     expect(input().value).toBe(""); // dispatched: the composer is clear for the next message
   });
 
@@ -250,7 +253,7 @@ describe("slash menu (seed 004)", () => {
     for (const [i, text] of texts.entries()) {
       type(text);
       key("Enter");
-      expect([invoke.calls[i].name, invoke.calls[i].msg]).toEqual(["send", { text }]);
+      expect([invoke.calls[i].name, invoke.calls[i].msg]).toEqual(["chat_send", { text }]);
       invoke.answer(i, { ok: true });
       await flush();
     }
@@ -263,7 +266,7 @@ describe("slash menu (seed 004)", () => {
       type(`/${name}`);
       expect(optionNames()[0]).toBe(name);
       key("Enter");
-      expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["run", { name, args: "" }]]);
+      expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["chat_run", { name, args: "" }]]);
       expect(menu().hidden).toBe(true);
     });
 
@@ -271,7 +274,7 @@ describe("slash menu (seed 004)", () => {
     mount();
     type("/");
     $(`.ocw-menu-item[data-name="${name}"]`).click();
-    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["run", { name, args: "" }]]);
+    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["chat_run", { name, args: "" }]]);
   });
 
   it("a required-argument command fills the prefix and waits (Enter, click, or typed bare)", () => {
@@ -528,7 +531,8 @@ describe("conversation", () => {
     model.set("streaming", "<p>Par</p>");
     const streaming = $(".ocw-streaming");
     expect(streaming.hidden).toBe(false);
-    expect(streaming.textContent).toBe("Par");
+    expect(streaming.querySelector(".ocw-msg-html").textContent).toBe("Par");
+    expect(streaming.querySelector(".ocw-msg-role").textContent).toBe("Assistant · Replying…");
     model.set("streaming", "<p>Partial <em>reply</em></p>");
     expect($(".ocw-streaming em").textContent).toBe("reply");
     model.set("stream_steps", [{ html: "<p>Let me look.</p>" }, { tool: { name: "ls", args: "{}", status: "ok", result: "a\nb" } }]);
@@ -573,7 +577,7 @@ describe("conversation", () => {
     const btn = $(".ocw-load-older");
     expect(btn.hidden).toBe(false);
     btn.click();
-    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["older", {}]]);
+    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["chat_older", {}]]);
     expect(btn.textContent).toBe("Loading…");
     model.set("messages", [{ id: "n_a0", end_id: "n_a0", depth: 1, role: "user", text: "zero" }, ...ITEMS]);
     model.set("has_older", false);
@@ -624,7 +628,7 @@ describe("graph", () => {
     expect(invoke.calls).toEqual([]);
     nodes[2].click();
     confirm.querySelector(".ocw-confirm-yes").click();
-    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["rewind", { node_id: "n_a3" }]]);
+    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["chat_rewind", { node_id: "n_a3" }]]);
   });
 
   it("rewinding to a tool step goes to its results' end", () => {
@@ -637,7 +641,7 @@ describe("graph", () => {
   it("a click on a branch switches to it", async () => {
     mount({ branches });
     $(".ocw-graph-branch").click();
-    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["checkout", { node_id: "n_b9" }]]);
+    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["chat_branch", { node_id: "n_b9" }]]);
     invoke.answer(0, { ok: false, error: "'n_b9' is not a message of this session" });
     await flush();
     expect($(".ocw-chat-alert").textContent).toBe("Failed: 'n_b9' is not a message of this session");
