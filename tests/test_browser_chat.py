@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "tests" / "browser" / "chat_widget.ipynb"
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 SHOTS = ("chat-menu.png", "chat-compaction.png", "chat-streaming.png", "chat-rewind-confirm.png",
-         "chat-forked.png", "chat-disconnected.png")
+         "chat-forked.png", "chat-overview.png", "chat-disconnected.png")
 FINISHED = re.compile(r"^Context compacted: covered (\d+) older messages, ([\d,]+) → ([\d,]+) tokens$")
 NO_OP = "Context is already compacted; no older messages to fold."
 FAILED = "Context compaction failed: the summarizer is down"
@@ -240,6 +240,18 @@ def scenario(nb: NotebookPage) -> None:
     expect(chat.head_row).to_have_attribute("data-id", old_head, timeout=30_000)
     expect(chat.thread_msgs).to_have_count(14)
     chat.idle()
+
+    # /context opens the ring's own panel (the ContextWidget's, Compact now and the count's
+    # info note included), upward over the conversation.
+    chat.submit("/context")
+    panel = chat.cell.locator(".ocw-chat-ring .ocw-panel")
+    expect(panel).to_be_visible(timeout=30_000)
+    expect(panel.locator(".ocw-count")).to_have_text("1")  # the failed compaction is not counted
+    expect(panel.locator(".ocw-info")).to_be_visible()
+    expect(panel.locator("button.ocw-compact")).to_be_enabled()
+    assert box(panel)["y"] + box(panel)["height"] <= box(chat.ring)["y"] + 1, "the panel must open upward"
+    chat.idle()
+    chat.screenshot("chat-overview.png")
 
     # The kernel restarts under the widget: disconnected, controls off.
     nb.restart_kernel()
