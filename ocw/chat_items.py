@@ -10,6 +10,7 @@ secret-looking environment values redacted from tool text, as in a `%%chat` cell
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 
 from .report import preview, redact
@@ -18,6 +19,10 @@ from .safe_html import markdown_html, plain_text
 PREVIEW = 80  # characters of a message shown in the graph and in %branch
 TOOL_ARGS = 120  # characters of a tool call's arguments on its one line
 TOOL_RESULT = 4000  # characters of a tool result kept in the widget (the store keeps it whole)
+
+
+# The widget re-reads its page after every turn: a reply already rendered is not rendered again.
+_html = functools.lru_cache(maxsize=512)(markdown_html)
 
 
 def time_label(when, now: _dt.datetime | None = None) -> str:
@@ -88,7 +93,7 @@ def message_items(rows: list[dict], now: _dt.datetime | None = None) -> list[dic
                                              "result": _result_text(b)} for b in results])
         elif r["role"] == "assistant":
             text = _texts(blocks)
-            base.update(html=markdown_html(text) if text else "",
+            base.update(html=_html(text) if text else "",
                         tools=[_tool_call(b) for b in blocks if b.get("type") == "tool_use"],
                         thinking=plain_text(_texts(blocks, "thinking")))
         else:  # user, system: their own words, shown as text
@@ -106,7 +111,7 @@ def summary_items(rows: list[dict], now: _dt.datetime | None = None) -> tuple[di
                    "tokens": int(s.get("tokens") or 0), "active": bool(s["active"])}
         capsules.append(capsule)
         if s["active"]:
-            active = {**capsule, "html": markdown_html(_texts(s.get("content") or []))}
+            active = {**capsule, "html": _html(_texts(s.get("content") or []))}
     return active, capsules
 
 

@@ -234,9 +234,17 @@ class ChatWidget(anywidget.AnyWidget):
 
     # -- reading the session ----------------------------------------------------------
     def _refresh(self, force: bool = False) -> None:
-        """Show the branch as the session holds it now: the tail page (spliced onto what
-        is loaded), the summaries if they changed, the branch tree if HEAD moved other
-        than by an append."""
+        """Show the branch as the session holds it now. It runs inside a turn's, a
+        magic's or a session switch's call chain: a failure to read is logged, never
+        raised into them (the widget shows its last state)."""
+        try:
+            self._read(force)
+        except Exception:  # noqa: BLE001
+            log.exception("ocw: the chat widget could not read session %s", getattr(self._session, "id", "?"))
+
+    def _read(self, force: bool) -> None:
+        """The tail page (spliced onto what is loaded), the summaries if they changed,
+        the branch tree if HEAD moved other than by an append."""
         s = self._session
         if s is None:
             return
@@ -353,13 +361,16 @@ class ChatWidget(anywidget.AnyWidget):
         from IPython.core.error import UsageError
 
         shell = self._runtime.shell
-        if shell is None:
-            raise OcwError("this chat widget has no IPython shell to run commands in")
+        fn = shell.find_line_magic(magic) if shell is not None else None
+        if fn is None:
+            raise OcwError(f"%{magic} is not available in this kernel", hint="run %load_ext ocw")
         out = io.StringIO()
         self._event_texts, self.busy = [], busy
         try:
+            # The magic itself, not run_line_magic: that would expand $name and {expression}
+            # in what was typed, and a command's text is taken as typed.
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-                shell.run_line_magic(magic, line)
+                fn(line)
         except UsageError as e:
             raise OcwError(str(e)) from None
         finally:

@@ -325,6 +325,31 @@ def test_session_command_and_magic_switch_to_a_stored_session(small, capsys, mon
     assert "no session 'nosuch'" in str(res.error_in_exec) and w.session_name == "other"
     res = small.run_cell("%session")
     assert "%session takes the name or id" in str(res.error_in_exec)
+    # What was typed is taken as typed: no $variable or {expression} expansion.
+    small.user_ns["target"] = "default"
+    for typed in ("{target}", "$target", "{__import__('os').getpid()}"):
+        answer = invoke(w, "chat_run", {"name": "session", "args": typed}, monkeypatch)
+        assert answer["ok"] is False and f"no session {typed!r}" in answer["error"], answer
+    assert w.session_name == "other"
+
+
+def test_a_widget_that_cannot_read_never_breaks_a_cell(small, monkeypatch, caplog):
+    turns(small, 1)
+    w = ocw.chat()
+    before = list(w.messages)
+    from ocw.errors import StoreBusy
+    from ocw.session import Session
+
+    def busy(self, *a, **k):
+        raise StoreBusy("the file is busy")
+
+    monkeypatch.setattr(Session, "page", busy)
+    turns(small, 1, first=2)  # the cell itself succeeds
+    assert len(ocw.current_session().branch()) == 4
+    assert w.messages == before  # the widget keeps its last state
+    assert "the chat widget could not read session" in caplog.text
+    res = small.run_cell("%new --name fresh")
+    assert res.error_in_exec is None and w.session_name == "fresh"
 
 
 # -- the graph: rewind and branch clicks ---------------------------------------------------------
