@@ -148,6 +148,9 @@ def scenario(nb: NotebookPage) -> None:
     assert ring["x"] >= composer["x"] + composer["width"] - 1, (ring, composer)
     assert ring["y"] < composer["y"] + composer["height"] and ring["y"] + ring["height"] > composer["y"], (ring, composer)
     before = used_tokens(chat)
+    # The widget keeps its height whatever the conversation holds (it scrolls inside), so
+    # the ring at its bottom is on screen whenever the widget is.
+    assert box(chat.root)["height"] < 700, box(chat.root)
 
     # Type /co: the menu opens upward, /compact first; Enter picks it.
     chat.input.click()

@@ -520,3 +520,21 @@ def test_a_kernel_without_ocws_session_keeps_the_widget_empty(ip):
     assert (w.session_id, w.messages, w.branches, w.summary) == ("", [], [], {})
     get_runtime().close()
     assert w.session_id == "" and w.notes == []
+
+
+def test_the_widgets_words_come_from_the_one_table():
+    """widgets/chat.js has no word table of its own: every label is Python's (ocw.ui_text),
+    and the no-session alert is the same sentence %compact prints."""
+    from ocw.i18n import text
+    from ocw.ui_text import UI_LABELS
+
+    src = (ROOT / "widgets" / "chat.js").read_text(encoding="utf-8")
+    src = re.sub(r"^\s*//.*$", "", src, flags=re.M)  # the comments may quote them
+    src = re.sub(r"/\*.*?\*/", "", src, flags=re.S)
+    for key, value in UI_LABELS["en"].items():
+        if key.startswith("chat_") and " " in value:  # sentences (single words are also class names)
+            assert value not in src, f"{key}: {value!r} is written into chat.js"
+    used = set(re.findall(r"\bL_?\(?\)?\.(chat_\w+)", src))
+    assert used and used <= set(UI_LABELS["en"]), used - set(UI_LABELS["en"])
+    for lang in ("en", "zh"):
+        assert UI_LABELS[lang]["chat_no_session"] == text("no_session", lang)
