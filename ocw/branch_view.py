@@ -110,13 +110,15 @@ class BranchView(PrunedView):
             raise StoreError(f"session {self.id} vanished from {self.store.path}")
         with self._lock:
             if row["rev"] != self._rev:
-                self._adopt(row)
+                # Our own writes adopt their row at once: a revision that moved under
+                # sync() is another kernel's, even one that moved it by exactly one.
+                self._adopt(row, others=True)
 
-    def _adopt(self, row: dict, new_nodes=()) -> None:
+    def _adopt(self, row: dict, new_nodes=(), others: bool = False) -> None:
         """Take a row the store returned (after our write, or another kernel's)."""
         # A write of ours moves rev by exactly one; anything else (or the first load)
         # may have brought a compaction: its summary.
-        others_wrote = not self._row or row["rev"] != self._rev + 1
+        others_wrote = others or not self._row or row["rev"] != self._rev + 1
         old_epoch = self._row.get("count_epoch") if self._row else None
         self._row, self._rev = row, row["rev"]
         if old_epoch is not None and old_epoch != self.epoch:

@@ -22,6 +22,7 @@ import contextlib
 import functools
 import io
 import logging
+import threading
 import time
 from typing import Any
 
@@ -138,6 +139,9 @@ class ChatWidget(anywidget.AnyWidget):
         self._dirty = False
         self._tool_steps = 0
         self._next_note = 0
+        # A PostgreSQL store refreshes sessions from its listener thread (another kernel
+        # wrote): the widget's reads and notes are serialised with the kernel thread's.
+        self._lock = threading.RLock()
         super().__init__(lang=normalize_lang(lang), ring=ring, **kwargs)
         self.commands = slash_menu(self.lang)
         if session is not None:
@@ -213,10 +217,11 @@ class ChatWidget(anywidget.AnyWidget):
         widget already showed is said once)."""
         if src is None and text in self._event_texts:
             return text
-        self._next_note += 1
-        note = {"id": self._next_note, "kind": kind, "text": text, "after": self.head}
-        self._notes = (self._notes + [(note, src)])[-NOTES_KEPT:]
-        self._show_notes()
+        with self._lock:
+            self._next_note += 1
+            note = {"id": self._next_note, "kind": kind, "text": text, "after": self.head}
+            self._notes = (self._notes + [(note, src)])[-NOTES_KEPT:]
+            self._show_notes()
         return text
 
     def _show_notes(self) -> None:
@@ -238,7 +243,8 @@ class ChatWidget(anywidget.AnyWidget):
         magic's or a session switch's call chain: a failure to read is logged, never
         raised into them (the widget shows its last state)."""
         try:
-            self._read(force)
+            with self._lock:
+                self._read(force)
         except Exception:  # noqa: BLE001
             log.exception("ocw: the chat widget could not read session %s", getattr(self._session, "id", "?"))
 
@@ -338,15 +344,16 @@ class ChatWidget(anywidget.AnyWidget):
     @_answer
     def chat_older(self, msg: dict) -> dict:
         """Load the page of messages above the oldest loaded one."""
-        s = self._session
-        if s is None or not self._rows:
-            return {"count": 0}
-        rows, has_older = s.page(before=self._rows[0]["id"], limit=PAGE)
-        self._rows = rows + self._rows
-        with self.hold_sync():
-            self.messages = message_items(self._rows)
-            self.has_older = has_older
-        return {"count": len(rows)}
+        with self._lock:
+            s = self._session
+            if s is None or not self._rows:
+                return {"count": 0}
+            rows, has_older = s.page(before=self._rows[0]["id"], limit=PAGE)
+            self._rows = rows + self._rows
+            with self.hold_sync():
+                self.messages = message_items(self._rows)
+                self.has_older = has_older
+            return {"count": len(rows)}
 
     @staticmethod
     def _node_id(msg: dict) -> str:

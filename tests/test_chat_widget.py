@@ -538,3 +538,64 @@ def test_the_widgets_words_come_from_the_one_table():
     assert used and used <= set(UI_LABELS["en"]), used - set(UI_LABELS["en"])
     for lang in ("en", "zh"):
         assert UI_LABELS[lang]["chat_no_session"] == text("no_session", lang)
+
+
+def test_another_kernels_turn_shows_up_without_a_command(pg_url):
+    """On a PostgreSQL store another kernel's writes arrive on the listener thread; the
+    widget re-reads its page there (under its own lock) and shows the new turn."""
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    from ocw.pg_listen import wait_ready
+
+    store = ocw.Store(pg_url)
+    try:
+        s = store.create_session(model="gpt-4o", context_window=100_000, name="team-chat")
+        s.append("user", "the first message, from this kernel")
+        assert wait_ready(store.backend._listener), "the listener never started"
+        w = ChatWidget(runtime=None, ring=None, session=s)
+        assert [m["depth"] for m in w.messages] == [1]
+        writer = textwrap.dedent("""
+            import sys, ocw
+            store = ocw.Store(sys.argv[1])
+            s = store.open_session("team-chat")
+            s.append_many([("user", "a question from the other kernel"), ("assistant", "its **answer**")])
+            store.close()
+        """)
+        out = subprocess.run([sys.executable, "-c", writer, pg_url], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and len(w.messages) < 3:
+            time.sleep(0.02)
+        assert [m["depth"] for m in w.messages] == [1, 2, 3]
+        assert w.messages[1]["text"] == "a question from the other kernel"
+        assert w.messages[2]["html"] == "<p>its <strong>answer</strong></p>\n"
+        assert w.branches[0]["length"] == 3 and w.head == s.head
+        w.close()
+    finally:
+        store.close()
+
+
+def test_another_writers_single_turn_is_read_whole(tmp_path):
+    """A turn is one write (rev + 1). Seen by sync() it is another kernel's all the same:
+    the rows loaded before it (a page read set their range) no longer cover the branch.
+    (Before: treated as our own write, the page and the tail lost the turn's user message.)"""
+    path = str(tmp_path / "two.duckdb")
+    a, b = ocw.Store(path), ocw.Store(path)
+    try:
+        s = a.create_session(name="shared")
+        s.append("user", "first")
+        assert [r["depth"] for r in s.page()[0]] == [1]  # rows loaded from seq 0 on
+        other = b.open_session("shared")
+        rev = other._rev
+        other.append_many([("user", "from the other kernel"), ("assistant", "its answer")])
+        assert other._rev == rev + 1  # one write
+        s.sync()
+        assert [(r["depth"], r["role"]) for r in s.page()[0]] == [(1, "user"), (2, "user"), (3, "assistant")]
+        assert [n.id for n in s.tail()] == other.branch() and len(s.branch()) == 3
+        assert s.occupancy()["total"] == other.occupancy()["total"]
+    finally:
+        a.close()
+        b.close()
