@@ -302,12 +302,13 @@ class ChatWidget(anywidget.AnyWidget):
         if self._in_turn or self.busy:
             raise OcwError(ui_labels(self.lang)["chat_busy_refused"])
         self._runtime.config.check_environment()
+        sent = self._with_references(text)
         stream = _Stream(self)
         with self.hold_sync():
             self._in_turn, self._tool_steps, self._event_texts = True, 0, []
             self.pending, self.streaming, self.stream_steps, self.busy = text, "", [], "send"
         try:
-            self._runtime.chat(text, on_text=stream.on_text, on_system=stream.on_system, on_tool=stream.on_tool)
+            self._runtime.chat(sent, on_text=stream.on_text, on_system=stream.on_system, on_tool=stream.on_tool)
         finally:
             self._turn_over()
         return {"head": self.head}
@@ -354,6 +355,25 @@ class ChatWidget(anywidget.AnyWidget):
                 self.messages = message_items(self._rows)
                 self.has_older = has_older
             return {"count": len(rows)}
+
+    def _with_references(self, text: str) -> str:
+        """{name}, {In[n]}, {Out[n]}, {Err} expanded as a `%%chat` cell expands them (its
+        own method), before anything is sent; a reference to nothing fails the send."""
+        from IPython.core.error import UsageError
+
+        shell = self._runtime.shell
+        magics = shell.magics_manager.registry.get("OcwMagics") if shell is not None else None
+        if magics is None or not hasattr(magics, "_expand_references"):
+            return text
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                text = magics._expand_references(text, None)
+        except UsageError as e:
+            raise OcwError(str(e)) from None
+        for line in out.getvalue().splitlines():
+            self._note("info", line)
+        return text
 
     @staticmethod
     def _node_id(msg: dict) -> str:

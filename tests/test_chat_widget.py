@@ -97,7 +97,8 @@ def test_every_slash_command_is_a_line_magic_the_widget_can_run(ip):
     with pytest.raises(ValueError):
         BY("chat").magic_call("")  # %%chat is a cell magic: not a slash command
     # Which commands need a session (the widget says "Start a conversation first" for them).
-    assert {m["name"] for m in slash_menu() if m["needs_session"]} == {"compact", "rewind", "branch"}
+    assert {m["name"] for m in slash_menu() if m["needs_session"]} == {"compact", "summary", "rewind", "branch",
+                                                                        "export"}
 
 
 def BY(name):
@@ -305,8 +306,8 @@ def test_context_opens_the_rings_panel_and_unknown_commands_are_refused(small, m
         answer = invoke(w, "chat_run", bad, monkeypatch)
         assert answer["ok"] is False and "is not a command" in answer["error"], (bad, answer)
     answer = invoke(w, "chat_run", {"name": "compact", "args": "lots"}, monkeypatch)
-    assert answer == {"ok": False, "error": "%compact takes a whole number of tokens to keep, e.g. %compact 2000 "
-                                            "(got 'lots')."}
+    assert answer == {"ok": False, "error": "%compact takes a whole number of tokens to keep, e.g. %compact 2000, "
+                                            "then optionally -- and what the summary must keep (got 'lots')."}
 
 
 def test_session_command_and_magic_switch_to_a_stored_session(small, capsys, monkeypatch):
@@ -508,7 +509,7 @@ def test_language_switch_speaks_again_in_the_new_language(small, monkeypatch):
     invoke(w, "chat_run", {"name": "compact", "args": ""}, monkeypatch)
     small.run_line_magic("config", "Ocw.lang = 'zh'")
     assert w.lang == "zh" and w.labels["chat_send"] == "发送"
-    assert next(c for c in w.commands if c["name"] == "compact")["help"] == "立即把较早的对话折叠进滚动摘要"
+    assert next(c for c in w.commands if c["name"] == "compact")["help"].startswith("立即把较早的对话折叠进滚动摘要")
     assert w.notes[0]["text"] == "正在压缩上下文…"
     assert w.notes[1]["text"].startswith("上下文已压缩：覆盖了 ")
     answer = invoke(w, "chat_run", {"name": "rewind", "args": "99"}, monkeypatch)
@@ -599,3 +600,26 @@ def test_another_writers_single_turn_is_read_whole(tmp_path):
     finally:
         a.close()
         b.close()
+
+
+def test_references_expand_as_in_a_chat_cell(ip, monkeypatch):
+    chat(ip, "hello")
+    w = ocw.chat()
+    ip.user_ns["region"] = "north-east"
+    answer = invoke(w, "chat_send", {"text": "sales in {region}, braces {{kept}} and `{region}` in code"})
+    assert answer["ok"] is True
+    assert w.messages[-2]["text"] == "sales in north-east, braces {kept} and `{region}` in code"
+    before = ocw.current_session().branch()
+    answer = invoke(w, "chat_send", {"text": "what about {nosuch}?"})
+    assert answer["ok"] is False and "{nosuch}: no variable 'nosuch'" in answer["error"], answer
+    assert ocw.current_session().branch() == before  # nothing sent, nothing stored
+
+
+def test_a_steered_compaction_and_summary_from_the_widget(small):
+    turns(small, 6)
+    w = ocw.chat()
+    answer = invoke(w, "chat_run", {"name": "compact", "args": "-- keep the file paths"})
+    assert answer["ok"] is True and answer["output"].startswith("Context compacted: covered ")
+    answer = invoke(w, "chat_run", {"name": "summary", "args": ""})
+    assert answer["ok"] is True and "keep the file paths" in answer["output"], answer
+    assert w.notes[-1]["kind"] == "output" and w.notes[-1]["text"] == answer["output"]
