@@ -48,6 +48,17 @@ def config():
     return rt.config
 
 
+def chat():
+    """The chat widget for the current session (the same as `%chat`): the conversation,
+    its graph, a composer with slash commands, and the ring."""
+    from .magics import get_runtime
+
+    rt = get_runtime()
+    if rt is None:
+        raise OcwError("ocw is not loaded", hint="run %load_ext ocw first")
+    return rt.chat_widget()
+
+
 def load_ipython_extension(ipython):
     from .magics import load_ipython_extension as _load
 
@@ -60,4 +71,4 @@ def unload_ipython_extension(ipython):
     _unload(ipython)
 
 
-__all__ = ["Store", "OcwError", "current_session", "config", "__version__"]
+__all__ = ["Store", "OcwError", "current_session", "config", "chat", "__version__"]

@@ -110,13 +110,15 @@ class BranchView(PrunedView):
             raise StoreError(f"session {self.id} vanished from {self.store.path}")
         with self._lock:
             if row["rev"] != self._rev:
-                self._adopt(row)
+                # Our own writes adopt their row at once: a revision that moved under
+                # sync() is another kernel's, even one that moved it by exactly one.
+                self._adopt(row, others=True)
 
-    def _adopt(self, row: dict, new_nodes=()) -> None:
+    def _adopt(self, row: dict, new_nodes=(), others: bool = False) -> None:
         """Take a row the store returned (after our write, or another kernel's)."""
         # A write of ours moves rev by exactly one; anything else (or the first load)
         # may have brought a compaction: its summary.
-        others_wrote = not self._row or row["rev"] != self._rev + 1
+        others_wrote = others or not self._row or row["rev"] != self._rev + 1
         old_epoch = self._row.get("count_epoch") if self._row else None
         self._row, self._rev = row, row["rev"]
         if old_epoch is not None and old_epoch != self.epoch:
@@ -230,6 +232,26 @@ class BranchView(PrunedView):
         """Node ids from the root to HEAD (summaries are never on it). O(branch):
         for display and tests; occupancy and requests read only the tail."""
         return [n.id for n in reversed(self._rows.ancestors(self.head))] if self.head else []
+
+    # -- display reads (ocw/history.py): each costs what it shows, not the history --
+    def page(self, before: str | None = None, limit: int | None = None) -> tuple[list[dict], bool]:
+        """Messages of the branch, oldest first, ending at HEAD (or just above `before`),
+        and whether older ones exist: the chat widget's tail and its "load older"."""
+        from . import history
+
+        return history.page(self, before, history.PAGE if limit is None else limit)
+
+    def branch_summaries(self) -> list[dict]:
+        """The summaries over the current branch (the active one with its content)."""
+        from . import history
+
+        return history.summaries(self)
+
+    def branch_tree(self) -> list[dict]:
+        """Every branch: length, last message's time, fork point, first differing message."""
+        from . import history
+
+        return history.branch_tree(self)
 
     def node(self, node_id: str) -> dict:
         n = self._rows.get(node_id)

@@ -298,6 +298,27 @@ class OcwMagics(Magics):
             print(f"Switched to {arg}.")
         print(report.branches_table(s))
 
+    @line_magic("chat")
+    @friendly
+    def chat_widget(self, line):
+        """%chat — the chat widget for the current session (also ocw.chat())."""
+        _no_arguments("%chat", line)
+        from IPython.display import display
+
+        display(self.runtime.chat_widget())
+
+    @line_magic
+    @friendly
+    def session(self, line):
+        """%session NAME — continue another stored session (by name or id) from now on."""
+        name = _unquoted(line.strip())
+        if not name:
+            raise UsageError("%session takes the name or id of a stored session (see %sessions).")
+        s = self.runtime.switch_session(name)
+        messages = s.node(s.head)["depth"] if s.head else 0
+        print(f"Session {s.name!r} ({s.id}) is current: {messages} messages on its branch, model {s.model}. "
+              "The next %%chat continues it.")
+
     @magic_arguments()
     @argument("--name", default=None, help="name of the new session (default: the current session's, else the notebook's)")
     @line_magic

@@ -39,7 +39,7 @@ NODE_SELECT = ("SELECT n.id, n.seq, n.parent_id, n.role, n.name, coalesce(c.toke
                " FROM nodes n LEFT JOIN node_counts c ON c.node_id = n.id AND c.epoch = %s")
 NODE_INSERT = ("INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding, depth,"
                " cum_tokens, epoch, cover_count, supersedes) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-               " RETURNING seq")
+               " RETURNING seq, created_at")
 
 
 def _node(r) -> Node:
@@ -284,23 +284,23 @@ class PostgresStore:
                              int(n["tokens"]), n.get("encoding"), depth, cum, epoch, None, None])
                 written.append(Node(n["id"], 0, pid, n["role"], n.get("name"), int(n["tokens"]), depth, cum, epoch))
                 pid = n["id"]
-            for node, seq in zip(written, self._insert(cur, args)):
-                node.seq = seq
+            for node, (seq, created_at) in zip(written, self._insert(cur, args)):
+                node.seq, node.created_at = seq, created_at
             fields = {"head_id": pid}
             extra = change(row, parent) if change else None
             if extra:
                 fields.update(extra)
             return self._write_row(cur, sid, fields), written
 
-    def _insert(self, cur, args: list[list]) -> list[int]:
-        """Insert node rows in order (one pipelined batch); their seqs, in that order."""
+    def _insert(self, cur, args: list[list]) -> list[tuple]:
+        """Insert node rows in order (one pipelined batch); their (seq, created_at), in that order."""
         if len(args) == 1:
             cur.execute(NODE_INSERT, args[0])
-            return [cur.fetchone()[0]]
+            return [tuple(cur.fetchone())]
         cur.executemany(NODE_INSERT, args, returning=True)
         seqs = []
         while True:
-            seqs.append(cur.fetchone()[0])
+            seqs.append(tuple(cur.fetchone()))
             if not cur.nextset():
                 return seqs
 
@@ -310,13 +310,14 @@ class PostgresStore:
         with self._tx() as cur:
             row = self._locked_row(cur, sid)
             fields = change(row)
-            (seq,) = self._insert(cur, [[
+            ((seq, created_at),) = self._insert(cur, [[
                 summary["id"], sid, summary["parent_id"], "llm", SUMMARY_NAME,
                 json.dumps(summary["content"], ensure_ascii=False), int(summary["tokens"]), summary.get("encoding"),
                 None, None, row["count_epoch"], int(summary["cover_count"]), summary.get("supersedes")]])
             new_row = self._write_row(cur, sid, fields or {})
             node = Node(summary["id"], seq, summary["parent_id"], "llm", SUMMARY_NAME, int(summary["tokens"]),
-                        None, None, row["count_epoch"], int(summary["cover_count"]), summary.get("supersedes"))
+                        None, None, row["count_epoch"], int(summary["cover_count"]), summary.get("supersedes"),
+                        created_at)
             return new_row, node
 
     def set_counts(self, sid: str, rows: list[tuple], change: Callable[[dict], dict | None] | None = None) -> dict:

@@ -72,14 +72,25 @@ def status_line(session, lang: str | None = None) -> str:
 
 
 def branches_table(session) -> str:
-    rows = session.branches()
+    """Every branch with what tells them apart (the chat widget's graph shows the same):
+    its length, its last message's time, where it leaves the current branch and a
+    preview of its first differing message."""
+    from .chat_items import branch_items
+
+    rows = branch_items(session.branch_tree())
     if not rows:
         return "No messages yet."
     lines = ["Branches (leaves of the conversation):"]
     for b in rows:
+        if not b["leaf"]:
+            continue  # HEAD inside a branch: said below
         mark = "*" if b["current"] else " "
-        lines.append(f" {mark} {b['id']}  {b['depth']:>4} messages  ends with {b['role']}")
-    if session.head is not None and not any(b["current"] for b in rows):
+        line = f" {mark} {b['id']}  {b['length']:>4} messages  ends with {b['role']}  {b['time']}"
+        if not b["current"]:
+            where = f"after message {b['fork_depth']}" if b["fork_id"] else "from the start"
+            line += f"  forks {where}: “{b['preview']}”"
+        lines.append(line.rstrip())
+    if session.head is not None and not any(b["current"] and b["leaf"] for b in rows):
         lines.append(f" * HEAD is at {session.head} (inside a branch; the next %%chat forks here)")
     lines.append("Switch with %branch <id>.")
     return "\n".join(lines)

@@ -318,6 +318,23 @@ class Runtime:
         self.widgets.add(w)
         return w
 
+    def chat_widget(self):
+        """The chat widget for the current session (`%chat`, `ocw.chat()`), with its own
+        ring: a ContextWidget made here like `%context`'s, so both follow the session."""
+        from .chat_widget import ChatWidget
+
+        w = ChatWidget(runtime=self, ring=self.context_widget(), session=self.current_session(),
+                       lang=self.config.lang)
+        self.widgets.add(w)
+        return w
+
+    def switch_session(self, name: str):
+        """`%session NAME`: continue a stored session (by name or id) from now on."""
+        checks.text(name, "the session name or id", allow_empty=False)
+        s = self.store.open_session(name)
+        self._make_current(s)
+        return s
+
     def forget_widget(self, w) -> None:
         self.widgets.discard(w)
 

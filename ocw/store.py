@@ -245,9 +245,10 @@ class DuckDBStore:
                 written.append(Node(n["id"], 0, pid, n["role"], n.get("name"), int(n["tokens"]), depth, cum, epoch))
                 pid = n["id"]
             for a, node in zip(args, written):
-                (node.seq,) = con.execute(
+                node.seq, node.created_at = con.execute(
                     "INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding, depth,"
-                    " cum_tokens, epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq", a).fetchone()
+                    " cum_tokens, epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq, created_at",
+                    a).fetchone()
             fields = {"head_id": pid}
             extra = change(row, parent) if change else None
             if extra:
@@ -264,15 +265,16 @@ class DuckDBStore:
         with self.db.transaction() as con:
             row = self._locked_row(con, sid)
             fields = change(row)
-            (seq,) = con.execute(
+            (seq, created_at) = con.execute(
                 "INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding, epoch,"
-                " cover_count, supersedes) VALUES (?, ?, ?, 'llm', ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+                " cover_count, supersedes) VALUES (?, ?, ?, 'llm', ?, ?, ?, ?, ?, ?, ?) RETURNING seq, created_at",
                 [summary["id"], sid, summary["parent_id"], SUMMARY_NAME,
                  json.dumps(summary["content"], ensure_ascii=False), int(summary["tokens"]), summary.get("encoding"),
                  row["count_epoch"], int(summary["cover_count"]), summary.get("supersedes")]).fetchone()
             self._write_row(con, sid, fields or {})
             node = Node(summary["id"], seq, summary["parent_id"], "llm", SUMMARY_NAME, int(summary["tokens"]),
-                        None, None, row["count_epoch"], int(summary["cover_count"]), summary.get("supersedes"))
+                        None, None, row["count_epoch"], int(summary["cover_count"]), summary.get("supersedes"),
+                        created_at)
             return self._row(con, sid), node
 
     def set_counts(self, sid: str, rows: list[tuple], change: Callable[[dict], dict | None] | None = None) -> dict:

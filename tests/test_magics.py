@@ -599,8 +599,8 @@ def test_ocw_help_lists_every_command_on_one_line(ip, capsys):
     lines = out.strip().splitlines()
     from ocw.commands import COMMANDS
 
-    assert len(lines) == len(COMMANDS) == 14  # one line per command of the one table
-    for cmd in ("%%chat", "%compact", "%context", "%rewind", "%branch", "%new", "%sessions",
+    assert len(lines) == len(COMMANDS) == 16  # one line per command of the one table
+    for cmd in ("%%chat", "%chat", "%compact", "%context", "%rewind", "%branch", "%new", "%sessions", "%session",
                 "%ocw help", "%ocw doctor", "%ocw tools"):
         assert len([ln for ln in lines if ln.startswith(cmd + " ") or ln == cmd]) == 1, cmd
     # Every magic ocw registers is in the list.
@@ -761,7 +761,8 @@ def test_help_and_the_slash_menu_read_the_one_command_table(ip, capsys):
     assert "立即把较早的对话折叠进滚动摘要" in out  # the table's Chinese text
     names = [m["name"] for m in slash_menu("en")]
     # The seed's slash commands, in the table's order, /clear as another name for /new.
-    assert names == ["compact", "summary", "context", "rewind", "branch", "new", "clear", "sessions", "export", "help",
-                     "doctor"]
-    assert all(not m["required"] for m in slash_menu())  # every one runs on selection or Enter
-    assert {c.name for c in COMMANDS if not c.slash} == {"chat", "tools", "allow-code", "deny-code"}
+    assert names == ["compact", "summary", "context", "rewind", "branch", "new", "clear", "sessions", "export",
+                     "session", "help", "doctor"]
+    # Every one runs on selection or Enter but /session, which needs its NAME (the menu fills the prefix).
+    assert [m["name"] for m in slash_menu() if m["required"]] == ["session"]
+    assert {c.name for c in COMMANDS if not c.slash} == {"chat", "chat-widget", "tools", "allow-code", "deny-code"}

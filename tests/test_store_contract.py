@@ -237,6 +237,17 @@ def test_append_chains_under_head_with_depth_totals_and_rising_seq(backend):
     assert backend.node("other", "c") is None  # a node is read within its session
 
 
+def test_appended_and_summary_nodes_carry_their_stored_time(backend):
+    """The chat widget shows each message's time from the rows a write returns (issue 15):
+    they must carry the created_at the database stored, on both backends."""
+    new_session(backend)
+    _, nodes = backend.append_nodes("s1", msgs(("a", "user", 1), ("b", "assistant", 1)))
+    _, s = backend.insert_summary("s1", summary("sm", "a", 1), lambda row: {})
+    for node in (*nodes, s):
+        stored = backend.node("s1", node.id)
+        assert node.created_at is not None and node.created_at == stored.created_at, node
+
+
 def test_nodes_since_reads_a_seq_range_inclusive(backend):
     new_session(backend)
     _, nodes = backend.append_nodes("s1", msgs(*[(f"n{i}", "user", 1) for i in range(5)]))

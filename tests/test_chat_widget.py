@@ -1,0 +1,625 @@
+"""Issue 15: the chat widget's kernel side, in a real IPython shell on a real DuckDB file.
+
+Requests go through anywidget's own command dispatch (`_handle_custom_msg` with an
+"anywidget-command" message, the answer captured where the widget sends it), so what is
+tested is what the browser gets. Replies come from the offline model or the loopback
+server (tests/refserver.py). The browser side is tested in js/test/chat.test.js and, in a
+real JupyterLab, in tests/test_browser_chat.py.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import ipywidgets
+import pytest
+from anywidget.experimental import _ANYWIDGET_COMMANDS
+
+import ocw
+import ocw.chat_widget as chat_widget_module
+from ocw.chat_items import branch_items, message_items, summary_items, time_label
+from ocw.chat_widget import ChatWidget
+from ocw.commands import COMMANDS, slash_menu
+from ocw.errors import InvalidArgument, OcwError
+from ocw.magics import get_runtime
+from ocw.safe_html import markdown_html
+from ocw.widgets import ContextWidget
+
+ROOT = Path(__file__).resolve().parents[1]
+TURN = "the loader reads events.parquet, joins the orders table and retries after 30 s timeouts. " * 12
+
+
+def invoke(w, name: str, msg: dict, _monkeypatch=None) -> dict:
+    """One request as the browser makes it (experimental.invoke): the answer the widget sends."""
+    sent = []
+    outer = w.__dict__.get("send")  # a request made while another one runs (nested)
+    w.send = lambda content, buffers=None: sent.append(content)
+    try:
+        w._handle_custom_msg({"id": "req-1", "kind": "anywidget-command", "name": name, "msg": msg}, [])
+    finally:
+        if outer is None:
+            del w.send
+        else:
+            w.send = outer
+    assert len(sent) == 1, f"{name} must answer exactly once, sent {sent!r}"
+    assert sent[0]["id"] == "req-1" and sent[0]["kind"] == "anywidget-command-response"
+    return sent[0]["response"]
+
+
+def chat(ip, text: str) -> None:
+    res = ip.run_cell(f"%%chat\n{text}")
+    assert res.error_in_exec is None, res.error_in_exec
+
+
+def turns(ip, n: int, first: int = 1) -> None:
+    for i in range(first, first + n):
+        chat(ip, f"Turn {i}: {TURN}")
+
+
+@pytest.fixture
+def small(ip):
+    """ip with a 6,000-token window and automatic compaction off."""
+    ip.run_line_magic("config", "Ocw.context_window = 6000")
+    ip.run_line_magic("config", "Ocw.auto_compact = 0")
+    return ip
+
+
+# -- the one command table, the commands' names ------------------------------------------------
+def test_requests_are_commands_named_apart_from_the_widgets_methods():
+    """anywidget answers through widget.send: a command named `send` shadowed it once and
+    no answer ever reached the browser. The JS calls exactly the commands Python has."""
+    commands = set(getattr(ChatWidget, _ANYWIDGET_COMMANDS))
+    assert commands == {"chat_send", "chat_run", "chat_rewind", "chat_branch", "chat_older"}
+    assert not commands & set(dir(ipywidgets.DOMWidget))
+    js = (ROOT / "widgets" / "chat.js").read_text(encoding="utf-8")
+    assert set(re.findall(r'request\("(\w+)"', js)) == commands
+
+
+def test_the_js_tests_use_pythons_slash_menu():
+    copy = json.loads((ROOT / "js" / "test" / "slash_menu.json").read_text(encoding="utf-8"))
+    assert copy == slash_menu("en"), (
+        "js/test/slash_menu.json differs from ocw.commands.slash_menu('en'); regenerate it with: "
+        ".venv/bin/python -c \"import json; from ocw.commands import slash_menu; "
+        "print(json.dumps(slash_menu('en'), ensure_ascii=False, indent=2))\" > js/test/slash_menu.json")
+
+
+def test_every_slash_command_is_a_line_magic_the_widget_can_run(ip):
+    line_magics = ip.magics_manager.magics["line"]
+    for c in COMMANDS:
+        if c.slash:
+            magic, _ = c.magic_call("")
+            assert magic in line_magics, f"/{c.name} runs %{magic}, which is not a line magic"
+    assert BY("compact").magic_call("2000") == ("compact", "2000")
+    assert BY("doctor").magic_call("") == ("ocw", "doctor")
+    assert BY("session").magic_call(" notes ") == ("session", "notes")
+    assert BY("new").magic_call("--name x") == ("new", "--name x")
+    with pytest.raises(ValueError):
+        BY("chat").magic_call("")  # %%chat is a cell magic: not a slash command
+    # Which commands need a session (the widget says "Start a conversation first" for them).
+    assert {m["name"] for m in slash_menu() if m["needs_session"]} == {"compact", "summary", "rewind", "branch",
+                                                                        "export"}
+
+
+def BY(name):
+    return next(c for c in COMMANDS if c.name == name)
+
+
+# -- opening it --------------------------------------------------------------------------------
+def test_chat_magic_and_ocw_chat_open_one_widget_with_its_ring(ip, capsys):
+    res = ip.run_cell("%chat")
+    assert res.error_in_exec is None
+    assert capsys.readouterr().out.strip() == "<ocw chat: no session>"  # a terminal shows the text repr
+    chat(ip, "hello there")
+    w = ocw.chat()
+    rt = get_runtime()
+    assert isinstance(w, ChatWidget) and w in rt.widgets
+    assert isinstance(w.ring, ContextWidget) and w.ring in rt.widgets
+    assert w.ring.session_id == w.session_id == ocw.current_session().id
+    assert w.get_state()["ring"] == f"anywidget:{w.ring.model_id}"  # what host.getWidget resolves
+    assert repr(w) == "<ocw chat: default, 2 messages on the branch>"
+    assert w._repr_mimebundle_()[0]["text/plain"] == repr(w)
+    res = ip.run_cell("%chat now")
+    assert "%chat takes no arguments" in str(res.error_in_exec)
+    w.close()
+    assert w.ring.comm is None  # closed with it
+
+
+def test_ocw_chat_before_load_ext_says_what_to_do(ocw_env):
+    import ocw.magics
+
+    saved = dict(ocw.magics._state)
+    ocw.magics._state.clear()
+    try:
+        with pytest.raises(OcwError) as err:
+            ocw.chat()
+        assert err.value.user_message() == "ocw is not loaded — run %load_ext ocw first"
+    finally:
+        ocw.magics._state.update(saved)
+
+
+# -- sending -----------------------------------------------------------------------------------
+def test_a_message_goes_the_chat_path_and_streams_as_sanitized_html(oip, refserver, monkeypatch):
+    chat(oip, "first")
+    w = ocw.chat()
+    seen = []
+    w.observe(lambda ch: seen.append(ch["new"]), names=["streaming"])
+    pending = []
+    w.observe(lambda ch: pending.append(ch["new"]), names=["pending"])
+    reply = "Here is **bold** and <script>alert(1)</script> " + "more words keep coming " * 20
+    refserver.script(text=reply, chunk_delay=0.02)
+    answer = invoke(w, "chat_send", {"text": "tell me <b>more</b>"}, monkeypatch)
+    assert answer == {"ok": True, "head": ocw.current_session().head}
+    frames = [s for s in seen if s]
+    assert len(frames) >= 3, frames  # it streamed: re-rendered as it arrived
+    # Each frame is the %%chat renderer's output for the reply so far, and nothing else.
+    renders = {markdown_html(reply[:k]): k for k in range(1, len(reply) + 1)}
+    lengths = [renders.get(f) for f in frames]
+    assert None not in lengths, [f for f in frames if f not in renders][:1]
+    assert lengths == sorted(lengths) and lengths[-1] > lengths[0]
+    assert not any("<script" in f for f in frames)
+    assert pending[0] == "tell me <b>more</b>" and pending[-1] == "" and seen[-1] == ""
+    assert w.busy == "" and w.stream_steps == []
+    # Stored as %%chat stores it: user text plain, the reply as the kernel's sanitized HTML.
+    user, assistant = w.messages[-2:]
+    assert user["role"] == "user" and user["text"] == "tell me <b>more</b>" and "html" not in user
+    assert assistant["html"] == markdown_html(reply) and "<strong>bold</strong>" in assistant["html"]
+    assert "<script" not in assistant["html"]
+    assert refserver.requests[-1].messages[-1]["content"] in ("tell me <b>more</b>",
+                                                              [{"type": "text", "text": "tell me <b>more</b>"}])
+
+
+def test_the_stream_is_throttled_like_chat_cells(monkeypatch):
+    """The first piece shows at once; then at most one render per 50 ms, and at least four
+    times the last render's cost apart (ocw.magics._StreamView's rule)."""
+    clock = [100.0]
+    monkeypatch.setattr(chat_widget_module.time, "monotonic", lambda: clock[0])
+    renders = []
+
+    class W:
+        streaming = ""
+
+    w = W()
+    stream = chat_widget_module._Stream(w)
+
+    def render(text):
+        renders.append(text)
+        clock[0] += 0.02  # each render costs 20 ms
+        return f"<p>{text}</p>"
+
+    stream.render = render
+    stream.on_text("a")  # t=100: at once
+    clock[0] += 0.001
+    stream.on_text("b")  # 1 ms later: skipped
+    clock[0] += 0.05
+    stream.on_text("c")  # 51 ms after the last render, but under 4 × 20 ms: skipped
+    clock[0] += 0.03
+    stream.on_text("d")  # 81 ms > 80 ms: rendered, with all the text so far
+    assert renders == ["a", "abcd"]
+    assert w.streaming == "<p>abcd</p>"
+
+
+def test_sending_while_a_turn_runs_is_refused_and_nothing_is_lost(oip, refserver, monkeypatch):
+    chat(oip, "first")
+    w = ocw.chat()
+    answers = []
+    sent = {"n": 0}
+    rt = get_runtime()
+    real_chat = rt.chat
+
+    def chat_that_gets_a_second_request(text, **kw):
+        sent["n"] += 1
+        # The browser refuses this itself; a second view of the same widget could still ask.
+        answers.append(invoke(w, "chat_send", {"text": "second"}, monkeypatch))
+        answers.append(invoke(w, "chat_run", {"name": "compact", "args": ""}, monkeypatch))
+        return real_chat(text, **kw)
+
+    monkeypatch.setattr(rt, "chat", chat_that_gets_a_second_request)
+    answer = invoke(w, "chat_send", {"text": "one"}, monkeypatch)
+    assert answer["ok"] is True and sent["n"] == 1
+    refused = "A reply or command is still running; your text is kept. Send it when it has finished."
+    assert answers == [{"ok": False, "error": refused}, {"ok": False, "error": refused}]
+    assert [m.get("text") for m in w.messages if m["role"] == "user"] == ["first\n", "one"]  # a cell ends with \n
+
+
+def test_a_failed_send_answers_with_the_error_and_stores_nothing(oip, refserver, monkeypatch):
+    chat(oip, "first")
+    w = ocw.chat()
+    before = list(ocw.current_session().branch())
+    refserver.script(status=401)
+    n = len(refserver.requests)
+    answer = invoke(w, "chat_send", {"text": "will fail"}, monkeypatch)
+    assert answer["ok"] is False and "401" in answer["error"] or "key" in answer["error"].lower(), answer
+    assert len(refserver.requests) == n + 1  # asked once, not retried
+    assert ocw.current_session().branch() == before
+    assert (w.pending, w.streaming, w.busy) == ("", "", "")
+    for bad in ({"text": ""}, {"text": "   "}, {"text": 3}, {}):
+        answer = invoke(w, "chat_send", bad, monkeypatch)
+        assert answer == {"ok": False, "error": "the message is empty — type a message, then press Enter"}
+
+
+def test_an_unexpected_exception_still_answers(small, monkeypatch):
+    turns(small, 1)
+    w = ocw.chat()
+    monkeypatch.setattr(get_runtime(), "chat", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    answer = invoke(w, "chat_send", {"text": "x"}, monkeypatch)
+    assert answer == {"ok": False, "error": "RuntimeError: boom"}
+    assert (w.pending, w.busy) == ("", "")
+
+
+# -- slash commands ------------------------------------------------------------------------------
+def test_compact_from_the_widget_shows_the_four_states_once_each(small, monkeypatch):
+    turns(small, 6)
+    w = ocw.chat()
+    ring_before = w.ring.total
+    answer = invoke(w, "chat_run", {"name": "compact", "args": ""}, monkeypatch)
+    assert answer["ok"] is True
+    assert [n["kind"] for n in w.notes] == ["started", "finished"]
+    finished = w.notes[-1]["text"]
+    assert re.fullmatch(r"Context compacted: covered \d+ older messages, [\d,]+ → [\d,]+ tokens", finished)
+    assert answer["output"] == finished  # what %compact printed, said once (not again as output)
+    assert w.ring.total < ring_before and w.ring.compaction_count == 1
+    assert finished.endswith(f"{w.ring.total:,} tokens")
+    assert w.summary["cover_count"] > 0 and [c["active"] for c in w.capsules] == [True]
+
+    invoke(w, "chat_run", {"name": "compact", "args": ""}, monkeypatch)
+    assert [n["kind"] for n in w.notes] == ["started", "finished", "no_op"]
+    assert w.notes[-1]["text"] == "Context is already compacted; no older messages to fold."
+
+    turns(small, 2, first=7)
+    provider = ocw.current_session().provider
+    calls = []
+
+    def broken(*a, **k):
+        calls.append(1)
+        raise RuntimeError("the summarizer is down")
+
+    monkeypatch.setattr(provider, "complete", broken)
+    answer = invoke(w, "chat_run", {"name": "compact", "args": ""}, monkeypatch)
+    assert answer["ok"] is True  # %compact ran and reported; the failure is its message
+    assert [n["kind"] for n in w.notes] == ["started", "finished", "no_op", "started", "failed"]
+    assert w.notes[-1]["text"] == "Context compaction failed: the summarizer is down"
+    assert len(calls) == 1 and w.ring.compaction_count == 1
+    assert all(n["after"] for n in w.notes)
+
+
+def test_with_no_session_a_command_that_needs_one_says_so_and_does_nothing(ip, monkeypatch):
+    w = ocw.chat()
+    for name in ("compact", "rewind", "branch"):
+        answer = invoke(w, "chat_run", {"name": name, "args": ""}, monkeypatch)
+        assert answer == {"ok": False, "no_session": True, "error": "Start a conversation first"}
+    assert get_runtime().store.sessions() == [] and w.notes == []
+    # One that needs none runs: /new starts a session, and the widget follows it.
+    answer = invoke(w, "chat_run", {"name": "new", "args": "--name scratch"}, monkeypatch)
+    assert answer["ok"] is True and answer["output"].startswith("New session 'scratch'")
+    assert w.session_name == "scratch" and w.ring.session_name == "scratch"
+    assert [n["kind"] for n in w.notes] == ["output"]
+
+
+def test_context_opens_the_rings_panel_and_unknown_commands_are_refused(small, monkeypatch):
+    turns(small, 1)
+    w = ocw.chat()
+    assert w.ring.panel_open is False
+    assert invoke(w, "chat_run", {"name": "context", "args": ""}, monkeypatch) == {"ok": True}
+    assert w.ring.panel_open is True
+    for bad in ({"name": "nope"}, {"name": "chat"}, {"name": "tools"}, {"name": 3}, {"name": "compact", "args": 5}):
+        answer = invoke(w, "chat_run", bad, monkeypatch)
+        assert answer["ok"] is False and "is not a command" in answer["error"], (bad, answer)
+    answer = invoke(w, "chat_run", {"name": "compact", "args": "lots"}, monkeypatch)
+    assert answer == {"ok": False, "error": "%compact takes a whole number of tokens to keep, e.g. %compact 2000, "
+                                            "then optionally -- and what the summary must keep (got 'lots')."}
+
+
+def test_session_command_and_magic_switch_to_a_stored_session(small, capsys, monkeypatch):
+    turns(small, 2)
+    small.run_line_magic("new", "--name other")
+    w = ocw.chat()
+    assert w.session_name == "other" and w.messages == []
+    answer = invoke(w, "chat_run", {"name": "session", "args": "default"}, monkeypatch)
+    assert answer["ok"] is True and answer["output"].startswith("Session 'default' (s_")
+    assert "4 messages on its branch" in answer["output"]
+    assert w.session_name == "default" and len(w.messages) == 4
+    capsys.readouterr()
+    small.run_cell("%session other")
+    assert "Session 'other'" in capsys.readouterr().out and w.session_name == "other"
+    res = small.run_cell("%session nosuch")
+    assert "no session 'nosuch'" in str(res.error_in_exec) and w.session_name == "other"
+    res = small.run_cell("%session")
+    assert "%session takes the name or id" in str(res.error_in_exec)
+    # What was typed is taken as typed: no $variable or {expression} expansion.
+    small.user_ns["target"] = "default"
+    for typed in ("{target}", "$target", "{__import__('os').getpid()}"):
+        answer = invoke(w, "chat_run", {"name": "session", "args": typed}, monkeypatch)
+        assert answer["ok"] is False and f"no session {typed!r}" in answer["error"], answer
+    assert w.session_name == "other"
+
+
+def test_a_widget_that_cannot_read_never_breaks_a_cell(small, monkeypatch, caplog):
+    turns(small, 1)
+    w = ocw.chat()
+    before = list(w.messages)
+    from ocw.errors import StoreBusy
+    from ocw.session import Session
+
+    def busy(self, *a, **k):
+        raise StoreBusy("the file is busy")
+
+    monkeypatch.setattr(Session, "page", busy)
+    turns(small, 1, first=2)  # the cell itself succeeds
+    assert len(ocw.current_session().branch()) == 4
+    assert w.messages == before  # the widget keeps its last state
+    assert "the chat widget could not read session" in caplog.text
+    res = small.run_cell("%new --name fresh")
+    assert res.error_in_exec is None and w.session_name == "fresh"
+
+
+# -- the graph: rewind and branch clicks ---------------------------------------------------------
+def test_graph_clicks_run_rewind_and_branch_and_the_next_message_forks(small, monkeypatch, capsys):
+    turns(small, 3)
+    w = ocw.chat()
+    s = ocw.current_session()
+    path = s.branch()
+    old_leaf = path[-1]
+    assert [b["id"] for b in w.branches] == [old_leaf] and w.branches[0]["current"]
+    answer = invoke(w, "chat_rewind", {"node_id": path[3]}, monkeypatch)
+    assert answer["ok"] is True and answer["output"].startswith(f"Rewound {path[3]}; HEAD is now {path[3]}")
+    assert s.head == path[3] and w.head == path[3] and len(w.messages) == 4
+    # HEAD inside the branch: the old leaf forks after message 4.
+    other = next(b for b in w.branches if not b["current"])
+    assert (other["id"], other["fork_id"], other["fork_depth"], other["first_id"]) == (old_leaf, path[3], 4, path[4])
+    assert other["preview"].startswith("Turn 3: the loader reads")
+    invoke(w, "chat_send", {"text": "a different third turn"}, monkeypatch)
+    assert s.node(s.node(s.head)["parent_id"])["parent_id"] == path[3]  # forked at message 4
+    assert len(w.branches) == 2 and sum(b["current"] for b in w.branches) == 1
+    current = next(b for b in w.branches if b["current"])
+    assert current["id"] == s.head and current["length"] == 6 and current["leaf"]
+    answer = invoke(w, "chat_branch", {"node_id": old_leaf}, monkeypatch)
+    assert answer["ok"] is True and answer["output"].startswith(f"Switched to {old_leaf}.")
+    assert s.head == old_leaf and len(w.messages) == 6
+    # %branch in text tells the branches apart the same way.
+    capsys.readouterr()
+    small.run_line_magic("branch", "")
+    out = capsys.readouterr().out
+    assert re.search(rf"\* {old_leaf}\s+6 messages  ends with assistant  \d\d:\d\d$", out, re.M), out
+    assert re.search(r"^   n_\w+\s+6 messages  ends with assistant  \d\d:\d\d  forks after message 4: "
+                     r"“a different third turn”$", out, re.M), out
+    for bad in ("n_nope", "x; rm", "", None, "n_" + "a" * 9):
+        answer = invoke(w, "chat_rewind", {"node_id": bad}, monkeypatch)
+        assert answer["ok"] is False, bad
+    assert s.head == old_leaf
+
+
+def test_notes_belong_to_the_branch_they_were_said_on(small, monkeypatch):
+    turns(small, 6)
+    w = ocw.chat()
+    invoke(w, "chat_run", {"name": "compact", "args": ""}, monkeypatch)
+    leaf = ocw.current_session().head
+    assert [n["kind"] for n in w.notes] == ["started", "finished"]
+    invoke(w, "chat_rewind", {"node_id": ocw.current_session().branch()[5]}, monkeypatch)
+    assert [n["kind"] for n in w.notes] == ["output"]  # the rewind's own line; the compaction was on the old tip
+    invoke(w, "chat_branch", {"node_id": leaf}, monkeypatch)
+    # Back on the old tip: its compaction, the rewind's line (said at message 6, on this
+    # branch) and the switch's line.
+    assert [n["kind"] for n in w.notes] == ["started", "finished", "output", "output"]
+    assert w.notes[-1]["text"].startswith(f"Switched to {leaf}.")
+
+
+# -- reading a long session ----------------------------------------------------------------------
+def test_a_long_session_shows_its_tail_and_loads_older_pages(ip, monkeypatch):
+    chat(ip, "start")
+    s = ocw.current_session()
+    s.append_many([(("user" if i % 2 == 0 else "assistant"), f"message {i + 3}") for i in range(98)])
+    get_runtime().close()  # a fresh kernel: nothing of the session in memory
+    s = ocw.current_session()
+    reads = []
+    real = s.backend.content
+    monkeypatch.setattr(s.backend, "content", lambda sid, nodes: reads.append(len(nodes)) or real(sid, nodes))
+    w = ocw.chat()
+    assert [m["depth"] for m in w.messages] == list(range(61, 101)) and w.has_older
+    assert max(reads) <= 40
+    reads.clear()
+    answer = invoke(w, "chat_older", {}, monkeypatch)
+    assert answer == {"ok": True, "count": 40} and w.messages[0]["depth"] == 21 and w.has_older
+    assert reads == [40]  # one page read, not the history
+    assert invoke(w, "chat_older", {}, monkeypatch) == {"ok": True, "count": 20}
+    assert [m["depth"] for m in w.messages] == list(range(1, 101)) and not w.has_older
+    assert invoke(w, "chat_older", {}, monkeypatch) == {"ok": True, "count": 0}
+    # A new turn keeps what was loaded and adds itself.
+    chat(ip, "one more")
+    assert [m["depth"] for m in w.messages] == list(range(1, 103))
+
+
+def test_page_boundaries_and_branch_tree(ip):
+    for i in range(3):
+        chat(ip, f"turn {i}")
+    s = ocw.current_session()
+    path = s.branch()
+    rows, older = s.page(limit=6)
+    assert [r["id"] for r in rows] == path and older is False  # exactly the branch: nothing older
+    rows, older = s.page(limit=5)
+    assert [r["id"] for r in rows] == path[1:] and older is True
+    rows, older = s.page(before=path[2], limit=1)
+    assert [r["id"] for r in rows] == [path[1]] and older is True
+    rows, older = s.page(before=path[1], limit=9)
+    assert [r["id"] for r in rows] == [path[0]] and older is False
+    assert s.page(before=path[0]) == ([], False)
+    assert all(r["created_at"] is not None for r in s.page()[0])
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(ValueError):
+            s.page(limit=bad)
+    s.rewind(path[1])
+    with pytest.raises(InvalidArgument, match="not a message on the current branch"):
+        s.page(before=path[4])
+    tree = s.branch_tree()
+    assert [(b["id"], b["current"], b["leaf"]) for b in tree] == [(path[5], False, True), (path[1], True, False)]
+    assert (tree[0]["fork_id"], tree[0]["fork_depth"], tree[0]["first_id"]) == (path[1], 2, path[2])
+    s.rewind(None)  # before the first message: every branch starts apart
+    tree = s.branch_tree()
+    assert [(b["fork_id"], b["fork_depth"], b["first_id"]) for b in tree] == [(None, 0, path[0])]
+    assert branch_items(tree)[0]["preview"] == "turn 0"
+
+
+# -- what reaches the browser --------------------------------------------------------------------
+def test_items_keep_model_text_sanitized_and_the_rest_plain(monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-SECRET-123456")
+    rows = [
+        {"id": "n_1", "parent_id": None, "role": "user", "name": None, "depth": 1, "created_at": None,
+         "content": [{"type": "text", "text": "<img src=x onerror=alert(1)> \x1b]52;c;AAAA\x07hi"}]},
+        {"id": "n_2", "parent_id": "n_1", "role": "assistant", "name": None, "depth": 2, "created_at": None,
+         "content": [{"type": "thinking", "thinking": "hmm <b>"},
+                     {"type": "text", "text": "Look: <script>x()</script> [a](javascript:alert(1)) **ok**"},
+                     {"type": "tool_use", "id": "c1", "name": "read_file", "input": {"path": "a.txt"}}]},
+        {"id": "n_3", "parent_id": "n_2", "role": "tool", "name": None, "depth": 3, "created_at": None,
+         "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "key tok-SECRET-123456 <b>x</b>"}]},
+        {"id": "n_4", "parent_id": "n_3", "role": "tool", "name": None, "depth": 4, "created_at": None,
+         "content": [{"type": "tool_result", "tool_use_id": "zz", "content": "orphan", "is_error": True}]},
+    ]
+    items = message_items(rows)
+    assert [i["id"] for i in items] == ["n_1", "n_2", "n_4"]
+    user, assistant, orphan = items
+    assert user["text"] == "<img src=x onerror=alert(1)> ]52;c;AAAAhi" and "html" not in user
+    assert assistant["html"] == markdown_html(rows[1]["content"][1]["text"])
+    assert "<script" not in assistant["html"] and "href" not in assistant["html"]
+    assert "<strong>ok</strong>" in assistant["html"]
+    assert assistant["thinking"] == "hmm <b>"
+    assert (assistant["end_id"], assistant["depth"]) == ("n_3", 3)  # the step ends at its results
+    assert assistant["tools"] == [{"call_id": "c1", "name": "read_file", "args": '{"path": "a.txt"}',
+                                   "status": "ok", "result": "key [redacted] <b>x</b>"}]
+    assert orphan["role"] == "tool" and orphan["tools"][0]["status"] == "error"
+    active, capsules = summary_items([
+        {"id": "n_s1", "cover_count": 2, "created_at": None, "tokens": 9, "active": False},
+        {"id": "n_s2", "cover_count": 3, "created_at": None, "tokens": 9, "active": True,
+         "content": [{"type": "text", "text": "They said <script>x</script>"}]}])
+    assert active["html"] == "<p>They said &lt;script&gt;x&lt;/script&gt;</p>\n" and active["cover_count"] == 3
+    assert [c["active"] for c in capsules] == [False, True] and "html" not in capsules[0]
+
+
+def test_time_labels():
+    import datetime as dt
+
+    now = dt.datetime(2026, 11, 30, 23, 59)
+    assert time_label(dt.datetime(2026, 11, 30, 0, 0), now) == "00:00"
+    assert time_label(dt.datetime(2026, 11, 29, 23, 59), now) == "2026-11-29 23:59"
+    assert time_label(None, now) == ""
+
+
+def test_language_switch_speaks_again_in_the_new_language(small, monkeypatch):
+    turns(small, 6)
+    w = ocw.chat()
+    invoke(w, "chat_run", {"name": "compact", "args": ""}, monkeypatch)
+    small.run_line_magic("config", "Ocw.lang = 'zh'")
+    assert w.lang == "zh" and w.labels["chat_send"] == "发送"
+    assert next(c for c in w.commands if c["name"] == "compact")["help"].startswith("立即把较早的对话折叠进滚动摘要")
+    assert w.notes[0]["text"] == "正在压缩上下文…"
+    assert w.notes[1]["text"].startswith("上下文已压缩：覆盖了 ")
+    answer = invoke(w, "chat_run", {"name": "rewind", "args": "99"}, monkeypatch)
+    assert answer["ok"] is False
+
+
+def test_a_kernel_without_ocws_session_keeps_the_widget_empty(ip):
+    w = ocw.chat()
+    assert (w.session_id, w.messages, w.branches, w.summary) == ("", [], [], {})
+    get_runtime().close()
+    assert w.session_id == "" and w.notes == []
+
+
+def test_the_widgets_words_come_from_the_one_table():
+    """widgets/chat.js has no word table of its own: every label is Python's (ocw.ui_text),
+    and the no-session alert is the same sentence %compact prints."""
+    from ocw.i18n import text
+    from ocw.ui_text import UI_LABELS
+
+    src = (ROOT / "widgets" / "chat.js").read_text(encoding="utf-8")
+    src = re.sub(r"^\s*//.*$", "", src, flags=re.M)  # the comments may quote them
+    src = re.sub(r"/\*.*?\*/", "", src, flags=re.S)
+    for key, value in UI_LABELS["en"].items():
+        if key.startswith("chat_") and " " in value:  # sentences (single words are also class names)
+            assert value not in src, f"{key}: {value!r} is written into chat.js"
+    used = set(re.findall(r"\bL_?\(?\)?\.(chat_\w+)", src))
+    assert used and used <= set(UI_LABELS["en"]), used - set(UI_LABELS["en"])
+    for lang in ("en", "zh"):
+        assert UI_LABELS[lang]["chat_no_session"] == text("no_session", lang)
+
+
+def test_another_kernels_turn_shows_up_without_a_command(pg_url):
+    """On a PostgreSQL store another kernel's writes arrive on the listener thread; the
+    widget re-reads its page there (under its own lock) and shows the new turn."""
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    from ocw.pg_listen import wait_ready
+
+    store = ocw.Store(pg_url)
+    try:
+        s = store.create_session(model="gpt-4o", context_window=100_000, name="team-chat")
+        s.append("user", "the first message, from this kernel")
+        assert wait_ready(store.backend._listener), "the listener never started"
+        w = ChatWidget(runtime=None, ring=None, session=s)
+        assert [m["depth"] for m in w.messages] == [1]
+        writer = textwrap.dedent("""
+            import sys, ocw
+            store = ocw.Store(sys.argv[1])
+            s = store.open_session("team-chat")
+            s.append_many([("user", "a question from the other kernel"), ("assistant", "its **answer**")])
+            store.close()
+        """)
+        out = subprocess.run([sys.executable, "-c", writer, pg_url], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and len(w.messages) < 3:
+            time.sleep(0.02)
+        assert [m["depth"] for m in w.messages] == [1, 2, 3]
+        assert w.messages[1]["text"] == "a question from the other kernel"
+        assert w.messages[2]["html"] == "<p>its <strong>answer</strong></p>\n"
+        assert w.branches[0]["length"] == 3 and w.head == s.head
+        w.close()
+    finally:
+        store.close()
+
+
+def test_another_writers_single_turn_is_read_whole(tmp_path):
+    """A turn is one write (rev + 1). Seen by sync() it is another kernel's all the same:
+    the rows loaded before it (a page read set their range) no longer cover the branch.
+    (Before: treated as our own write, the page and the tail lost the turn's user message.)"""
+    path = str(tmp_path / "two.duckdb")
+    a, b = ocw.Store(path), ocw.Store(path)
+    try:
+        s = a.create_session(name="shared")
+        s.append("user", "first")
+        assert [r["depth"] for r in s.page()[0]] == [1]  # rows loaded from seq 0 on
+        other = b.open_session("shared")
+        rev = other._rev
+        other.append_many([("user", "from the other kernel"), ("assistant", "its answer")])
+        assert other._rev == rev + 1  # one write
+        s.sync()
+        assert [(r["depth"], r["role"]) for r in s.page()[0]] == [(1, "user"), (2, "user"), (3, "assistant")]
+        assert [n.id for n in s.tail()] == other.branch() and len(s.branch()) == 3
+        assert s.occupancy()["total"] == other.occupancy()["total"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_references_expand_as_in_a_chat_cell(ip, monkeypatch):
+    chat(ip, "hello")
+    w = ocw.chat()
+    ip.user_ns["region"] = "north-east"
+    answer = invoke(w, "chat_send", {"text": "sales in {region}, braces {{kept}} and `{region}` in code"})
+    assert answer["ok"] is True
+    assert w.messages[-2]["text"] == "sales in north-east, braces {kept} and `{region}` in code"
+    before = ocw.current_session().branch()
+    answer = invoke(w, "chat_send", {"text": "what about {nosuch}?"})
+    assert answer["ok"] is False and "{nosuch}: no variable 'nosuch'" in answer["error"], answer
+    assert ocw.current_session().branch() == before  # nothing sent, nothing stored
+
+
+def test_a_steered_compaction_and_summary_from_the_widget(small):
+    turns(small, 6)
+    w = ocw.chat()
+    answer = invoke(w, "chat_run", {"name": "compact", "args": "-- keep the file paths"})
+    assert answer["ok"] is True and answer["output"].startswith("Context compacted: covered ")
+    answer = invoke(w, "chat_run", {"name": "summary", "args": ""})
+    assert answer["ok"] is True and "keep the file paths" in answer["output"], answer
+    assert w.notes[-1]["kind"] == "output" and w.notes[-1]["text"] == answer["output"]

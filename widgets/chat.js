@@ -1,0 +1,763 @@
+// ocw chat widget — the browser side of ocw.chat_widget.ChatWidget.
+//
+// One self-contained ES module (anywidget loads it from a Blob URL: no imports).
+// Python owns the state: the conversation, the graph, the system messages and
+// the slash menu's command table arrive in traitlets; this module shows them
+// and asks for actions with anywidget's request/response commands
+// (experimental.invoke), each of which resolves or rejects — a failure shows a
+// message and the text typed is kept, never lost.
+//
+// Safety: the only innerHTML this module sets from data is an `html` field or
+// `streaming`, which the kernel produced with ocw.safe_html (the %%chat
+// renderer). Everything else — user text, tool output, previews — is textContent.
+//
+// The slash menu follows seed 004 exactly: it opens upward while the input
+// starts with "/" and has no space; a space closes it (over 380 ms, and a
+// closing menu never takes Enter); Enter runs a registered command, otherwise
+// sends the text as chat; commands whose arguments are optional run on
+// selection or Enter, those with required ones fill the prefix and wait;
+// /help sets the input to "/" so the menu opens again; with no session, a
+// command that needs one keeps the input and says "Start a conversation first".
+// Keyboard: the ARIA combobox pattern (Up/Down move, Enter picks, Tab
+// completes, Escape closes).
+
+export const CLOSE_MS = 380;
+
+// Every traitlet the conversation and graph read.
+const CONVERSATION = ["messages", "has_older", "summary", "capsules", "branches", "notes", "head", "pending",
+  "stream_steps", "session_id", "labels", "lang"];
+
+let instances = 0;
+
+/** Python's labels; a missing key reads as the key (visible, never a crash). */
+export function labelTable(labels) {
+  const table = labels && typeof labels === "object" ? labels : {};
+  return new Proxy(table, {
+    get: (t, key) => (typeof key === "string" && typeof t[key] === "string" ? t[key] : key),
+  });
+}
+
+function fill(template, values) {
+  return String(template).replace(/\{(\w+)\}/g, (m, k) => (k in values ? values[k] : m));
+}
+
+/** The menu's query: the text after "/" while the input starts with "/" and has no
+ * whitespace; null when the menu must be closed. */
+export function menuQuery(value) {
+  const v = String(value ?? "");
+  if (!v.startsWith("/") || /\s/.test(v)) return null;
+  return v.slice(1);
+}
+
+/** The commands whose name starts with the query, in the table's order. */
+export function matchCommands(commands, query) {
+  const q = String(query ?? "").toLowerCase();
+  return (Array.isArray(commands) ? commands : []).filter((c) => c && String(c.name).startsWith(q));
+}
+
+/** A registered command typed in full ("/compact 2000"): {command, args}; else null. */
+export function parseCommand(text, commands) {
+  const m = /^\/(\S+)(?:\s+([\s\S]*))?$/.exec(String(text ?? "").trim());
+  if (!m) return null;
+  const command = (Array.isArray(commands) ? commands : []).find((c) => c && c.name === m[1]);
+  return command ? { command, args: (m[2] || "").trim() } : null;
+}
+
+function h(tag, cls, attrs) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (attrs) for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  return node;
+}
+
+function text(tag, cls, value) {
+  const node = h(tag, cls);
+  node.textContent = value ?? "";
+  return node;
+}
+
+function render({ model, el, experimental, host, signal }) {
+  const uid = `ocw-chat-${++instances}-${Math.random().toString(36).slice(2, 8)}`;
+  const disposers = [];
+  const listen = (target, type, fn) => {
+    target.addEventListener(type, fn);
+    disposers.push(() => target.removeEventListener(type, fn));
+  };
+  const L = () => labelTable(model.get("labels"));
+
+  // ---- DOM ----
+  const root = h("div", "ocw-chat");
+  const header = h("div", "ocw-chat-header");
+  const title = h("span", "ocw-chat-title");
+  const status = h("span", "ocw-chat-status", { role: "status" });
+  header.append(title, status);
+
+  const main = h("div", "ocw-chat-main");
+  const graph = h("nav", "ocw-graph");
+  const graphTitle = h("div", "ocw-graph-title");
+  const rail = h("div", "ocw-graph-rail", { role: "list" });
+  const confirmBox = h("div", "ocw-confirm", { role: "alertdialog", "aria-modal": "false" });
+  confirmBox.hidden = true;
+  const confirmText = h("p", "ocw-confirm-text", { id: `${uid}-confirm` });
+  confirmBox.setAttribute("aria-describedby", `${uid}-confirm`);
+  const confirmYes = h("button", "ocw-confirm-yes", { type: "button" });
+  const confirmNo = h("button", "ocw-confirm-no", { type: "button" });
+  confirmBox.append(confirmText, confirmYes, confirmNo);
+  graph.append(graphTitle, rail, confirmBox);
+
+  const conversation = h("section", "ocw-conversation", { role: "log" });
+  const older = h("button", "ocw-load-older", { type: "button" });
+  const thread = h("div", "ocw-thread");
+  const live = h("div", "ocw-live"); // pending message, finished steps, the streaming reply
+  const streamingMsg = h("article", "ocw-msg ocw-msg-assistant ocw-streaming", { "aria-busy": "true" });
+  const streamingHead = h("header", "ocw-msg-head");
+  const streamingRole = h("span", "ocw-msg-role");
+  streamingHead.append(streamingRole);
+  const streamingBody = h("div", "ocw-msg-html");
+  streamingMsg.append(streamingHead, streamingBody);
+  conversation.append(older, thread, live);
+  main.append(graph, conversation);
+
+  const footer = h("div", "ocw-chat-footer");
+  const composer = h("div", "ocw-composer");
+  const menu = h("ul", "ocw-menu", { role: "listbox", id: `${uid}-menu` });
+  menu.hidden = true;
+  const input = h("textarea", "ocw-input", {
+    role: "combobox",
+    rows: "2",
+    "aria-autocomplete": "list",
+    "aria-haspopup": "listbox",
+    "aria-expanded": "false",
+    "aria-controls": `${uid}-menu`,
+  });
+  const send = h("button", "ocw-send", { type: "button" });
+  composer.append(menu, input, send);
+  const ringSlot = h("div", "ocw-chat-ring");
+  footer.append(composer, ringSlot);
+  const alertBox = h("div", "ocw-chat-alert", { role: "alert" });
+  alertBox.hidden = true;
+
+  root.append(header, main, footer, alertBox);
+  el.append(root);
+
+  // ---- connection ----
+  // The widget manager triggers "comm_live_update" when the kernel goes away; the
+  // model proxy does not expose comm_live, so an update we cannot read means dead.
+  let connected = typeof model.comm_live === "boolean" ? model.comm_live : true;
+  const inflight = new Set(); // AbortControllers of requests waiting for an answer
+  let busyWith = ""; // "send" or a command name while one of ours runs
+
+  function request(name, msg) {
+    if (!connected) return Promise.reject(new Error(L().chat_disconnected));
+    if (!experimental || typeof experimental.invoke !== "function") {
+      return Promise.reject(new Error("anywidget's experimental.invoke is missing (anywidget ≥ 0.11 needed)"));
+    }
+    // Our own signal, never anywidget's 3 s default: a turn takes as long as it takes;
+    // a kernel that goes away aborts it (disconnected()).
+    const controller = new AbortController();
+    inflight.add(controller);
+    let answer;
+    try {
+      answer = experimental.invoke(name, msg, { signal: controller.signal });
+    } catch (e) {
+      inflight.delete(controller);
+      return Promise.reject(e);
+    }
+    return Promise.resolve(answer)
+      .then((reply) => {
+        const response = Array.isArray(reply) ? reply[0] : reply;
+        if (!response || response.ok !== true) {
+          const err = new Error((response && response.error) || "no answer");
+          err.response = response || {};
+          throw err;
+        }
+        return response;
+      })
+      .finally(() => inflight.delete(controller));
+  }
+
+  function disconnected() {
+    if (!connected) return;
+    connected = false;
+    const reason = new Error(L().chat_disconnected);
+    for (const c of [...inflight]) c.abort(reason);
+    update();
+  }
+
+  // ---- alerts and status ----
+  function showAlert(message) {
+    alertBox.textContent = message;
+    alertBox.hidden = !message;
+  }
+  function failed(err) {
+    const msg = (err && err.message) || String(err);
+    showAlert(msg === L().chat_disconnected ? msg : fill(L().chat_failed, { error: msg }));
+  }
+
+  // ---- the slash menu (seed 004) ----
+  let menuState = "closed"; // "open" | "closing" | "closed"
+  let matches = [];
+  let active = 0;
+  let closeTimer = null;
+
+  function commands() {
+    const c = model.get("commands");
+    return Array.isArray(c) ? c : [];
+  }
+
+  function optionId(i) {
+    return `${uid}-opt-${i}`;
+  }
+
+  function renderMenu() {
+    menu.replaceChildren();
+    menu.setAttribute("aria-label", L().chat_menu);
+    matches.forEach((c, i) => {
+      const item = h("li", "ocw-menu-item", { role: "option", id: optionId(i), "data-name": c.name });
+      item.setAttribute("aria-selected", i === active ? "true" : "false");
+      item.classList.toggle("ocw-active", i === active);
+      item.append(text("span", "ocw-menu-name", `/${c.name}`));
+      if (c.args) item.append(text("span", "ocw-menu-args", c.args));
+      item.append(text("span", "ocw-menu-help", c.help || ""));
+      item.addEventListener("mousedown", (e) => e.preventDefault()); // keep the focus in the input
+      item.addEventListener("click", () => select(c));
+      menu.append(item);
+    });
+  }
+
+  function openMenu(found) {
+    clearTimeout(closeTimer);
+    closeTimer = null;
+    const name = menuState === "open" && matches[active] ? matches[active].name : null;
+    matches = found;
+    const kept = name ? matches.findIndex((c) => c.name === name) : -1;
+    active = kept >= 0 ? kept : 0;
+    menuState = "open";
+    menu.hidden = false;
+    menu.classList.remove("ocw-menu-closing");
+    input.setAttribute("aria-expanded", "true");
+    renderMenu();
+    input.setAttribute("aria-activedescendant", optionId(active));
+  }
+
+  function closeMenu(animated) {
+    if (menuState === "closed") return;
+    input.setAttribute("aria-expanded", "false");
+    input.removeAttribute("aria-activedescendant");
+    const finish = () => {
+      closeTimer = null;
+      menuState = "closed";
+      menu.hidden = true;
+      menu.classList.remove("ocw-menu-closing");
+      matches = [];
+      menu.replaceChildren();
+    };
+    if (!animated) {
+      clearTimeout(closeTimer);
+      finish();
+      return;
+    }
+    if (menuState === "closing") return;
+    menuState = "closing"; // still visible while it fades, but it no longer takes keys
+    menu.classList.add("ocw-menu-closing");
+    closeTimer = setTimeout(finish, CLOSE_MS);
+  }
+
+  function syncMenu() {
+    const q = menuQuery(input.value);
+    const found = q === null ? [] : matchCommands(commands(), q);
+    if (found.length) openMenu(found);
+    else closeMenu(true);
+  }
+
+  function moveActive(step) {
+    if (!matches.length) return;
+    active = (active + step + matches.length) % matches.length;
+    renderMenu();
+    input.setAttribute("aria-activedescendant", optionId(active));
+    const node = menu.children[active];
+    if (node && typeof node.scrollIntoView === "function") node.scrollIntoView({ block: "nearest" });
+  }
+
+  function setInput(value) {
+    input.value = value;
+    input.focus();
+    input.setSelectionRange(value.length, value.length);
+    syncMenu();
+  }
+
+  /** A command picked in the menu (Enter or a click). */
+  function select(command) {
+    if (command.name === "help") return setInput("/");
+    if (command.required) return setInput(`/${command.name} `); // fill the prefix and wait
+    closeMenu(false);
+    runCommand(command, "");
+  }
+
+  /** Enter with the menu closed or closing: a registered command runs, else chat. */
+  function submit() {
+    const value = input.value;
+    if (!value.trim()) return;
+    const parsed = parseCommand(value, commands());
+    if (!parsed) return sendMessage(value);
+    const { command, args } = parsed;
+    if (command.name === "help") return setInput("/");
+    if (command.required && !args) return setInput(`/${command.name} `);
+    closeMenu(false);
+    runCommand(command, args);
+  }
+
+  function refuseWhileBusy() {
+    if (!connected) {
+      showAlert(L().chat_disconnected);
+      return true;
+    }
+    if (busyWith) {
+      showAlert(L().chat_busy_refused);
+      return true;
+    }
+    return false;
+  }
+
+  /** The text back in the composer after a failure (never lost). */
+  function restore(value) {
+    if (input.value.trim() === "") input.value = value;
+    else if (!input.value.includes(value)) input.value = `${value}\n\n${input.value}`;
+    syncMenu();
+  }
+
+  function begin(what) {
+    busyWith = what;
+    update();
+  }
+  function end() {
+    busyWith = "";
+    update();
+  }
+
+  function runCommand(command, args) {
+    const typed = input.value;
+    if (refuseWhileBusy()) return;
+    if (command.needs_session && !model.get("session_id")) {
+      showAlert(L().chat_no_session); // the input stays as typed: nothing ran
+      return;
+    }
+    showAlert("");
+    input.value = "";
+    begin(command.name);
+    request("chat_run", { name: command.name, args })
+      .then(() => end())
+      .catch((err) => {
+        end();
+        restore(typed);
+        if (err.response && err.response.no_session) showAlert(L().chat_no_session);
+        else failed(err);
+      });
+  }
+
+  function sendMessage(value) {
+    if (refuseWhileBusy()) return;
+    showAlert("");
+    input.value = "";
+    closeMenu(false);
+    begin("send");
+    request("chat_send", { text: value })
+      .then(() => end())
+      .catch((err) => {
+        end();
+        restore(value);
+        failed(err);
+      });
+  }
+
+  listen(input, "input", () => syncMenu());
+  listen(input, "keydown", (e) => {
+    if (e.isComposing || e.keyCode === 229) return; // an IME is composing: its Enter is not ours
+    const open = menuState === "open" && matches.length > 0;
+    if (open && (e.key === "ArrowDown" || e.key === "ArrowUp")) {
+      e.preventDefault();
+      moveActive(e.key === "ArrowDown" ? 1 : -1);
+    } else if (open && e.key === "Enter" && !e.shiftKey) {
+      e.preventDefault();
+      select(matches[active]);
+    } else if (open && e.key === "Tab" && !e.shiftKey) {
+      e.preventDefault();
+      setInput(`/${matches[active].name} `); // complete; a space closes the menu
+    } else if (open && e.key === "Escape") {
+      e.preventDefault();
+      closeMenu(false);
+    } else if (e.key === "Enter" && !e.shiftKey) {
+      e.preventDefault(); // a closing menu never swallows Enter: this is the submit path
+      submit();
+    }
+  });
+  listen(input, "blur", () => closeMenu(true));
+  listen(send, "click", () => {
+    if (menuState === "open" && matches.length && menuQuery(input.value) !== null) select(matches[active]);
+    else submit();
+  });
+
+  // ---- the graph: rewind (confirmed) and branch switches ----
+  let confirmTarget = null;
+  function askRewind(item) {
+    if (refuseWhileBusy()) return;
+    confirmTarget = item;
+    confirmText.textContent = fill(L().chat_rewind_confirm, { n: item.depth });
+    confirmBox.hidden = false;
+    confirmYes.focus();
+  }
+  function closeConfirm() {
+    confirmBox.hidden = true;
+    confirmTarget = null;
+  }
+  listen(confirmNo, "click", () => closeConfirm());
+  listen(confirmBox, "keydown", (e) => {
+    if (e.key === "Escape") {
+      e.preventDefault();
+      closeConfirm();
+    }
+  });
+  listen(confirmYes, "click", () => {
+    const item = confirmTarget;
+    closeConfirm();
+    if (!item || refuseWhileBusy()) return;
+    begin("rewind");
+    request("chat_rewind", { node_id: item.end_id })
+      .then(() => end())
+      .catch((err) => {
+        end();
+        failed(err);
+      });
+  });
+  function switchBranch(branch) {
+    if (refuseWhileBusy()) return;
+    begin("branch");
+    request("chat_branch", { node_id: branch.id })
+      .then(() => end())
+      .catch((err) => {
+        end();
+        failed(err);
+      });
+  }
+  let keepAnchor = null; // while older messages load: the scroll position to keep
+  listen(older, "click", () => {
+    if (!connected) return;
+    older.disabled = true;
+    older.textContent = L().chat_loading;
+    keepAnchor = { height: conversation.scrollHeight, top: conversation.scrollTop };
+    request("chat_older", {})
+      .catch((err) => failed(err))
+      .finally(() => {
+        keepAnchor = null;
+        older.textContent = L().chat_load_older;
+        update();
+      });
+  });
+
+  // ---- state -> DOM ----
+  function toolStep(step) {
+    const L_ = L();
+    const d = h("details", "ocw-tool");
+    d.dataset.status = step.status || "";
+    const status = step.status === "error" ? L_.chat_tool_error : step.status === "ok" ? L_.chat_tool_ok : "";
+    const line = `🔧 ${step.name || L_.chat_tool}(${step.args || ""})${status ? ` → ${status}` : ""}`;
+    d.append(text("summary", "ocw-tool-line", line));
+    if (step.result) d.append(text("pre", "ocw-tool-result", step.result));
+    return d;
+  }
+
+  function messageNode(item, coveredUpTo) {
+    const L_ = L();
+    const role = ["user", "assistant", "tool", "system"].includes(item.role) ? item.role : "system";
+    const node = h("article", `ocw-msg ocw-msg-${role}`, { "data-id": item.id, "data-depth": String(item.depth) });
+    if (item.depth <= coveredUpTo) {
+      node.classList.add("ocw-covered");
+      node.title = L_.chat_covered;
+    }
+    const head = h("header", "ocw-msg-head");
+    const who = { user: L_.chat_you, assistant: L_.chat_assistant, tool: L_.chat_tool, system: L_.chat_system }[role];
+    head.append(text("span", "ocw-msg-role", who), text("span", "ocw-msg-time", item.time || ""));
+    node.append(head);
+    if (item.thinking) {
+      const d = h("details", "ocw-thinking");
+      d.append(text("summary", "", L_.chat_thinking), text("pre", "", item.thinking));
+      node.append(d);
+    }
+    if (typeof item.html === "string" && item.html) {
+      const body = h("div", "ocw-msg-html");
+      body.innerHTML = item.html; // the kernel's sanitized HTML (ocw.safe_html), nothing else
+      node.append(body);
+    } else if (item.text) {
+      node.append(text("div", "ocw-msg-text", item.text));
+    }
+    for (const step of item.tools || []) node.append(toolStep(step));
+    return node;
+  }
+
+  function noteNode(note) {
+    const kind = ["started", "finished", "no_op", "failed", "info", "output"].includes(note.kind) ? note.kind : "info";
+    const node = h(kind === "output" ? "pre" : "div", `ocw-note ocw-note-${kind}`, { "data-note": String(note.id) });
+    node.textContent = note.text;
+    return node;
+  }
+
+  function summaryNode(summary) {
+    const L_ = L();
+    const d = h("details", "ocw-summary-capsule", { "data-id": summary.id });
+    const line = h("summary", "ocw-summary-line");
+    line.append(text("span", "ocw-summary-label", L_.chat_summary),
+      text("span", "ocw-summary-covers", fill(L_.chat_summary_covers, { n: summary.cover_count })),
+      text("span", "ocw-msg-time", summary.time || ""));
+    const body = h("div", "ocw-msg-html ocw-summary-body");
+    body.innerHTML = summary.html || ""; // the kernel's sanitized HTML
+    d.append(line, body);
+    return d;
+  }
+
+  function renderThread() {
+    const L_ = L();
+    const items = model.get("messages") || [];
+    const notes = model.get("notes") || [];
+    const summary = model.get("summary") || {};
+    const covered = summary && summary.id ? Number(summary.cover_count) || 0 : 0;
+    // A note sits after the message it followed (HEAD then); the kernel sends only the
+    // notes of this branch, so one whose message is not loaded (older) goes first.
+    const endOf = new Map();
+    for (const i of items) {
+      endOf.set(i.id, i.end_id);
+      endOf.set(i.end_id, i.end_id);
+    }
+    const byAfter = new Map();
+    const top = [];
+    for (const n of notes) {
+      const at = n.after && endOf.get(n.after);
+      if (at) {
+        if (!byAfter.has(at)) byAfter.set(at, []);
+        byAfter.get(at).push(n);
+      } else top.push(n);
+    }
+    thread.replaceChildren();
+    if (summary && summary.id) thread.append(summaryNode(summary));
+    if (!items.length && !model.get("pending")) thread.append(text("p", "ocw-chat-empty", L_.chat_empty));
+    for (const n of top) thread.append(noteNode(n));
+    for (const item of items) {
+      thread.append(messageNode(item, covered));
+      for (const n of byAfter.get(item.end_id) || []) thread.append(noteNode(n));
+    }
+    older.hidden = !model.get("has_older");
+    older.disabled = !connected;
+    older.textContent = L_.chat_load_older;
+  }
+
+  function renderLive() {
+    live.replaceChildren();
+    const pending = model.get("pending") || "";
+    if (pending) {
+      const msg = h("article", "ocw-msg ocw-msg-user ocw-pending");
+      const head = h("header", "ocw-msg-head");
+      head.append(text("span", "ocw-msg-role", L().chat_you));
+      msg.append(head, text("div", "ocw-msg-text", pending));
+      live.append(msg);
+    }
+    for (const step of model.get("stream_steps") || []) {
+      if (typeof step.html === "string") {
+        const msg = h("article", "ocw-msg ocw-msg-assistant ocw-streaming-step");
+        const body = h("div", "ocw-msg-html");
+        body.innerHTML = step.html; // the kernel's sanitized HTML
+        msg.append(body);
+        live.append(msg);
+      } else if (step.tool) live.append(toolStep(step.tool));
+    }
+    renderStreaming();
+    if (pending) live.append(streamingMsg);
+  }
+
+  function renderStreaming() {
+    const html = model.get("streaming") || "";
+    streamingRole.textContent = `${L().chat_assistant} · ${L().chat_sending}`;
+    streamingBody.innerHTML = html; // the kernel's sanitized HTML, re-rendered as the reply arrives
+    streamingMsg.hidden = !html;
+  }
+
+  function renderGraph() {
+    const L_ = L();
+    const items = model.get("messages") || [];
+    const capsules = model.get("capsules") || [];
+    const branches = model.get("branches") || [];
+    const head = model.get("head") || "";
+    const active = capsules.find((c) => c.active);
+    const activeUpTo = active ? active.cover_count : 0;
+    const oldUpTo = Math.max(0, ...capsules.filter((c) => !c.active).map((c) => c.cover_count));
+    graphTitle.textContent = L_.chat_graph;
+    graph.setAttribute("aria-label", L_.chat_graph);
+    rail.replaceChildren();
+
+    const capsuleNode = (c) => {
+      const node = text("div", `ocw-graph-capsule${c.active ? " ocw-active" : " ocw-superseded"}`,
+        fill(L_.chat_capsule, { n: c.cover_count }) + (c.active ? "" : ` · ${L_.chat_superseded}`));
+      node.dataset.id = c.id;
+      node.dataset.cover = String(c.cover_count);
+      node.setAttribute("role", "listitem");
+      node.title = c.time || "";
+      return node;
+    };
+    const branchNode = (b) => {
+      const where = b.fork_id ? fill(L_.chat_branch_fork, { n: b.fork_depth }) : L_.chat_branch_start;
+      const btn = h("button", "ocw-graph-branch", { type: "button", "data-id": b.id, role: "listitem" });
+      btn.append(text("span", "ocw-branch-glyph", "↳"),
+        text("span", "ocw-branch-where", where),
+        text("span", "ocw-branch-preview", b.preview ? `“${b.preview}”` : ""),
+        text("span", "ocw-branch-meta", `${fill(L_.chat_branch_length, { n: b.length })} · ${b.time || ""}`));
+      btn.setAttribute("aria-label", `${fill(L_.chat_branch_switch, { n: b.length })}: ${where} ${b.preview || ""}`);
+      btn.disabled = !connected;
+      btn.addEventListener("click", () => switchBranch(b));
+      return btn;
+    };
+    // Each capsule and fork hangs after the last loaded message at or above its depth
+    // (the summary's last covered message, the branch's last shared one); those above
+    // the loaded messages come first.
+    const anchor = (depth) => {
+      let at = -1;
+      items.forEach((item, i) => {
+        if (item.depth <= depth) at = i;
+      });
+      return at;
+    };
+    const after = new Map();
+    const hang = (i, node) => {
+      if (!after.has(i)) after.set(i, []);
+      after.get(i).push(node);
+    };
+    for (const c of capsules) hang(anchor(c.cover_count), capsuleNode(c));
+    for (const b of branches) if (!b.current) hang(anchor(b.fork_depth), branchNode(b));
+    for (const node of after.get(-1) || []) rail.append(node);
+    items.forEach((item, i) => {
+      const row = h("div", "ocw-graph-row", { role: "listitem", "data-id": item.end_id, "data-depth": String(item.depth) });
+      if (item.depth <= activeUpTo) row.classList.add("ocw-covered");
+      else if (item.depth <= oldUpTo) row.classList.add("ocw-covered-old");
+      const isHead = item.end_id === head;
+      row.classList.toggle("ocw-head", isHead);
+      const dot = h("button", `ocw-graph-node ocw-node-${item.role}`, { type: "button" });
+      const label = `${fill(L_.chat_message_n, { n: item.depth })}: ${item.preview || ""}`;
+      dot.setAttribute("aria-label", isHead ? `${label} (${L_.chat_head})` : label);
+      dot.title = label;
+      dot.disabled = !connected || isHead;
+      dot.addEventListener("click", () => askRewind(item));
+      row.append(dot, text("span", "ocw-graph-depth", String(item.depth)));
+      if (isHead) row.append(text("span", "ocw-graph-head", L_.chat_head));
+      rail.append(row);
+      for (const node of after.get(i) || []) rail.append(node);
+    });
+    confirmYes.textContent = L_.chat_rewind;
+    confirmNo.textContent = L_.chat_cancel;
+  }
+
+  // The conversation follows the newest message while the reader is at the bottom
+  // (as they are at first); scrolling up to read stops that until they come back down.
+  let stick = true;
+  function atBottom() {
+    return conversation.scrollHeight - conversation.scrollTop - conversation.clientHeight < 48;
+  }
+  function scrollDown() {
+    conversation.scrollTop = conversation.scrollHeight;
+  }
+  listen(conversation, "scroll", () => {
+    if (!keepAnchor) stick = atBottom();
+  });
+  if (typeof ResizeObserver === "function") {
+    // Rendered before JupyterLab lays the output out, the first scroll has no height to
+    // go by; and a streaming reply grows the content without any event of ours.
+    const observer = new ResizeObserver(() => {
+      if (stick && !keepAnchor) scrollDown();
+    });
+    observer.observe(conversation);
+    observer.observe(thread);
+    observer.observe(live);
+    disposers.push(() => observer.disconnect());
+  }
+
+  function update() {
+    const L_ = L();
+    const hasSession = !!model.get("session_id");
+    root.setAttribute("lang", model.get("lang") === "zh" ? "zh" : "en");
+    root.dataset.state = !connected ? "disconnected" : hasSession ? "ready" : "empty";
+    root.classList.toggle("ocw-disconnected", !connected);
+    const name = model.get("session_name") || model.get("session_id") || "";
+    title.textContent = name ? `${L_.chat_title} · ${name.split("/").pop()}` : L_.chat_title;
+    title.title = name;
+    const pyBusy = model.get("busy") || "";
+    const what = busyWith || pyBusy;
+    status.textContent = !connected ? L_.chat_disconnected : what === "send" ? L_.chat_sending
+      : what ? fill(L_.chat_running, { name: what }) : "";
+    root.classList.toggle("ocw-busy", !!what);
+    input.disabled = !connected;
+    send.disabled = !connected;
+    send.textContent = L_.chat_send;
+    input.placeholder = L_.chat_placeholder;
+    input.setAttribute("aria-label", L_.chat_input_label);
+    conversation.setAttribute("aria-label", L_.chat_title);
+    for (const b of rail.querySelectorAll("button")) b.disabled = !connected || b.closest(".ocw-head") !== null;
+    older.disabled = !connected;
+  }
+
+  function onConversation() {
+    renderThread();
+    renderLive();
+    renderGraph();
+    update();
+    if (stick && !keepAnchor) scrollDown();
+    else if (keepAnchor) {
+      // Older messages came in above: the ones the reader was looking at stay in place.
+      conversation.scrollTop = keepAnchor.top + (conversation.scrollHeight - keepAnchor.height);
+      keepAnchor = { height: conversation.scrollHeight, top: conversation.scrollTop };
+    }
+  }
+  function onStreaming() {
+    renderStreaming();
+    if (model.get("pending") && !streamingMsg.isConnected) live.append(streamingMsg);
+    if (stick) scrollDown();
+  }
+  function onCommLive() {
+    if (typeof model.comm_live === "boolean" && model.comm_live) {
+      connected = true;
+      update();
+    } else disconnected();
+  }
+  function onCommands() {
+    if (menuState === "open") syncMenu();
+  }
+
+  for (const name of CONVERSATION) model.on(`change:${name}`, onConversation);
+  model.on("change:streaming", onStreaming);
+  model.on("change:busy", update);
+  model.on("change:session_name", update);
+  model.on("change:commands", onCommands);
+  model.on("comm_live_update", onCommLive);
+  onConversation();
+  scrollDown();
+
+  // ---- the ring: the ContextWidget `%context` shows, rendered here (not copied) ----
+  const ringRef = model.get("ring");
+  if (ringRef && host && typeof host.getWidget === "function") {
+    Promise.resolve(host.getWidget(ringRef))
+      .then((child) => child.render({ el: ringSlot, signal }))
+      .catch((err) => {
+        ringSlot.textContent = `ring: ${(err && err.message) || err}`;
+      });
+  }
+
+  return () => {
+    for (const name of CONVERSATION) model.off(`change:${name}`, onConversation);
+    model.off("change:streaming", onStreaming);
+    model.off("change:busy", update);
+    model.off("change:session_name", update);
+    model.off("change:commands", onCommands);
+    model.off("comm_live_update", onCommLive);
+    clearTimeout(closeTimer);
+    for (const c of [...inflight]) c.abort(new Error("closed"));
+    for (const dispose of disposers.splice(0)) dispose();
+    root.remove();
+  };
+}
+
+export default { render };
