@@ -40,11 +40,21 @@ NODE_SELECT = ("SELECT n.id, n.seq, n.parent_id, n.role, n.name, coalesce(c.toke
                " coalesce(c.depth, n.depth), coalesce(c.cum_tokens, n.cum_tokens), coalesce(c.epoch, n.epoch),"
                " n.cover_count, n.supersedes, n.created_at"
                " FROM nodes n LEFT JOIN node_counts c ON c.node_id = n.id AND c.epoch = ?")
+# One node by id: a plain filter on the primary key, which DuckDB answers with an index
+# scan. (Through NODE_SELECT's join it would scan the whole id column: ids are random,
+# so zone maps skip nothing — 1M ids is milliseconds on every turn.)
+NODE_BY_ID = ("SELECT id, seq, parent_id, role, name, tokens, depth, cum_tokens, epoch, cover_count, supersedes,"
+              " created_at FROM nodes WHERE id = ? AND session_id = ?")
 SEQ_GAP = 4096  # content reads: seq runs further apart than this are read separately
 
 
 def _node(r) -> Node:
     return Node(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8] if r[8] is not None else -1, r[9], r[10], r[11])
+
+
+def _copy(n: Node) -> Node:
+    return Node(n.id, n.seq, n.parent_id, n.role, n.name, n.tokens, n.depth, n.cum, n.epoch, n.cover_count,
+                n.supersedes, n.created_at)
 
 
 def _session(r) -> dict:
@@ -68,6 +78,7 @@ class DuckDBStore:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 raise InvalidArgument(f"Store({key}=...) takes a number of seconds above 0, not {value!r}")
         self.db = Db(self.path, **db_options)
+        self._last_written: dict[str, Node] = {}  # per session: the node this store appended last
         try:
             if ownership.is_existing_database(self.path):
                 with self.db.read_only() as con:
@@ -149,8 +160,7 @@ class DuckDBStore:
             row = self._locked_row(con, sid)
             fields = change(row)
             if fields:
-                self._write_row(con, sid, fields)
-                row = self._row(con, sid)
+                row = self._write_row(con, sid, fields)
             return row
 
     def _locked_row(self, con, sid: str) -> dict:
@@ -159,7 +169,8 @@ class DuckDBStore:
             raise StoreError(f"session {sid} vanished from {self.path}")
         return row
 
-    def _write_row(self, con, sid: str, fields: dict) -> None:
+    def _write_row(self, con, sid: str, fields: dict) -> dict:
+        """Set `fields` (and bump `rev`); returns the row as written (one statement)."""
         bad = set(fields) - WRITABLE
         if bad:  # pragma: no cover - a programming error
             raise ValueError(f"not a writable session column: {', '.join(sorted(bad))}")
@@ -168,7 +179,9 @@ class DuckDBStore:
         for k, v in fields.items():
             sets.append(f"{k} = ?")
             args.append(json.dumps(v) if k == "metadata" else v)
-        con.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE id = ?", [*args, sid])
+        r = con.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE id = ? RETURNING {', '.join(SESSION_COLUMNS)}",
+                        [*args, sid]).fetchone()
+        return _session(r)
 
     def session_rows(self, ids: list[str]) -> dict[str, dict]:
         """The sessions' rows as stored (every column, metadata as its JSON text), by id:
@@ -209,8 +222,7 @@ class DuckDBStore:
             if con.execute("SELECT 1 FROM sessions WHERE name = ? AND id <> ?", [name, sid]).fetchone():
                 raise StoreError(f"a session named {name!r} already exists")
             self._locked_row(con, sid)
-            self._write_row(con, sid, {"name": name})
-            return self._row(con, sid)
+            return self._write_row(con, sid, {"name": name})
 
     def delete_session(self, sid: str) -> int:
         """Remove a session and every node of it, in one transaction. Returns the nodes removed."""
@@ -219,6 +231,7 @@ class DuckDBStore:
             con.execute("DELETE FROM node_counts WHERE session_id = ?", [sid])
             con.execute("DELETE FROM nodes WHERE session_id = ?", [sid])
             con.execute("DELETE FROM sessions WHERE id = ?", [sid])
+        self._last_written.pop(sid, None)
         return int(n)
 
     # -- writing nodes ----------------------------------------------------------
@@ -233,7 +246,7 @@ class DuckDBStore:
         sample, say: one transaction per turn). Returns (row, new nodes)."""
         with self.db.transaction() as con:
             row = self._locked_row(con, sid)
-            parent = self._get(con, sid, row["head_id"], row["count_epoch"]) if row["head_id"] else None
+            parent = self._parent(con, sid, row) if row["head_id"] else None
             epoch = row["count_epoch"] if parent is None or parent.epoch == row["count_epoch"] else -1
             depth, cum = (parent.depth or 0, parent.cum or 0) if parent is not None else (0, 0)
             pid, written, args = row["head_id"], [], []
@@ -244,17 +257,20 @@ class DuckDBStore:
                              int(n["tokens"]), n.get("encoding"), depth, cum, epoch])
                 written.append(Node(n["id"], 0, pid, n["role"], n.get("name"), int(n["tokens"]), depth, cum, epoch))
                 pid = n["id"]
-            for a, node in zip(args, written):
-                node.seq, node.created_at = con.execute(
-                    "INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding, depth,"
-                    " cum_tokens, epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq, created_at",
-                    a).fetchone()
+            # One statement for the whole chain (a turn is a user message and a reply, or more).
+            seqs = {r[0]: r[1:] for r in con.execute(
+                "INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding, depth,"
+                " cum_tokens, epoch) VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(args))
+                + " RETURNING id, seq, created_at", [v for a in args for v in a]).fetchall()}
+            for node in written:
+                node.seq, node.created_at = seqs[node.id]
             fields = {"head_id": pid}
             extra = change(row, parent) if change else None
             if extra:
                 fields.update(extra)
-            self._write_row(con, sid, fields)
-            return self._row(con, sid), written
+            row = self._write_row(con, sid, fields)
+        self._last_written[sid] = _copy(written[-1])  # committed
+        return row, written
 
     def insert_summary(self, sid: str, summary: dict, change: Callable[[dict], dict]) -> tuple[dict, Node]:
         """Append a summary node beside the branch ({id, parent_id: the boundary,
@@ -271,11 +287,11 @@ class DuckDBStore:
                 [summary["id"], sid, summary["parent_id"], SUMMARY_NAME,
                  json.dumps(summary["content"], ensure_ascii=False), int(summary["tokens"]), summary.get("encoding"),
                  row["count_epoch"], int(summary["cover_count"]), summary.get("supersedes")]).fetchone()
-            self._write_row(con, sid, fields or {})
+            row = self._write_row(con, sid, fields or {})
             node = Node(summary["id"], seq, summary["parent_id"], "llm", SUMMARY_NAME, int(summary["tokens"]),
                         None, None, row["count_epoch"], int(summary["cover_count"]), summary.get("supersedes"),
                         created_at)
-            return self._row(con, sid), node
+            return row, node
 
     def set_counts(self, sid: str, rows: list[tuple], change: Callable[[dict], dict | None] | None = None) -> dict:
         """Store recounted (id, tokens, depth, cum, epoch, encoding) rows — a new
@@ -290,13 +306,34 @@ class DuckDBStore:
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [(nid, epoch, sid, tokens, depth, cum, enc) for nid, tokens, depth, cum, epoch, enc in rows])
             fields = change(row) if change else None
-            self._write_row(con, sid, fields or {})
-            return self._row(con, sid)
+            return self._write_row(con, sid, fields or {})
 
     # -- reading nodes ------------------------------------------------------------
     def _get(self, con, sid: str, nid: str, epoch: int) -> Node | None:
-        r = con.execute(f"{NODE_SELECT} WHERE n.id = ? AND n.session_id = ?", [epoch, nid, sid]).fetchone()
-        return _node(r) if r else None
+        """One node by id, with its counts of `epoch`: an index scan, plus one more
+        indexed lookup of `node_counts` only if the row is of another epoch. (A row of
+        `epoch` itself never has a recount for it: recounts are written only for nodes
+        whose counts were of another epoch, so this equals NODE_SELECT's coalesce.)"""
+        r = con.execute(NODE_BY_ID, [nid, sid]).fetchone()
+        if r is None:
+            return None
+        node = _node(r)
+        if node.epoch != epoch:
+            c = con.execute("SELECT tokens, depth, cum_tokens, epoch FROM node_counts WHERE node_id = ? AND epoch = ?",
+                            [nid, epoch]).fetchone()
+            if c is not None:
+                node.tokens, node.depth, node.cum, node.epoch = int(c[0] or 0), c[1], c[2], c[3]
+        return node
+
+    def _parent(self, con, sid: str, row: dict) -> Node | None:
+        """The session's HEAD row, the parent of an append. The node this store appended
+        last is kept (a copy): node rows never change, and its counts are its own epoch's,
+        so while it is still HEAD and of the session's epoch it is what `_get` would read
+        — one round trip saved on every turn."""
+        last = self._last_written.get(sid)
+        if last is not None and last.id == row["head_id"] and last.epoch == row["count_epoch"]:
+            return _copy(last)
+        return self._get(con, sid, row["head_id"], row["count_epoch"])
 
     def node(self, sid: str, nid: str, epoch: int = 0) -> Node | None:
         """One node row by id (an indexed lookup), with its counts of `epoch`."""
