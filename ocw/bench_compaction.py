@@ -70,7 +70,7 @@ def build_session(store, n: int, *, window: int = WINDOW, model: str = "gpt-4o",
     """The occupancy benchmark's builder (`ocw.bench.build_session`) with this benchmark's
     window, name and node ids; returns the session loaded."""
     return _build(store, n, model=model, window=window, seed=seed, name=f"bench-compaction-{n}",
-                  id_prefix="n_c", verify=verify)
+                  id_salt="n_c", verify=verify)
 
 
 # -- the naive path -----------------------------------------------------------------------------

@@ -9,15 +9,16 @@ message in ten is a ~2,000-token tool output answering the assistant's tool
 call just before it, each call with a unique id. 1M messages build in well
 under a minute.
 
-Node ids look like the ids ocw makes (a prefix and 12 hex digits, in no order):
-sequential ids would let DuckDB's zone maps skip most of the file on a lookup by
-id, which real ids never allow, and flatter every read.
+Node ids have the shape and order of the ids ocw makes (ocw/ids.py: "n_", the
+time in ms, a random part): message i is i ms younger than message i − 1, and
+the whole history is older than the turns appended after the build.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import random
+import time
 
 from ..render import render_blocks
 from ..tokens import count_message, get_encoding
@@ -42,23 +43,38 @@ def words(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(_WORDS) for _ in range(n))
 
 
-def summary_text() -> str:
-    """A fixed ~2 KB summary (what the fake summarizer returns)."""
-    base = "Summary of the earlier conversation. " + " ".join(w for w in _WORDS if w.isascii())
-    text = base
+def summary_text(rng: random.Random | None = None) -> str:
+    """A ~2 KB summary: fixed, or of random words drawn from `rng`."""
+    ascii_words = [w for w in _WORDS if w.isascii()]
+    text = "Summary of the earlier conversation."
+    i = 0
     while len(text.encode()) < SUMMARY_TEXT_BYTES:
-        text += " " + base
-    return text.encode()[:SUMMARY_TEXT_BYTES].decode("utf-8", "ignore").rstrip()
+        text += " " + (rng.choice(ascii_words) if rng else ascii_words[i % len(ascii_words)])
+        i += 1
+    return text
 
 
-def node_id(prefix: str, i: int) -> str:
-    """The id the builder gives message i: `prefix` + 12 hex digits of md5(prefix + i)
-    (the SQL below computes the same)."""
-    return prefix + hashlib.md5(f"{prefix}{i}".encode()).hexdigest()[:12]
+_next_ms = 0  # builds in one process get disjoint id times (their random parts may meet)
+
+
+def _id_times(n: int) -> int:
+    """The ms of the first of n ids in a row: ending now, after any earlier build's."""
+    global _next_ms
+    start = max(int(time.time() * 1000) - n, _next_ms)
+    _next_ms = start + n
+    return start
+
+
+def node_id(salt: str, i: int, t0: int) -> str:
+    """The id the builder gives message i: "n_", 16 hex digits of ((t0 + i) ms << 20 |
+    20 bits of md5(salt + i)) — ocw/ids.py's shape (the SQL below computes the same)."""
+    rand = int(hashlib.md5(f"{salt}{i}".encode()).hexdigest()[:5], 16)
+    return f"n_{((t0 + i) << 20) | rand:016x}"
 
 
 def _sql_id(expr: str) -> str:
-    return f"(CAST($prefix AS VARCHAR) || substr(md5(CAST($prefix AS VARCHAR) || CAST({expr} AS VARCHAR)), 1, 12))"
+    return (f"('n_' || lpad(printf('%x', ((CAST($t0 AS BIGINT) + ({expr})) << 20)"
+            f" | CAST(('0x' || substr(md5(CAST($prefix AS VARCHAR) || CAST({expr} AS VARCHAR)), 1, 5)) AS BIGINT)), 16, '0'))")
 
 
 def _tool_output(rng: random.Random, tokens: int, enc) -> str:
@@ -99,13 +115,15 @@ def _templates(session, rng: random.Random) -> list[tuple[int, str, str, int]]:
 
 
 def build_session(store, n: int, *, model: str = "gpt-4o", window: int = 1_000_000_000, seed: int = 7,
-                  name: str | None = None, id_prefix: str = "n_b", verify: int = 24):
+                  name: str | None = None, id_salt: str = "n_b", verify: int = 24):
     """A session of `n` messages on one parent chain, HEAD and rev set, returned loaded as a
-    kernel would load it. `verify` sampled rows (and one whole cycle of templates) are
+    kernel would load it (`id_salt` makes its ids differ from another built session's).
+    `verify` sampled rows (and one whole cycle of templates) are
     recounted; a stored count that differs raises."""
     s = store.create_session(model=model, context_window=window, name=name or f"bench-{n}",
                              system_prompt=SYSTEM_PROMPT)
     tpl = _templates(s, random.Random(seed))
+    t0 = _id_times(n)
     with store.db.transaction() as con:
         con.execute("CREATE TEMP TABLE IF NOT EXISTS bench_tpl (k INTEGER, role VARCHAR, content VARCHAR, tokens INTEGER)")
         con.execute("DELETE FROM bench_tpl")
@@ -125,9 +143,9 @@ def build_session(store, n: int, *, model: str = "gpt-4o", window: int = 1_000_0
                 ELSE ((i // 2) * 2 % {N_CHAT}) + (i % 2) END
             ORDER BY i
             """,
-            {"prefix": id_prefix, "sid": s.id, "enc": s.encoding.name, "n": n},
+            {"prefix": id_salt, "sid": s.id, "enc": s.encoding.name, "n": n, "t0": t0},
         )
-        con.execute("UPDATE sessions SET head_id = ?, rev = rev + 1 WHERE id = ?", [node_id(id_prefix, n - 1), s.id])
+        con.execute("UPDATE sessions SET head_id = ?, rev = rev + 1 WHERE id = ?", [node_id(id_salt, n - 1, t0), s.id])
         con.execute("DROP TABLE bench_tpl")
     with store.db.connect() as con:
         con.execute("CHECKPOINT")

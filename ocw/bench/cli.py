@@ -18,10 +18,10 @@ import time
 
 from . import fresh, growth, kernels, paced, report
 from .build import TOOL_EVERY, build_session, compact_to_tail
-from .turns import PAUSE, Floor, naive_runs, stats, time_turns
+from .turns import Floor, Watch, naive_runs, stats, time_turns
 
 FULL = dict(sizes=(10_000, 100_000, 1_000_000), b2b=2000, paced=300, naive_runs=5, naive_runs_large=3,
-            open_small=1000, open_tail=300, open_runs=5, growth_size=100_000, growth_rounds=20, kernel_turns=300)
+            open_small=1000, open_tail=300, open_runs=5, growth_size=100_000, growth_rounds=100, kernel_turns=300)
 QUICK = dict(sizes=(300, 1000, 3000), b2b=40, paced=3, naive_runs=2, naive_runs_large=2,
              open_small=400, open_tail=100, open_runs=1, growth_size=1000, growth_rounds=3, kernel_turns=20)
 SECTIONS = ("turns", "open", "growth", "kernels")
@@ -44,23 +44,22 @@ def run_turns(cfg: dict, d: str, model: str, res: dict) -> None:
         built[n] = (store, s)
         _log(f"built {n:,} messages in {time.perf_counter() - t0:.1f} s")
     floor = Floor(os.path.join(d, "floor.duckdb"))
-    b2b: dict = {n: [] for n in sizes}
-    b2b["floor"] = []
+    b2b = {key: Watch() for key in [*sizes, "floor"]}
     for n in sizes:
         time_turns(built[n][1], 0, warmup=20)
     floor.time_turns(0, warmup=20)
     for r in range(ROUNDS):
         k = cfg["b2b"] // ROUNDS + (r < cfg["b2b"] % ROUNDS)
         for n in sizes:
-            b2b[n] += time_turns(built[n][1], k, seed=1000 * r + n)
-        b2b["floor"] += floor.time_turns(k)
+            time_turns(built[n][1], k, seed=1000 * r + n, watch=b2b[n])
+        floor.time_turns(k, watch=b2b["floor"])
     _log("back-to-back turns done")
     res["turns"], res["sizes"] = {}, sizes
     for n in sizes:
         store, s = built[n]
         nv = naive_runs(store, s, cfg["naive_runs"] if n < max(sizes) or len(sizes) == 1 else cfg["naive_runs_large"])
         occ = s.occupancy()
-        res["turns"][n] = {"b2b": stats(b2b[n]), "naive": nv, "tokens": occ["estimated_total"],
+        res["turns"][n] = {"b2b": stats(b2b[n].ms, b2b[n].slow), "naive": nv, "tokens": occ["estimated_total"],
                            "exact": None if nv["total"] is None else nv["total"] == occ["estimated_total"]}
         store.close()
         _log(f"naive at {n:,}: {nv['ms']:,.0f} ms ({nv['method']})")
@@ -69,8 +68,10 @@ def run_turns(cfg: dict, d: str, model: str, res: dict) -> None:
     jobs += [(str(n), "ocw", built[n][0].path, built[n][1].name) for n in sizes]
     out = paced.run(jobs, cfg["paced"])
     for n in sizes:
-        res["turns"][n]["paced"] = stats(out[str(n)]["ms"])
-    res["floor"] = {"b2b": stats(b2b["floor"]), "paced": stats(out["floor"]["ms"])}
+        res["turns"][n]["paced"] = stats(out[str(n)]["ms"], out[str(n)]["slow"])
+        res["turns"][n]["paced_checkpoints"] = out[str(n)]["checkpoints"]
+    res["floor"] = {"b2b": stats(b2b["floor"].ms, b2b["floor"].slow),
+                    "paced": stats(out["floor"]["ms"], out["floor"]["slow"])}
     res.update(b2b_turns=cfg["b2b"], paced_turns=cfg["paced"], pause=paced.PERIOD, paced_overlaps=out["floor"]["overlaps"],
                turn_files={n: (built[n][0].path, built[n][1].name) for n in sizes})
     _log("human-paced turns done")
@@ -98,11 +99,15 @@ def run_open(cfg: dict, d: str, model: str, res: dict) -> None:
 def run_growth(cfg: dict, d: str, model: str, res: dict) -> None:
     from ocw.sessions import Store
 
-    store = Store(os.path.join(d, "growth.duckdb"))
-    s = build_session(store, cfg["growth_size"], model=model, window=128_000, name="growth")
-    compact_to_tail(s, cfg["open_tail"])
-    res["growth"] = growth.run(store, s, cfg["growth_rounds"])
-    store.close()
+    pair = []
+    for label in ("growth", "twin"):
+        store = Store(os.path.join(d, f"{label}.duckdb"))
+        s = build_session(store, cfg["growth_size"], model=model, window=128_000, name="growth")
+        compact_to_tail(s, cfg["open_tail"])
+        pair.append((store, s))
+    res["growth"] = growth.run(pair[0], pair[1], cfg["growth_rounds"])
+    for store, _ in pair:
+        store.close()
     _log("file growth done")
 
 
@@ -144,9 +149,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="a section, or all of them and the compaction-prepare benchmark")
     p.add_argument("--quick", action="store_true", help="tiny sizes, few turns (for the tests; under a minute)")
     p.add_argument("--sizes", help="comma-separated session sizes for the turn benchmark (default 10k,100k,1M)")
+    p.add_argument("--turns", type=int, help="back-to-back turns per size (default 2,000)")
+    p.add_argument("--paced-turns", type=int, help="human-paced turns per size (default 300)")
     p.add_argument("--model", default="gpt-4o")
     args = p.parse_args(argv)
     overrides = {}
+    for key, value in (("b2b", args.turns), ("paced", args.paced_turns)):
+        if value is not None:
+            if value < 1:
+                p.error("--turns and --paced-turns take a whole number ≥ 1")
+            overrides[key] = value
     if args.sizes:
         try:
             sizes = tuple(int(x) for x in args.sizes.replace("_", "").split(",") if x.strip())

@@ -27,7 +27,7 @@ def worker(path: str, name: str, tag: str, go: str, turns: int) -> dict:
     from ocw.sessions import Store
     from ocw.tokens import get_encoding
 
-    from .turns import one_turn, turn_message
+    from .turns import Watch, one_turn, turn_message
 
     store = Store(path)
     s = store.open_session(name)
@@ -36,13 +36,14 @@ def worker(path: str, name: str, tag: str, go: str, turns: int) -> dict:
     while not os.path.exists(go):
         time.sleep(0.001)
     rng = random.Random(tag)
-    ms = []
+    watch = Watch()
     start = time.time()
-    for i in range(turns):
-        role, text = turn_message(rng, i)
-        ms.append(one_turn(s, role, f"{tag}: {text}"))
+    with watch:
+        for i in range(turns):
+            role, text = turn_message(rng, i)
+            watch.time(one_turn, s, role, f"{tag}: {text}")
     end = time.time()
-    out = {"tag": tag, "ms": ms, "start": start, "end": end, "opens": store.db.opens, "handoffs": store.db.handoffs}
+    out = {"tag": tag, "ms": watch.ms, "start": start, "end": end, "opens": store.db.opens, "handoffs": store.db.handoffs}
     store.close()
     return out
 
@@ -98,8 +99,8 @@ def run(turns: int, *, model: str = "gpt-4o", tmpdir: str | None = None, base: i
     with tempfile.TemporaryDirectory(prefix="ocw-bench-kernels-", dir=tmpdir) as d:
         path = os.path.join(d, "kernels.duckdb")
         store = Store(path)
-        build_session(store, base, model=model, name="k-a", id_prefix="n_ka")
-        build_session(store, base, model=model, name="k-b", id_prefix="n_kb")
+        build_session(store, base, model=model, name="k-a", id_salt="n_ka")
+        build_session(store, base, model=model, name="k-b", id_salt="n_kb")
         store.close()
         solo = _spawn(path, [("k-a", "S")], turns, d)
         two_sessions = _spawn(path, [("k-a", "A"), ("k-b", "B")], turns, d)

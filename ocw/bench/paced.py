@@ -27,7 +27,7 @@ def worker(kind: str, path: str, name: str, turns: int, start_at: float) -> dict
     KIND is `ocw` (a session of the store at PATH) or `floor` (a raw DuckDB file)."""
     import random
 
-    from .turns import Floor, one_turn, turn_message
+    from .turns import Floor, Watch, one_turn, turn_message
 
     if kind == "floor":
         floor = Floor(path)
@@ -44,20 +44,22 @@ def worker(kind: str, path: str, name: str, turns: int, start_at: float) -> dict
         counter = iter(range(10**9))
         step = lambda: one_turn(s, *turn_message(rng, next(counter)))  # noqa: E731
         close, db = store.close, store.db
-    ms, late, spans = [], 0, []
-    for i in range(-WARMUP, turns):
-        wake = start_at + (i + WARMUP) * PERIOD
-        delay = wake - time.time()
-        if delay > 0:
-            time.sleep(delay)
-        else:
-            late += 1
-        t0 = time.time()
-        took = step()
-        if i >= 0:
-            ms.append(took)
+    watch, late, spans = Watch(), 0, []
+    with watch:
+        for i in range(-WARMUP, turns):
+            wake = start_at + (i + WARMUP) * PERIOD
+            delay = wake - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            else:
+                late += 1
+            t0 = time.time()
+            if i < 0:
+                step()
+                continue
+            took = watch.time(step)
             spans.append((t0, t0 + took / 1000))
-    out = {"kind": kind, "ms": ms, "late": late, "spans": spans,
+    out = {"kind": kind, "ms": watch.ms, "slow": watch.slow, "late": late, "spans": spans,
            "opens": db.opens if db else None, "checkpoints": db.checkpoints if db else None}
     close()
     return out

@@ -77,8 +77,8 @@ def targets(res: dict) -> list[list[str]]:
                     f"{d:+.1f} MB ({b['rss_mib']:.1f} vs {a['rss_mib']:.1f})", "≤ +25 MB", _verdict(d <= 25)])
     if "growth" in res:
         g = res["growth"]
-        out.append([f"file growth per compaction (mean of {g['compactions']})",
-                    f"{g['growth_bytes'] / 1024:,.1f} KB (max {g['growth_max'] / 1024:,.1f})",
+        out.append([f"file growth per compaction (of {g['compactions']}, vs the twin)",
+                    f"{g['growth_bytes'] / 1024:,.1f} KB (± {g['resolution'] / 1024:,.1f})",
                     f"≤ text + 4 KB = {g['limit_bytes'] / 1024:,.1f} KB",
                     _verdict(g["compactions"] > 0 and g["growth_bytes"] <= g["limit_bytes"])])
     if "kernels" in res:
@@ -91,6 +91,24 @@ def targets(res: dict) -> list[list[str]]:
     return out
 
 
+def slow_lines(res: dict, most: int = 6) -> list[str]:
+    """Turns over 50 ms, slowest first: wall / the process's CPU time / garbage collection.
+    CPU well under wall means the turn waited (the disk's sync, or a core on a loaded
+    machine); the floor's own slow turns show how much of that is the machine."""
+    out = []
+    for key in [*res["sizes"], "floor"]:
+        t = res["turns"][key] if key != "floor" else res["floor"]
+        for mode in ("b2b", "paced"):
+            slow = t[mode]["slow"]
+            if slow:
+                what = "back-to-back" if mode == "b2b" else "human-paced"
+                label = f"{key:,}" if key != "floor" else "floor"
+                shown = ", ".join(f"{x['ms']:.0f} ({x['cpu_ms']:.0f} cpu, {x['gc_ms']:.0f} gc)" for x in slow[:most])
+                more = f", … {len(slow) - most} more" if len(slow) > most else ""
+                out.append(f"  slow turns, {label} {what} (ms): {shown}{more}")
+    return (["turns over 50 ms — wall (process CPU, garbage collection):"] + out) if out else []
+
+
 def render(res: dict) -> str:
     lines = []
     if "turns" in res:
@@ -99,6 +117,7 @@ def render(res: dict) -> str:
         lines += _table(TURN_COLUMNS, turn_rows(res))
         lines += [f"floor = insert a ~300-byte row + update one row + commit, held connection, its own file; "
                   f"paced runs overlapped {res['paced_overlaps']} time(s)"]
+        lines += slow_lines(res)
     if "open" in res:
         o = res["open"]
         lines += ["", f"fresh-process open (median of {o['small']['runs']}): store + session + occupancy() + "
@@ -108,9 +127,14 @@ def render(res: dict) -> str:
         lines += _table(("messages", "rendered", "open ms", "held MB", "peak MB"), rows)
     if "growth" in res:
         g = res["growth"]
-        lines += ["", f"file growth: {g['compactions']} rolling compactions ({g['failed']} failed), mean "
-                  f"{g['growth_bytes']:,.0f} B per compaction, summary text {g['text_bytes']:,.0f} B, "
-                  f"file {g['file_bytes'] / 1e6:,.1f} MB after"]
+        lines += ["", f"file growth: {g['compactions']} rolling compactions ({g['failed']} failed), summary text "
+                  f"{g['text_bytes']:,.0f} B each (± {g['resolution'] / 1024:,.1f} KB: a block ÷ the compactions)",
+                  f"  vs the twin without compactions, per compaction: file {g['file_vs_twin'] / 1024:+,.1f} KB, "
+                  f"used blocks {g['used_vs_twin'] / 1024:+,.1f} KB (files {g['file_bytes'] / 1e6:,.1f} / "
+                  f"{g['twin_bytes'] / 1e6:,.1f} MB)",
+                  f"  just before/after each compaction, mean (not the verdict: each checkpoint rewrites the last "
+                  f"row group, turns included): file {g['per_compaction'] / 1024:+,.1f} KB, used blocks "
+                  f"{g['per_compaction_used'] / 1024:+,.1f} KB"]
     if "kernels" in res:
         k = res["kernels"]
         lines += ["", f"two kernels: {k['turns']} turns each back to back; one kernel alone {k['solo_tps']:.0f} "

@@ -18,6 +18,7 @@ physical floor beside it, and the naive recount it replaces.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -32,31 +33,67 @@ PAUSE = 0.6  # seconds between human-paced turns: longer than any idle timeout o
 NAIVE_FULL_MAX = 200_000  # above this many messages, naive is timed on a fraction and scaled
 NAIVE_STRIDE = 7  # ... every 7th message (7 is prime to the 10-message cycle: every kind is sampled)
 FLOOR_ROW_BYTES = 300
+SLOW_MS = 50  # a turn over this is reported with what it spent: CPU, garbage collection
+
+
+class Watch:
+    """Times calls: wall ms per call, and for calls over SLOW_MS what they spent — the
+    process's CPU time (all threads) and the garbage collector's time — so a slow turn
+    says whether it worked, collected, or waited (for the disk, or for a core on a
+    loaded machine)."""
+
+    def __init__(self):
+        self.ms: list[float] = []
+        self.slow: list[dict] = []
+        self._gc_ms = 0.0
+        self._gc_t0 = None
+
+    def _on_gc(self, phase, info) -> None:
+        if phase == "start":
+            self._gc_t0 = time.perf_counter()
+        elif self._gc_t0 is not None:
+            self._gc_ms += (time.perf_counter() - self._gc_t0) * 1000
+            self._gc_t0 = None
+
+    def __enter__(self):
+        gc.callbacks.append(self._on_gc)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        gc.callbacks.remove(self._on_gc)
+
+    def time(self, fn, *args) -> float:
+        gc0, cpu0 = self._gc_ms, time.process_time()
+        t0 = time.perf_counter()
+        fn(*args)
+        ms = (time.perf_counter() - t0) * 1000
+        self.ms.append(ms)
+        if ms > SLOW_MS:
+            self.slow.append({"ms": round(ms, 1), "cpu_ms": round((time.process_time() - cpu0) * 1000, 1),
+                              "gc_ms": round(self._gc_ms - gc0, 1)})
+        return ms
 
 
 def turn_message(rng: random.Random, i: int) -> tuple[str, str]:
     return ("user" if i % 2 == 0 else "assistant", words(rng, rng.randint(30, 90)))
 
 
-def one_turn(session, role: str, text: str) -> float:
-    """count + append + occupancy(), in ms."""
-    t0 = time.perf_counter()
+def one_turn(session, role: str, text: str) -> None:
+    """count + append + occupancy()."""
     session.append(role, text)
     session.occupancy()
-    return (time.perf_counter() - t0) * 1000
 
 
-def time_turns(session, turns: int, *, pause: float = 0.0, seed: int = 11, warmup: int = 0) -> list[float]:
-    """Per-turn ms of `turns` turns (after `warmup` untimed ones), `pause` seconds apart."""
+def time_turns(session, turns: int, *, seed: int = 11, warmup: int = 0, watch: Watch | None = None) -> Watch:
+    """`turns` turns back to back (after `warmup` untimed ones), timed into `watch`."""
     rng = random.Random(seed)
     for i in range(warmup):
         one_turn(session, *turn_message(rng, i))
-    out = []
-    for i in range(turns):
-        if pause:
-            time.sleep(pause)
-        out.append(one_turn(session, *turn_message(rng, i)))
-    return out
+    watch = watch or Watch()
+    with watch:
+        for i in range(turns):
+            watch.time(one_turn, session, *turn_message(rng, i))
+    return watch
 
 
 class Floor:
@@ -78,38 +115,35 @@ class Floor:
         self.body = "x" * FLOOR_ROW_BYTES
         self.i = 0
 
-    def turn(self) -> float:
-        """insert one ~300-byte row, update one row, commit (durable): ms."""
+    def turn(self) -> None:
+        """insert one ~300-byte row, update one row, commit (durable)."""
         self.i += 1
         rid = f"r{os.getpid()}-{self.i}"
-        t0 = time.perf_counter()
         self.con.begin()
         self.con.execute("INSERT INTO floor_rows VALUES (?, ?)", [rid, self.body])
         self.con.execute("UPDATE floor_head SET head = ?, rev = rev + 1 WHERE k = 1", [rid])
         self.con.commit()
-        return (time.perf_counter() - t0) * 1000
 
-    def time_turns(self, turns: int, *, pause: float = 0.0, warmup: int = 0) -> list[float]:
+    def time_turns(self, turns: int, *, warmup: int = 0, watch: Watch | None = None) -> Watch:
         for _ in range(warmup):
             self.turn()
-        out = []
-        for _ in range(turns):
-            if pause:
-                time.sleep(pause)
-            out.append(self.turn())
-        return out
+        watch = watch or Watch()
+        with watch:
+            for _ in range(turns):
+                watch.time(self.turn)
+        return watch
 
     def close(self) -> None:
         self.con.close()
 
 
-def stats(ms: list[float]) -> dict:
-    """p50 / p99 / max and the turns over 50 ms."""
+def stats(ms: list[float], slow: list[dict] = ()) -> dict:
+    """p50 / p99 / max, the turns over 50 ms, and what the slow ones spent."""
     s = sorted(ms)
     if not s:
-        return {"n": 0, "p50": float("nan"), "p99": float("nan"), "max": float("nan"), "over_50": 0}
+        return {"n": 0, "p50": float("nan"), "p99": float("nan"), "max": float("nan"), "over_50": 0, "slow": []}
     return {"n": len(s), "p50": statistics.median(s), "p99": s[min(len(s) - 1, int(0.99 * len(s)))],
-            "max": s[-1], "over_50": sum(x > 50 for x in s)}
+            "max": s[-1], "over_50": sum(x > SLOW_MS for x in s), "slow": sorted(slow, key=lambda x: -x["ms"])}
 
 
 # -- naive ------------------------------------------------------------------------------------
