@@ -70,6 +70,7 @@ def run_turns(cfg: dict, d: str, model: str, res: dict) -> None:
     for n in sizes:
         res["turns"][n]["paced"] = stats(out[str(n)]["ms"], out[str(n)]["slow"])
         res["turns"][n]["paced_checkpoints"] = out[str(n)]["checkpoints"]
+        res["turns"][n]["paced_rss_gain_mib"] = out[str(n)]["rss_gain_kib"] / 1024
     res["floor"] = {"b2b": stats(b2b["floor"].ms, b2b["floor"].slow),
                     "paced": stats(out["floor"]["ms"], out["floor"]["slow"])}
     res.update(b2b_turns=cfg["b2b"], paced_turns=cfg["paced"], pause=paced.PERIOD, paced_overlaps=out["floor"]["overlaps"],

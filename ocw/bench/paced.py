@@ -44,7 +44,10 @@ def worker(kind: str, path: str, name: str, turns: int, start_at: float) -> dict
         counter = iter(range(10**9))
         step = lambda: one_turn(s, *turn_message(rng, next(counter)))  # noqa: E731
         close, db = store.close, store.db
+    from .fresh import _vm
+
     watch, late, spans = Watch(), 0, []
+    rss0 = _vm("VmRSS")
     with watch:
         for i in range(-WARMUP, turns):
             wake = start_at + (i + WARMUP) * PERIOD
@@ -60,6 +63,7 @@ def worker(kind: str, path: str, name: str, turns: int, start_at: float) -> dict
             took = watch.time(step)
             spans.append((t0, t0 + took / 1000))
     out = {"kind": kind, "ms": watch.ms, "slow": watch.slow, "late": late, "spans": spans,
+           "rss_gain_kib": _vm("VmRSS") - rss0,
            "opens": db.opens if db else None, "checkpoints": db.checkpoints if db else None}
     close()
     return out

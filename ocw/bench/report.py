@@ -117,6 +117,8 @@ def render(res: dict) -> str:
         lines += _table(TURN_COLUMNS, turn_rows(res))
         lines += [f"floor = insert a ~300-byte row + update one row + commit, held connection, its own file; "
                   f"paced runs overlapped {res['paced_overlaps']} time(s)"]
+        lines += ["memory a human-paced process gained over its turns (VmRSS): " + ", ".join(
+            f"{n:,}: {res['turns'][n]['paced_rss_gain_mib']:+.1f} MB" for n in res["sizes"])]
         lines += slow_lines(res)
     if "open" in res:
         o = res["open"]
