@@ -52,6 +52,9 @@ def _node(r) -> Node:
     return Node(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8] if r[8] is not None else -1, r[9], r[10], r[11])
 
 
+_REV, _UPDATED_AT = SESSION_COLUMNS.index("rev"), SESSION_COLUMNS.index("updated_at")
+
+
 def _copy(n: Node) -> Node:
     return Node(n.id, n.seq, n.parent_id, n.role, n.name, n.tokens, n.depth, n.cum, n.epoch, n.cover_count,
                 n.supersedes, n.created_at)
@@ -79,6 +82,7 @@ class DuckDBStore:
                 raise InvalidArgument(f"Store({key}=...) takes a number of seconds above 0, not {value!r}")
         self.db = Db(self.path, **db_options)
         self._last_written: dict[str, Node] = {}  # per session: the node this store appended last
+        self._last_row: dict[str, tuple] = {}  # per session: its row as this store last read or wrote it
         try:
             if ownership.is_existing_database(self.path):
                 with self.db.read_only() as con:
@@ -122,7 +126,10 @@ class DuckDBStore:
 
     def _row(self, con, sid: str) -> dict | None:
         r = con.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ?", [sid]).fetchone()
-        return _session(r) if r else None
+        if r is None:
+            return None
+        self._last_row[sid] = r
+        return _session(r)
 
     def session_row(self, sid: str) -> dict | None:
         with self.db.connect() as con:
@@ -169,8 +176,10 @@ class DuckDBStore:
             raise StoreError(f"session {sid} vanished from {self.path}")
         return row
 
-    def _write_row(self, con, sid: str, fields: dict) -> dict:
-        """Set `fields` (and bump `rev`); returns the row as written (one statement)."""
+    def _write_row(self, con, sid: str, fields: dict, expect: tuple | None = None) -> dict | None:
+        """Set `fields` (and bump `rev`); returns the row as written (one statement).
+        `expect` (a row as read before): write only if the row is still that version —
+        same `rev` and `updated_at` — else write nothing and return None."""
         bad = set(fields) - WRITABLE
         if bad:  # pragma: no cover - a programming error
             raise ValueError(f"not a writable session column: {', '.join(sorted(bad))}")
@@ -179,8 +188,15 @@ class DuckDBStore:
         for k, v in fields.items():
             sets.append(f"{k} = ?")
             args.append(json.dumps(v) if k == "metadata" else v)
-        r = con.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE id = ? RETURNING {', '.join(SESSION_COLUMNS)}",
-                        [*args, sid]).fetchone()
+        where, wargs = "id = ?", [sid]
+        if expect is not None:
+            where += " AND rev = ? AND updated_at IS NOT DISTINCT FROM ?"
+            wargs += [expect[_REV], expect[_UPDATED_AT]]
+        r = con.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE {where} RETURNING {', '.join(SESSION_COLUMNS)}",
+                        [*args, *wargs]).fetchone()
+        if r is None:
+            return None
+        self._last_row[sid] = r
         return _session(r)
 
     def session_rows(self, ids: list[str]) -> dict[str, dict]:
@@ -232,45 +248,83 @@ class DuckDBStore:
             con.execute("DELETE FROM nodes WHERE session_id = ?", [sid])
             con.execute("DELETE FROM sessions WHERE id = ?", [sid])
         self._last_written.pop(sid, None)
+        self._last_row.pop(sid, None)
         return int(n)
 
     # -- writing nodes ----------------------------------------------------------
     def append_nodes(self, sid: str, nodes: list[dict],
                      change: Callable[[dict, Node | None], dict | None] | None = None) -> tuple[dict, list[Node]]:
         """Append `nodes` ({id, role, name, content, tokens, encoding}) as a chain under the
-        session's current HEAD — read inside this transaction, so a second kernel's
-        append lands under the first's — and move HEAD to the last. Depth and running
+        session's current HEAD — as the file holds it in this transaction (known, or
+        read), so a second kernel's append lands under the first's — and move HEAD
+        to the last. Depth and running
         total come from the parent row; the chain is of the session's count epoch only
         if its parent is (else −1: stale, recounted by the session on use).
         `change(row, parent)` may add session columns to the same write (a usage
-        sample, say: one transaction per turn). Returns (row, new nodes)."""
+        sample, say: one transaction per turn); it may be called twice (first on the
+        row version this store last saw, which the write then finds stale), so it
+        must only return what to write. Returns (row, new nodes)."""
         with self.db.transaction() as con:
-            row = self._locked_row(con, sid)
-            parent = self._parent(con, sid, row) if row["head_id"] else None
-            epoch = row["count_epoch"] if parent is None or parent.epoch == row["count_epoch"] else -1
-            depth, cum = (parent.depth or 0, parent.cum or 0) if parent is not None else (0, 0)
-            pid, written, args = row["head_id"], [], []
-            for n in nodes:
-                depth += 1
-                cum += int(n["tokens"])
-                args.append([n["id"], sid, pid, n["role"], n.get("name"), json.dumps(n["content"], ensure_ascii=False),
-                             int(n["tokens"]), n.get("encoding"), depth, cum, epoch])
-                written.append(Node(n["id"], 0, pid, n["role"], n.get("name"), int(n["tokens"]), depth, cum, epoch))
-                pid = n["id"]
-            # One statement for the whole chain (a turn is a user message and a reply, or more).
-            seqs = {r[0]: r[1:] for r in con.execute(
-                "INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding, depth,"
-                " cum_tokens, epoch) VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(args))
-                + " RETURNING id, seq, created_at", [v for a in args for v in a]).fetchall()}
-            for node in written:
-                node.seq, node.created_at = seqs[node.id]
-            fields = {"head_id": pid}
-            extra = change(row, parent) if change else None
-            if extra:
-                fields.update(extra)
-            row = self._write_row(con, sid, fields)
-        self._last_written[sid] = _copy(written[-1])  # committed
-        return row, written
+            done = self._append_known(con, sid, nodes, change)
+            if done is None:  # the row moved since this store last saw it: read it
+                row = self._locked_row(con, sid)
+                parent = self._get(con, sid, row["head_id"], row["count_epoch"]) if row["head_id"] else None
+                written, fields = self._chain(row, parent, nodes, change)
+                row = self._write_row(con, sid, fields)
+                done = row, written
+            self._insert_chain(con, sid, done[1], nodes)
+        self._last_written[sid] = _copy(done[1][-1])  # committed
+        return done
+
+    def _append_known(self, con, sid: str, nodes: list[dict], change) -> tuple[dict, list[Node]] | None:
+        """The usual turn: the session's row is still the version this store last read or
+        wrote, and its HEAD the node this store appended last. Then both are known
+        without reading them: the row update names the version it expects (`rev` and
+        `updated_at`, which no two versions share — a cell's undo puts back a version
+        exactly, contents included) and writes nothing if the file holds another; the
+        caller then reads the row. One statement saved on every turn."""
+        raw, last = self._last_row.get(sid), self._last_written.get(sid)
+        if raw is None or last is None:
+            return None
+        row = _session(raw)  # fresh objects: `change` may keep or alter what it is given
+        if row["head_id"] != last.id or last.epoch != row["count_epoch"]:
+            return None
+        written, fields = self._chain(row, _copy(last), nodes, change)
+        new_row = self._write_row(con, sid, fields, expect=raw)
+        return None if new_row is None else (new_row, written)
+
+    @staticmethod
+    def _chain(row: dict, parent: Node | None, nodes: list[dict], change) -> tuple[list[Node], dict]:
+        """The appended chain's rows (depth, running total, epoch from the parent) and the
+        session columns to write with it (HEAD, and what `change(row, parent)` adds)."""
+        epoch = row["count_epoch"] if parent is None or parent.epoch == row["count_epoch"] else -1
+        depth, cum = (parent.depth or 0, parent.cum or 0) if parent is not None else (0, 0)
+        pid, written = row["head_id"], []
+        for n in nodes:
+            depth += 1
+            cum += int(n["tokens"])
+            written.append(Node(n["id"], 0, pid, n["role"], n.get("name"), int(n["tokens"]), depth, cum, epoch))
+            pid = n["id"]
+        fields = {"head_id": pid}
+        extra = change(row, parent) if change else None
+        if extra:
+            fields.update(extra)
+        return written, fields
+
+    @staticmethod
+    def _insert_chain(con, sid: str, written: list[Node], nodes: list[dict]) -> None:
+        """One statement for the whole chain (a turn is a user message and a reply, or
+        more); seqs come back in chain order (VALUES rows take the sequence in order),
+        with each row's stored time."""
+        args = [v for w, n in zip(written, nodes) for v in (
+            w.id, sid, w.parent_id, w.role, w.name, json.dumps(n["content"], ensure_ascii=False), w.tokens,
+            n.get("encoding"), w.depth, w.cum, w.epoch)]
+        seqs = {r[0]: r[1:] for r in con.execute(
+            "INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding, depth,"
+            " cum_tokens, epoch) VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(written))
+            + " RETURNING id, seq, created_at", args).fetchall()}
+        for w in written:
+            w.seq, w.created_at = seqs[w.id]
 
     def insert_summary(self, sid: str, summary: dict, change: Callable[[dict], dict]) -> tuple[dict, Node]:
         """Append a summary node beside the branch ({id, parent_id: the boundary,
@@ -324,16 +378,6 @@ class DuckDBStore:
             if c is not None:
                 node.tokens, node.depth, node.cum, node.epoch = int(c[0] or 0), c[1], c[2], c[3]
         return node
-
-    def _parent(self, con, sid: str, row: dict) -> Node | None:
-        """The session's HEAD row, the parent of an append. The node this store appended
-        last is kept (a copy): node rows never change, and its counts are its own epoch's,
-        so while it is still HEAD and of the session's epoch it is what `_get` would read
-        — one round trip saved on every turn."""
-        last = self._last_written.get(sid)
-        if last is not None and last.id == row["head_id"] and last.epoch == row["count_epoch"]:
-            return _copy(last)
-        return self._get(con, sid, row["head_id"], row["count_epoch"])
 
     def node(self, sid: str, nid: str, epoch: int = 0) -> Node | None:
         """One node row by id (an indexed lookup), with its counts of `epoch`."""
