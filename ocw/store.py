@@ -41,8 +41,8 @@ NODE_SELECT = ("SELECT n.id, n.seq, n.parent_id, n.role, n.name, coalesce(c.toke
                " n.cover_count, n.supersedes, n.created_at"
                " FROM nodes n LEFT JOIN node_counts c ON c.node_id = n.id AND c.epoch = ?")
 # One node by id: a plain filter on the primary key, which DuckDB answers with an index
-# scan. (Through NODE_SELECT's join it would scan the whole id column: ids are random,
-# so zone maps skip nothing — 1M ids is milliseconds on every turn.)
+# scan. (Through NODE_SELECT's join it would scan the id column, and ids an older ocw
+# wrote are random, so zone maps skip nothing: 1M ids is milliseconds a lookup.)
 NODE_BY_ID = ("SELECT id, seq, parent_id, role, name, tokens, depth, cum_tokens, epoch, cover_count, supersedes,"
               " created_at FROM nodes WHERE id = ? AND session_id = ?")
 SEQ_GAP = 4096  # content reads: seq runs further apart than this are read separately
