@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime
 from typing import Callable
 
 import duckdb
@@ -52,7 +53,8 @@ def _node(r) -> Node:
     return Node(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8] if r[8] is not None else -1, r[9], r[10], r[11])
 
 
-_REV, _UPDATED_AT = SESSION_COLUMNS.index("rev"), SESSION_COLUMNS.index("updated_at")
+_COLUMN = {c: i for i, c in enumerate(SESSION_COLUMNS)}
+_REV, _UPDATED_AT = _COLUMN["rev"], _COLUMN["updated_at"]
 
 
 def _copy(n: Node) -> Node:
@@ -177,27 +179,36 @@ class DuckDBStore:
         return row
 
     def _write_row(self, con, sid: str, fields: dict, expect: tuple | None = None) -> dict | None:
-        """Set `fields` (and bump `rev`); returns the row as written (one statement).
-        `expect` (a row as read before): write only if the row is still that version —
-        same `rev` and `updated_at` — else write nothing and return None."""
+        """Set `fields` over a row version this store holds, bump `rev` and stamp
+        `updated_at` with this process's clock; returns the new row, known without
+        reading it back (RETURNING cost ~0.35 ms a turn, a third of the update). The
+        version: the row `_locked_row` read in this transaction, or `expect` (a row as
+        read earlier) — then only if the file still holds it (same `rev` and
+        `updated_at`), else nothing is written and None returned."""
         bad = set(fields) - WRITABLE
         if bad:  # pragma: no cover - a programming error
             raise ValueError(f"not a writable session column: {', '.join(sorted(bad))}")
-        sets = ["rev = rev + 1", "updated_at = current_timestamp"]
-        args: list = []
+        base = expect if expect is not None else self._last_row[sid]
+        now = datetime.now()
+        new = list(base)
+        new[_REV], new[_UPDATED_AT] = base[_REV] + 1, now
+        sets, args = ["rev = rev + 1", "updated_at = ?"], [now]
         for k, v in fields.items():
+            value = json.dumps(v) if k == "metadata" else v
             sets.append(f"{k} = ?")
-            args.append(json.dumps(v) if k == "metadata" else v)
+            args.append(value)
+            new[_COLUMN[k]] = value
         where, wargs = "id = ?", [sid]
         if expect is not None:
             where += " AND rev = ? AND updated_at IS NOT DISTINCT FROM ?"
             wargs += [expect[_REV], expect[_UPDATED_AT]]
-        r = con.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE {where} RETURNING {', '.join(SESSION_COLUMNS)}",
-                        [*args, *wargs]).fetchone()
-        if r is None:
-            return None
-        self._last_row[sid] = r
-        return _session(r)
+        (count,) = con.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE {where}", [*args, *wargs]).fetchone()
+        if count != 1:
+            if expect is not None:
+                return None
+            raise StoreError(f"session {sid} vanished from {self.path}")  # pragma: no cover - read in this transaction
+        self._last_row[sid] = raw = tuple(new)
+        return _session(raw)
 
     def session_rows(self, ids: list[str]) -> dict[str, dict]:
         """The sessions' rows as stored (every column, metadata as its JSON text), by id:
