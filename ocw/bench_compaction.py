@@ -67,7 +67,7 @@ class _NoCallProvider:
 
 def build_session(store, n: int, *, window: int = WINDOW, model: str = "gpt-4o", seed: int = 7,
                   verify: int = 24):
-    """The occupancy benchmark's builder (`ocw.bench.build_session`) with this benchmark's
+    """The benchmarks' builder (`ocw.bench.build.build_session`) with this benchmark's
     window, name and node ids; returns the session loaded."""
     return _build(store, n, model=model, window=window, seed=seed, name=f"bench-compaction-{n}",
                   id_salt="n_c", verify=verify)
