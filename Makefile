@@ -49,9 +49,12 @@ else
 	$(PY) -m ocw.demo --port $(PORT)
 endif
 
+# `make bench`: issue 14's figures at 10k / 100k / 1M messages (~10 min on 2 cores), then
+# many writers on DuckDB and PostgreSQL (ocw.bench_pg); `make bench QUICK=1`: tiny sizes.
+comma := ,
 bench: install
-	$(PY) -m ocw.bench all
-	$(PY) -m ocw.bench_pg
+	$(PY) -m ocw.bench all $(if $(QUICK),--quick)
+	$(PY) -m ocw.bench_pg $(if $(QUICK),--turns 20 --writers 1$(comma)2)
 
 clean:
 	rm -rf $(VENV) js/node_modules dist build test-artifacts ocw/static

@@ -18,7 +18,7 @@ nearly the whole history (prepare must read all of it); "rolling" — the steady
 state, a summary (written through the real persist path) covering all but the
 last 400 messages, so the next compaction folds only the turns since.
 
-Sessions are built by the occupancy benchmark's `ocw.bench.build_session`:
+Sessions are built by the benchmarks' builder `ocw.bench.build.build_session`:
 bulk SQL (INSERT … SELECT over a small table of templates whose token counts
 were computed once, by the function `Session.append` uses; a sample of rows is
 recounted to prove it), one parent chain, HEAD and rev set, 10 % of messages
@@ -34,8 +34,8 @@ import sys
 import tempfile
 import time
 
-from .bench import _WORDS, TOOL_EVERY, TOOL_TOKENS
-from .bench import build_session as _build
+from .bench.build import _WORDS, TOOL_EVERY, TOOL_TOKENS
+from .bench.build import build_session as _build
 from .context.cut import find_cut_index
 from .compaction import _summarizer_window
 from .context.engine import (CUT_NOTE, SUMMARY_SYSTEM, WRAPPER_TOKENS, plan_compaction, prepare, summary_budget,
@@ -67,10 +67,10 @@ class _NoCallProvider:
 
 def build_session(store, n: int, *, window: int = WINDOW, model: str = "gpt-4o", seed: int = 7,
                   verify: int = 24):
-    """The occupancy benchmark's builder (`ocw.bench.build_session`) with this benchmark's
+    """The benchmarks' builder (`ocw.bench.build.build_session`) with this benchmark's
     window, name and node ids; returns the session loaded."""
     return _build(store, n, model=model, window=window, seed=seed, name=f"bench-compaction-{n}",
-                  id_prefix="n_c", verify=verify)
+                  id_salt="n_c", verify=verify)
 
 
 # -- the naive path -----------------------------------------------------------------------------

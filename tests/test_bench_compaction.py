@@ -6,6 +6,12 @@ from __future__ import annotations
 import io
 
 from ocw import bench_compaction as bench
+from ocw.bench.build import node_id
+
+
+def branch_t0(branch):
+    """The ms of the first built id (ids are "n_" + hex of (ms << 20 | 20 random bits))."""
+    return int(branch[0][2:], 16) >> 20
 
 
 def test_quick_run_prints_the_table(tmp_path):
@@ -43,7 +49,9 @@ def test_build_session_matches_what_the_session_counts(tmp_path):
     store = Store(str(tmp_path / "b.duckdb"))
     try:
         s = bench.build_session(store, 50, verify=50)  # raises if a stored count differs from a recount
-        assert len(s.branch()) == 50 and s.head == "n_c49"
+        branch = s.branch()
+        assert len(branch) == 50 and s.head == branch[-1] == node_id("n_c", 49, branch_t0(branch))
+        assert branch == sorted(branch)  # ids in time order, as ocw makes them
         history = s.rendered_history()
         uses = [b["id"] for m in history for b in m["content"] if b["type"] == "tool_use"]
         assert len(uses) == len(set(uses)) == 5  # unique tool ids, one call per ten messages

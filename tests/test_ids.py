@@ -1,0 +1,42 @@
+"""Ids: a prefix and 16 hex digits (ms << 20 | 20 random bits), increasing within a
+process — so appends touch only the newest corner of the primary-key index."""
+from __future__ import annotations
+
+import re
+
+from ocw import ids
+
+
+def test_shape_and_order():
+    made = [ids.new_id("n_") for _ in range(2000)]
+    assert all(re.fullmatch(r"n_[0-9a-f]{16}", i) for i in made)
+    assert made == sorted(made) and len(set(made)) == 2000
+
+
+def test_the_time_is_in_the_high_bits(monkeypatch):
+    monkeypatch.setattr(ids.time, "time", lambda: 1_700_000_000.123)
+    monkeypatch.setattr(ids, "_last", 0)
+    value = int(ids.new_id("s_")[2:], 16)
+    assert value >> 20 == 1_700_000_000_123
+
+
+def test_same_millisecond_and_a_clock_step_back_still_count_up(monkeypatch):
+    clock = iter([1_700_000_000.5] * 3 + [1_700_000_000.0] * 3)  # three in one ms, then 500 ms back
+    monkeypatch.setattr(ids.time, "time", lambda: next(clock))
+    monkeypatch.setattr(ids, "_last", 0)
+    made = [ids.new_id() for _ in range(6)]
+    values = [int(m, 16) for m in made]
+    assert values == sorted(values) and len(set(values)) == 6
+    assert values[3] == values[2] + 1  # after the step back: the last one plus one
+
+
+def test_the_random_part_comes_from_the_os_not_the_seeded_module(monkeypatch):
+    import random
+
+    monkeypatch.setattr(ids.time, "time", lambda: 1_700_000_000.0)
+    got = set()
+    for _ in range(3):
+        monkeypatch.setattr(ids, "_last", 0)
+        random.seed(7)
+        got.add(ids.new_id())
+    assert len(got) == 3  # a seeded `random` does not repeat them
