@@ -127,7 +127,7 @@ def test_own_compaction_counts_exactly_and_resets_baseline():
     (1, 0, True),  # a sample of 0 is a drop like any other
     (0, 0, False),
     (0, 1, False),
-    (200_000, 0, True),
+    (1000, 0, True),  # from a full window to empty
 ])
 def test_a_drop_is_a_sample_strictly_below_the_baseline(base, used, inferred):
     meta, _ = rules.apply_sample({"context_compaction_count": 7}, sample(base))
@@ -136,6 +136,22 @@ def test_a_drop_is_a_sample_strictly_below_the_baseline(base, used, inferred):
     assert got is inferred
     assert meta["context_compaction_count"] == (8 if inferred else 7)
     assert meta["context_window"] == sample(used)  # the new sample is the next baseline
+
+
+@pytest.mark.parametrize("used, size, valid", [
+    (1000, 1000, True),  # a full window
+    (999, 1000, True),
+    (1001, 1000, False),  # more than the window holds: a misreport, or a window ocw has wrong
+    (5, None, True),  # window unknown: any whole number ≥ 0
+    (5, 0, True), (5, -1, True), (5, "4", True), (5, True, True),  # not a usable window: not checked
+    (2, 1, False),
+])
+def test_a_sample_above_its_window_is_not_valid(used, size, valid):
+    assert rules.valid_sample(used, size) is valid
+    before = {"context_compaction_count": 1, "context_window": sample(5000, size=5000)}
+    meta, inferred = rules.apply_sample(before, {"used": used, "size": size})
+    assert (meta is not before) is valid  # an invalid sample leaves the metadata as it was
+    assert inferred is valid and meta["context_compaction_count"] == (2 if valid else 1)
 
 
 def test_a_first_sample_of_0_is_a_baseline_and_0_again_counts_nothing():
