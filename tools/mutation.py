@@ -158,12 +158,13 @@ def main() -> int:
     for m in survivors:
         why = explained(m, equivalents)
         unexplained += why is None
-        print(f"  {m['path']}:{m['line']}  {m['function']}  [{results[m['name']]}]  {m['name']}")
+        verdict = "equivalent" if why else "NOT EXPLAINED"
+        print(f"  {verdict}: {m['path']}:{m['line']}  {m['function']}  [{results[m['name']]}]  {m['name']}")
         for x in m["removed"]:
             print(f"      - {x.strip()}")
         for x in m["added"]:
             print(f"      + {x.strip()}")
-        print(f"      equivalent: {why}" if why else "      NOT EXPLAINED: add a test that kills it, "
+        print(f"      why: {why}" if why else "      add a test that kills it, "
               f"or explain it in {EQUIVALENTS.relative_to(ROOT)}")
     print("\n" + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     print(f"Mutation score: {score:.1f} % ({killed} of {tested} killed) over {', '.join(globs)}; "
