@@ -123,6 +123,18 @@ def explained(m: dict, equivalents: list[dict]) -> str | None:
     return None
 
 
+def per_module(results: dict[str, str]) -> dict[str, tuple[int, int]]:
+    """{path: (killed, tested)}: the score of each module on its own."""
+    out: dict[str, tuple[int, int]] = {}
+    for name, status in results.items():
+        if status == "skipped":
+            continue
+        path = name.partition("__mutmut_")[0].rpartition(".")[0].replace(".", "/") + ".py"
+        k, t = out.get(path, (0, 0))
+        out[path] = (k + (status in KILLED), t + 1)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("paths", nargs="*")
@@ -166,6 +178,9 @@ def main() -> int:
             print(f"      + {x.strip()}")
         print(f"      why: {why}" if why else "      add a test that kills it, "
               f"or explain it in {EQUIVALENTS.relative_to(ROOT)}")
+    print("\nPer module (killed of tested, score):")
+    for path, (k, t) in sorted(per_module(results).items()):
+        print(f"  {path:32} {k:5} of {t:5}  {100.0 * k / t if t else 0.0:5.1f} %")
     print("\n" + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     print(f"Mutation score: {score:.1f} % ({killed} of {tested} killed) over {', '.join(globs)}; "
           f"{len(survivors) - unexplained} survivors explained as equivalent, {unexplained} not explained")
