@@ -276,3 +276,41 @@ def test_pairing_matches_the_set_rule_when_ids_are_unique():
         if len(messages) >= 4 and loose.index > 0:
             assert cut.index == _reference_cut(messages, loose.index), trial
         assert_no_split_pair(messages, cut)
+
+
+# -- issue 13: interleaved calls, thinking-only messages -------------------------------------------
+@pytest.mark.parametrize("keep, index", [
+    (1_000, 10),  # only the last message: no result kept, no move
+    (2_000, 6),  # keeps "res b": b's call at 7 → then "res a" is kept, so a's call at 6
+    (3_000, 6),  # keeps both results
+    (4_000, 6),  # keeps use b and both results: a's call joins
+    (5_000, 6),  # exactly the whole exchange: no move
+    (6_000, 5),  # one more, plain message: no move
+])
+def test_interleaved_calls_in_separate_messages_stay_with_their_results(keep, index):
+    # use a, use b, res a, res b: moving the cut to b's call keeps a's result, whose call
+    # must then move it again — one pass over the kept results is not enough.
+    messages = uniform(6, 1_000) + [
+        tool_use(6, 1_000, "a"), tool_use(7, 1_000, "b"), tool_result(8, 1_000, "a"), tool_result(9, 1_000, "b"),
+        msg(10, 1_000)]
+    cut = find_cut_index(messages, 128_000, keep_recent_tokens=keep)
+    assert cut.index == index
+    assert_no_split_pair(messages, cut)
+
+
+def test_three_interleaved_calls_chain_back_to_the_first():
+    messages = uniform(6, 1_000) + [
+        tool_use(6, 1_000, "a"), tool_use(7, 1_000, "b"), tool_use(8, 1_000, "c"),
+        tool_result(9, 1_000, "c"), tool_result(10, 1_000, "a"), tool_result(11, 1_000, "b"), msg(12, 1_000)]
+    # keeps "res b, msg": b at 7 → keeps "res a" → a at 6 (c's pair is inside already)
+    assert find_cut_index(messages, 128_000, keep_recent_tokens=2_000).index == 6
+
+
+def test_a_thinking_only_message_counts_toward_the_five():
+    # 12.8k budget on a 128k window: the last two 5k messages fit, then the floor widens
+    # the tail to five nonempty messages; one of them holds only a thinking block.
+    messages = uniform(20, 5_000)
+    messages[17] = msg(17, 5_000, "assistant", blocks=[{"type": "thinking", "thinking": "let me see"}])
+    assert find_cut_index(messages, 128_000).index == 15
+    messages[17] = msg(17, 5_000, "assistant", text="   ")  # empty: does not count, one more is kept
+    assert find_cut_index(messages, 128_000).index == 14

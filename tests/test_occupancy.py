@@ -112,3 +112,14 @@ def test_a_measured_sample_wins_over_the_learned_calibration():
     # ... until HEAD moves: then the learned calibration applies.
     occ = compute_breakdown(PARTS, window=2048, sample=sample(700), head="other", calibration=1.9)
     assert occ["total"] == 1113 and occ["basis"] == "estimated"
+
+
+def test_a_measured_ratio_is_the_measured_total_over_the_window():
+    # issue 13: the ratio (the ring, the 80 % line) follows the measured figure, not the estimate.
+    occ = compute_breakdown(PARTS, window=2048, sample=sample(1024), head="h")
+    assert occ["basis"] == "measured" and occ["estimated_total"] == 586
+    assert occ["ratio"] == 0.5
+    occ = compute_breakdown(PARTS, window=2048, sample=sample(1639), head="h")
+    assert occ["ratio"] == 1639 / 2048 and occ["ratio"] > 0.8
+    assert compute_breakdown(PARTS, window=0, sample=sample(10), head="h")["ratio"] == 0.0
+    assert compute_breakdown(PARTS, window=0)["ratio"] == 0.0
