@@ -505,3 +505,53 @@ def test_a_unix_socket_connection_counts_as_new():
     tcp = http._ConnectionTrace()
     tcp("connection.connect_tcp.complete", {})
     assert tcp.new_connection is True
+
+
+# -- the error body itself ---------------------------------------------------------------------
+def test_an_error_body_that_stalls_is_a_timeout(raw):
+    srv = raw(("stall", response("500 Internal Server Error", {"x-request-id": "rid-7"}, b'{"error":', length=400)))
+    p = openai(srv.url, timeout=0.5, max_retries=2)
+    with pytest.raises(ProviderTimeout) as ei:
+        p.complete([user("q")])
+    assert str(ei.value) == "openai: timed out reading an error body"
+    assert (ei.value.status, ei.value.request_id) == (500, "rid-7") and len(srv.requests) == 1
+    p.close()
+
+
+def test_an_error_body_cut_short_leaves_the_status_alone(raw, sleeps):
+    srv = raw(("close", response("503 Service Unavailable", {"x-request-id": "rid-8"}, b'{"error":', length=400)))
+    p = openai(srv.url)
+    with pytest.raises(ServerError) as ei:
+        p.complete([user("q")])
+    assert str(ei.value) == "openai: HTTP 503 (request id rid-8)"
+    assert (ei.value.status, ei.value.body) == (503, "")
+    p.close()
+
+
+def test_an_error_body_in_bad_utf8_with_the_key_in_it(raw):
+    body = f'{{"error": {{"message": "cl\xe9 refus\xe9e: {KEY}"}}}}'.encode("latin-1")
+    srv = raw(("close", response("400 Bad Request", {"Content-Type": "application/json"}, body)))
+    p = openai(srv.url)
+    with pytest.raises(BadRequest) as ei:
+        p.complete([user("q")])
+    assert str(ei.value) == "openai: HTTP 400: cl\ufffd refus\ufffde: <redacted>"
+    assert KEY not in ei.value.body and ei.value.body.endswith('<redacted>"}}')
+    p.close()
+
+
+# -- construction ------------------------------------------------------------------------------------
+def test_provider_defaults_and_the_base_url_without_its_trailing_slash():
+    p = OpenAIProvider("m", base_url="http://127.0.0.1:9/v1/", api_key="k", context_window=4096)
+    assert p.base_url == "http://127.0.0.1:9/v1" and p.timeout == 60.0 and p.max_retries == 2
+    assert p.context_window == 4096 and p.model == "m"
+    assert OpenAIProvider("m", base_url="http://h/v1///", api_key="k").base_url == "http://h/v1"
+    assert OpenAIProvider("m", base_url="http://h/v1", api_key="k", max_retries=-3).max_retries == 0
+    assert OpenAIProvider("m", base_url="http://h/v1", api_key="k").context_window is None
+
+
+def test_one_verified_tls_context_per_process():
+    import ssl
+
+    ctx = http._ssl_context()
+    assert isinstance(ctx, ssl.SSLContext) and ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+    assert http._ssl_context() is ctx
