@@ -160,3 +160,11 @@ def test_node_rows_read_missing_numbers_as_zero():
     assert not Node("t", 3, None, "tool", SUMMARY_NAME, 1).is_summary
     assert not Node("u", 3, None, "llm", None, 1).is_summary
     assert SUMMARY_NAME == "context/summary"
+
+
+def test_a_summary_of_the_root_alone_is_active():
+    rows = {n.id: n for n in chain("abc")}
+    s = summary("s", rows["a"], 9)  # covers one node: the root
+    assert s.cover_count == 1 and Node("x", 1, None, "user", None, 1).cover_count == 0
+    assert active_summary([s], ancestors_of("c", rows), 3) is s
+    assert active_summary([s], ancestors_of("a", rows), 1) is s
