@@ -545,13 +545,40 @@ def test_provider_defaults_and_the_base_url_without_its_trailing_slash():
     assert p.base_url == "http://127.0.0.1:9/v1" and p.timeout == 60.0 and p.max_retries == 2
     assert p.context_window == 4096 and p.model == "m"
     assert OpenAIProvider("m", base_url="http://h/v1///", api_key="k").base_url == "http://h/v1"
+    assert OpenAIProvider("m", base_url="http://h/XX/", api_key="k").base_url == "http://h/XX"  # only slashes go
     assert OpenAIProvider("m", base_url="http://h/v1", api_key="k", max_retries=-3).max_retries == 0
     assert OpenAIProvider("m", base_url="http://h/v1", api_key="k").context_window is None
 
 
-def test_one_verified_tls_context_per_process():
+def test_one_verified_tls_context_per_process(monkeypatch):
     import ssl
 
+    monkeypatch.setattr(http, "_ssl_ctx", None)  # as in a fresh process
     ctx = http._ssl_context()
     assert isinstance(ctx, ssl.SSLContext) and ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
     assert http._ssl_context() is ctx
+
+
+def test_the_probe_asks_for_its_own_model_in_a_list_of_several(raw):
+    listing = {"object": "list", "data": [{"id": "m1", "owned_by": "llamacpp", "meta": {"n_ctx": 1000}},
+                                          {"id": "m2", "owned_by": "llamacpp", "meta": {"n_ctx": 2000}}]}
+    srv = raw(("close", response("200 OK", {"Content-Type": "application/json"}, json.dumps(listing).encode())))
+    p = OpenAIProvider("m2", base_url=srv.url + "/v1", api_key=KEY)
+    assert p.probe_window() == (2000, "llama.cpp /v1/models")
+    p.close()
+
+
+def test_each_probe_request_is_bounded_by_what_is_left_of_the_probes_timeout(refserver):
+    refserver.like_llama_server(4096)
+    p = OpenAIProvider("ref-model", base_url=refserver.openai_url, api_key="k", timeout=60)
+    sent: list = []
+    request = p.client.request
+
+    def spy(*a, **kw):
+        sent.append(kw.get("timeout"))
+        return request(*a, **kw)
+
+    p.client.request = spy
+    assert p.probe_window(timeout=0.5) == (4096, "llama.cpp /v1/models")
+    assert len(sent) == 1 and sent[0] is not None and 0 < sent[0] <= 0.5  # not the client's 60 s
+    p.close()
