@@ -156,12 +156,16 @@ def count_for_model(text: str, model: str | None) -> int:
 
 
 def truncate_to_tokens(text: str, max_tokens: int, encoding: str = "cl100k_base") -> str:
-    """The longest prefix of text that fits in max_tokens (on token boundaries)."""
+    """The longest prefix of text that fits in max_tokens (on token boundaries).
+
+    A cut between two tokens of one character (an emoji, many CJK characters) leaves
+    that character's first bytes behind; they are dropped rather than decoded to
+    U+FFFD, so the result is always a prefix of `text`."""
     enc = get_encoding(encoding)
     ids = enc.encode_ordinary(text)
     if len(ids) <= max_tokens:
         return text
-    return enc.decode(ids[: max(0, max_tokens)])
+    return enc.decode_bytes(ids[: max(0, max_tokens)]).decode("utf-8", errors="ignore")
 
 
 def render_block(block: dict) -> str:

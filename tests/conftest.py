@@ -286,3 +286,15 @@ def store_dump():
 
 # -- PostgreSQL store (issue 16): a real server started by the tests ----------------
 from pg_server import pg_cluster, pg_url  # noqa: E402,F401
+
+# -- mutation-killing tests (issue 13): an encoding where every byte is one token --
+@_pytest.fixture(scope="session")
+def byte_encoding(tmp_path_factory):
+    """The name ("file:<path>") of a user .tiktoken file holding the 256 single bytes
+    and nothing else: every byte of a text is one token, so counts are easy to predict
+    and differ from cl100k's and o200k's."""
+    import base64
+
+    path = tmp_path_factory.mktemp("bytes-encoding") / "bytes.tiktoken"
+    path.write_text("".join(f"{base64.b64encode(bytes([i])).decode()} {i}\n" for i in range(256)))
+    return f"file:{path}"

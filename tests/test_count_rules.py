@@ -120,6 +120,97 @@ def test_own_compaction_counts_exactly_and_resets_baseline():
     assert inferred is False and meta["context_compaction_count"] == 1
 
 
+@pytest.mark.parametrize("base, used, inferred", [
+    (500, 499, True),  # just under the baseline: a drop
+    (500, 500, False),  # at the baseline: nothing
+    (500, 501, False),  # just over: nothing
+    (1, 0, True),  # a sample of 0 is a drop like any other
+    (0, 0, False),
+    (0, 1, False),
+    (1000, 0, True),  # from a full window to empty
+])
+def test_a_drop_is_a_sample_strictly_below_the_baseline(base, used, inferred):
+    meta, _ = rules.apply_sample({"context_compaction_count": 7}, sample(base))
+    assert meta["context_compaction_count"] == 7  # the first sample is a baseline only
+    meta, got = rules.apply_sample(meta, sample(used))
+    assert got is inferred
+    assert meta["context_compaction_count"] == (8 if inferred else 7)
+    assert meta["context_window"] == sample(used)  # the new sample is the next baseline
+
+
+@pytest.mark.parametrize("used, size, valid", [
+    (1000, 1000, True),  # a full window
+    (999, 1000, True),
+    (1001, 1000, False),  # more than the window holds: a misreport, or a window ocw has wrong
+    (5, None, True),  # window unknown: any whole number ≥ 0
+    (5, 0, True), (5, -1, True), (5, "4", True), (5, True, True),  # not a usable window: not checked
+    (2, 1, False),
+])
+def test_a_sample_above_its_window_is_not_valid(used, size, valid):
+    assert rules.valid_sample(used, size) is valid
+    before = {"context_compaction_count": 1, "context_window": sample(5000, size=5000)}
+    meta, inferred = rules.apply_sample(before, {"used": used, "size": size})
+    assert (meta is not before) is valid  # an invalid sample leaves the metadata as it was
+    assert inferred is valid and meta["context_compaction_count"] == (2 if valid else 1)
+
+
+def test_a_first_sample_of_0_is_a_baseline_and_0_again_counts_nothing():
+    meta, inferred = rules.apply_sample({}, sample(0))
+    assert inferred is False and meta["context_window"]["used"] == 0 and meta["context_compaction_count"] == 0
+    meta, inferred = rules.apply_sample(meta, sample(0))
+    assert inferred is False and meta["context_compaction_count"] == 0
+
+
+def test_the_same_decreased_sample_twice_counts_once_then_a_lower_one_counts_again():
+    meta = {"context_compaction_count": 0, "context_window": sample(10)}
+    meta, first = rules.apply_sample(meta, sample(0))
+    meta, second = rules.apply_sample(meta, sample(0))
+    assert (first, second) == (True, False)
+    assert meta["context_compaction_count"] == 1
+    meta, _ = rules.apply_sample(meta, sample(5))
+    meta, third = rules.apply_sample(meta, sample(4))
+    assert third is True and meta["context_compaction_count"] == 2
+
+
+def test_a_baseline_that_is_not_a_sample_is_no_baseline():
+    for bad_baseline in (None, "800", 800, {"used": -1}, {"used": True}, {"used": 8.5}, {}):
+        meta, inferred = rules.apply_sample({"context_compaction_count": 2, "context_window": bad_baseline}, sample(0))
+        assert inferred is False, bad_baseline
+        assert meta["context_compaction_count"] == 2
+        assert meta["context_window"] == sample(0)
+
+
+def test_an_unreadable_count_is_written_back_as_a_number():
+    for bad in ("3", -2, None, 1.5):
+        meta, inferred = rules.apply_sample({"context_compaction_count": bad}, sample(10))
+        assert meta["context_compaction_count"] == 0 and inferred is False
+        meta, inferred = rules.apply_sample({"context_compaction_count": bad, "context_window": sample(10)}, sample(9))
+        assert meta["context_compaction_count"] == 1 and inferred is True
+        assert rules.clear_baseline({"context_compaction_count": bad})["context_compaction_count"] == 0
+        assert rules.count_own_compaction({"context_compaction_count": bad})["context_compaction_count"] == 1
+    assert rules.compaction_count({"context_compaction_count": 0}) == 0
+    assert rules.compaction_count({"context_compaction_count": 1}) == 1
+
+
+def test_clear_baseline_then_samples_count_from_the_new_baseline():
+    meta = {"context_compaction_count": 3, "context_window": sample(900)}
+    meta = rules.clear_baseline(meta)
+    assert meta["context_compaction_count"] == 3 and meta["context_window"] is None
+    meta, inferred = rules.apply_sample(meta, sample(900))  # equal to the forgotten baseline: a new baseline
+    assert inferred is False and meta["context_compaction_count"] == 3
+    meta, inferred = rules.apply_sample(meta, sample(899))
+    assert inferred is True and meta["context_compaction_count"] == 4
+    assert rules.clear_baseline(rules.clear_baseline(meta))["context_compaction_count"] == 4
+
+
+def test_own_compaction_adds_exactly_one_to_any_count():
+    for before, after in ((0, 1), (1, 2), (41, 42)):
+        meta = {"context_compaction_count": before, "context_window": sample(100), "keep": "x"}
+        out = rules.count_own_compaction(meta)
+        assert out == {"context_compaction_count": after, "context_window": None, "keep": "x"}
+        assert meta["context_compaction_count"] == before  # input untouched
+
+
 # -- occupancy -----------------------------------------------------------------------
 PARTS = {"system": 100, "tools": 50, "summary": 200, "messages": 650}
 

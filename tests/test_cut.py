@@ -276,3 +276,110 @@ def test_pairing_matches_the_set_rule_when_ids_are_unique():
         if len(messages) >= 4 and loose.index > 0:
             assert cut.index == _reference_cut(messages, loose.index), trial
         assert_no_split_pair(messages, cut)
+
+
+# -- issue 13: interleaved calls, thinking-only messages -------------------------------------------
+@pytest.mark.parametrize("keep, index", [
+    (1_000, 10),  # only the last message: no result kept, no move
+    (2_000, 6),  # keeps "res b": b's call at 7 → then "res a" is kept, so a's call at 6
+    (3_000, 6),  # keeps both results
+    (4_000, 6),  # keeps use b and both results: a's call joins
+    (5_000, 6),  # exactly the whole exchange: no move
+    (6_000, 5),  # one more, plain message: no move
+])
+def test_interleaved_calls_in_separate_messages_stay_with_their_results(keep, index):
+    # use a, use b, res a, res b: moving the cut to b's call keeps a's result, whose call
+    # must then move it again — one pass over the kept results is not enough.
+    messages = uniform(6, 1_000) + [
+        tool_use(6, 1_000, "a"), tool_use(7, 1_000, "b"), tool_result(8, 1_000, "a"), tool_result(9, 1_000, "b"),
+        msg(10, 1_000)]
+    cut = find_cut_index(messages, 128_000, keep_recent_tokens=keep)
+    assert cut.index == index
+    assert_no_split_pair(messages, cut)
+
+
+def test_three_interleaved_calls_chain_back_to_the_first():
+    messages = uniform(6, 1_000) + [
+        tool_use(6, 1_000, "a"), tool_use(7, 1_000, "b"), tool_use(8, 1_000, "c"),
+        tool_result(9, 1_000, "c"), tool_result(10, 1_000, "a"), tool_result(11, 1_000, "b"), msg(12, 1_000)]
+    # keeps "res b, msg": b at 7 → keeps "res a" → a at 6 (c's pair is inside already)
+    assert find_cut_index(messages, 128_000, keep_recent_tokens=2_000).index == 6
+
+
+def test_a_thinking_only_message_counts_toward_the_five():
+    # 12.8k budget on a 128k window: the last two 5k messages fit, then the floor widens
+    # the tail to five nonempty messages; one of them holds only a thinking block.
+    messages = uniform(20, 5_000)
+    messages[17] = msg(17, 5_000, "assistant", blocks=[{"type": "thinking", "thinking": "let me see"}])
+    assert find_cut_index(messages, 128_000).index == 15
+    messages[17] = msg(17, 5_000, "assistant", text="   ")  # empty: does not count, one more is kept
+    assert find_cut_index(messages, 128_000).index == 14
+
+
+# -- issue 13: the rest of the rule's edges --------------------------------------------------------
+def test_tiny_windows_keep_no_tail():
+    assert [default_tail_budget(w) for w in (0, 3, 4, 7, 8)] == [0, 0, 1, 1, 2]
+
+
+def test_blocks_that_count_as_nonempty_on_their_own():
+    # 12.8k budget: two 5k messages fit; the floor widens to five nonempty ones.
+    for block in ({"type": "tool_use", "id": "u", "name": "f", "input": {}},
+                  {"type": "tool_result", "tool_use_id": "zz", "content": ""},
+                  {"type": "thinking", "thinking": ""}):
+        messages = uniform(20, 5_000)
+        messages[17] = msg(17, 5_000, "assistant", blocks=[block])
+        assert find_cut_index(messages, 128_000).index == 15, block["type"]
+    for blocks in ([{"type": "text"}], [{"type": "text", "text": " \n"}], [{"type": "image", "source": "x"}], []):
+        messages = uniform(20, 5_000)
+        messages[17] = msg(17, 5_000, "assistant", blocks=blocks)
+        assert find_cut_index(messages, 128_000).index == 14, blocks
+
+
+def test_messages_without_content_or_a_count_are_empty_and_free():
+    messages = uniform(20, 5_000)
+    del messages[17]["content"]
+    assert find_cut_index(messages, 128_000).index == 14  # empty: one more is kept
+    messages = uniform(10, 1_000) + [tool_use(10, 1_000, "t"), tool_result(11, 1_000, "t"), msg(12, 1_000)]
+    del messages[3]["content"]
+    assert find_cut_index(messages, 128_000, keep_recent_tokens=2_000).index == 10
+    messages = uniform(10, 1_000)
+    for m in messages[6:]:
+        del m["tokens"]  # counted as 0: the last four fit any budget
+    assert find_cut_index(messages, 128_000, keep_recent_tokens=0).index == 6
+    assert find_cut_index(messages, 128_000, keep_recent_tokens=1_000).index == 5
+
+
+def test_keep_zero_tokens_folds_everything_even_a_one_token_message():
+    messages = uniform(6, 1_000) + [msg(6, 1)]
+    assert find_cut_index(messages, 128_000, keep_recent_tokens=0).index == 7
+    assert find_cut_index(messages, 128_000, keep_recent_tokens=1).index == 6
+
+
+def test_the_suffix_is_measured_message_by_message():
+    # keep 2,000: the last two (1k each) fit; the 3k before them does not.
+    messages = uniform(3, 100) + [msg(3, 3_000), msg(4, 1_000), msg(5, 1_000)]
+    assert find_cut_index(messages, 128_000, keep_recent_tokens=2_000).index == 4
+    assert find_cut_index(messages, 128_000, keep_recent_tokens=4_999).index == 4
+    assert find_cut_index(messages, 128_000, keep_recent_tokens=5_000).index == 3
+
+
+def test_the_floor_measures_the_message_it_adds():
+    # Window 20k: tail budget 5k (25 %), half the window 10k. The last four (400) fit;
+    # the floor adds the 6k message (6.4k ≤ 10k), not judged by the 9.7k before it.
+    messages = [msg(0, 9_700), msg(1, 6_000), msg(2, 100), msg(3, 100), msg(4, 100), msg(5, 100)]
+    assert find_cut_index(messages, 20_000).index == 1
+    # The floor can widen the tail to everything: then there is nothing to fold.
+    cut = find_cut_index(uniform(5, 5_000), 128_000)
+    assert (cut.index, cut.kind) == (0, TAIL_HOLDS_ALL)
+    assert cut.reason == "the recent tail already holds everything; nothing older to fold"
+
+
+@pytest.mark.parametrize("calibration", [None, 0, -1.0, 1.0])
+def test_no_or_a_nonsense_calibration_counts_the_estimate(calibration):
+    messages = uniform(30, 1_000)
+    assert find_cut_index(messages, 128_000, calibration=calibration).index == 30 - 12
+    assert find_cut_index(messages, 128_000, keep_recent_tokens=3_000, calibration=calibration).index == 27
+
+
+def test_a_calibration_under_one_keeps_more():
+    assert find_cut_index(uniform(30, 1_000), 128_000, keep_recent_tokens=3_000, calibration=0.5).index == 24

@@ -107,3 +107,117 @@ def test_snake_case_names_and_host_names_are_identifiers():
     assert extract_identifiers("merge orders version 3.2 df.groupby plain") == []
     # A host inside a URL adds nothing beyond the URL.
     assert extract_identifiers("see https://api.example.com/v1/x") == ["https://api.example.com/v1/x"]
+
+# -- boundaries (issue 13): each of these fails if the matching bug is planted ---------------------
+@pytest.mark.parametrize("text, expected", [
+    ("issue #12 is open", ["#12"]),  # 3 characters: kept
+    ("issue #123 is open", ["#123"]),
+    ("issue #1 is open", []),  # one digit is not an issue number
+    ("it took 5 s", ["5 s"]),  # 3 characters: kept
+    ("it took 15s", ["15s"]),  # 3 characters: kept
+    ("it took 5s", []),  # 2 characters: too short to be worth keeping
+    ("it grew 1%", []),  # 2 characters
+    ("it grew 10%", ["10%"]),
+    ("see a.c first", ["a.c"]),  # 3 characters: kept
+    ("see ab.c first", ["ab.c"]),
+])
+def test_three_characters_is_the_shortest_identifier_kept(text, expected):
+    assert extract_identifiers(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("commit a1b2c3d fixed it", ["a1b2c3d"]),  # a 7-character short hash (git's default)
+    ("commit a1b2c3 fixed it", []),  # 6 characters: not a hash
+    ("commit " + "a1" * 20 + " fixed it", ["a1" * 20]),  # a full 40-character hash
+    ("commit " + "a1" * 20 + "b fixed it", []),  # 41: not a hash
+    ("commit 1234567 fixed it", []),  # digits only: a number, not a hash
+    ("commit deadbee fixed it", []),  # letters only: a word, not a hash
+])
+def test_hashes_from_7_to_40_hex_characters(text, expected):
+    assert extract_identifiers(text) == expected
+
+
+def test_a_quantity_inside_a_larger_one_is_not_present():
+    assert extract_identifiers("first 50 ms, then 150 ms") == ["50 ms", "150 ms"]
+    assert missing_identifiers("it took 50 ms", "it took 150 ms") == ["50 ms"]
+    assert missing_identifiers("it took 50 ms", "it took 0.50 ms") == ["50 ms"]  # after a dot: another number
+    assert missing_identifiers("it took 50 ms", "it took 50 ms.") == []
+    assert missing_identifiers("it took 50 ms", "(50 ms) at most") == []
+    assert missing_identifiers("see ABC-12", "see ABC-12x") == ["ABC-12"]
+
+
+def test_a_path_also_inside_a_url_or_backticks_is_listed_once():
+    url = "https://example.com/src/app.py"
+    assert extract_identifiers(f"open {url} then edit src/app.py") == [url]
+    assert extract_identifiers(f"edit src/app.py, opened as {url}") == [url]
+    assert extract_identifiers("run `src/app.py` or src/app.py") == ["`src/app.py`"]
+    assert extract_identifiers("HTTP/1.1 at http://h.org/a/b") == ["HTTP/1.1", "http://h.org/a/b"]
+
+
+def test_trailing_punctuation_is_not_part_of_an_identifier():
+    text = "at https://x.org/a/b, then https://x.org/c/d; and https://x.org/e/f: also https://x.org/G/X."
+    assert extract_identifiers(text) == ["https://x.org/a/b", "https://x.org/c/d", "https://x.org/e/f",
+                                         "https://x.org/G/X"]
+    assert extract_identifiers("see docs/INDEX.") == ["docs/INDEX"]
+
+
+def test_a_backticked_name_is_present_when_the_summary_names_it_bare():
+    assert missing_identifiers("call `MAX_X`", "we call MAX_X daily") == []
+    assert missing_identifiers("call `XY_Z`", "we call XY_Z daily") == []
+    assert missing_identifiers("call `MAX_X`", "we call MAX_XY daily") == ["`MAX_X`"]
+
+
+# The list's cost: its header (3 tokens in cl100k and o200k) plus 2 for the blank line and
+# the space after it, then each identifier plus 1 for its "; " separator.
+def test_the_header_counts_against_the_cap_cl100k():
+    assert count_text("Key identifiers:", ENC) == 3
+    assert (count_text("ABC-7", ENC), count_text("KeyError", ENC)) == (3, 2)
+    source, summary = "ABC-7 then KeyError", "S."
+
+    def listed(cap):
+        out = append_facts(summary, source, cap, ENC)
+        return out.split(f"{FACTS_HEADER} ", 1)[1].split("; ") if FACTS_HEADER in out else []
+
+    assert listed(13) == ["ABC-7", "KeyError"]
+    assert listed(12) == ["ABC-7", "KeyError"]  # 5 + 4 + 3: exactly the cap
+    assert listed(11) == ["ABC-7"]
+    assert listed(9) == ["ABC-7"]  # 5 + 4
+    assert listed(8) == ["KeyError"]  # 5 + 3: ABC-7 is skipped, the shorter one still fits
+    assert listed(7) == []
+    assert append_facts(summary, source, 7, ENC) == summary
+    assert listed(5) == []  # the header alone
+
+
+def test_the_cap_is_counted_in_the_given_encoding_o200k():
+    path = "/srv/données/überall.csv"  # 8 tokens in o200k, 9 in cl100k
+    assert (count_text(path, "o200k_base"), count_text(path, "cl100k_base")) == (8, 9)
+    out = append_facts("S.", f"{path} and KeyError", 17, "o200k_base")  # 5 + 9 + 3
+    assert out == f"S.\n\n{FACTS_HEADER} {path}; KeyError"
+    out = append_facts("S.", f"{path} and KeyError", 16, "o200k_base")
+    assert out == f"S.\n\n{FACTS_HEADER} {path}"
+
+
+def test_the_header_is_counted_in_the_given_encoding(byte_encoding):
+    # Every byte is a token: "\n\nKey identifiers: ABC-7" is 2 + 16 + 1 + 5 = 24 tokens.
+    assert append_facts("S.", "ABC-7", 24, byte_encoding) == f"S.\n\n{FACTS_HEADER} ABC-7"
+    assert append_facts("S.", "ABC-7", 23, byte_encoding) == "S."
+
+
+def test_the_list_never_runs_over_its_cap():
+    source = ("Paths /srv/app/main.py, src/ocw/engine.py and notes.md; errors KeyError, ValueError; tickets OPS-12, "
+              "ABC-345; `load_events`, `fit_tail`; commit a1b2c3d; 250 ms, 3.5 GB, 1500 rows; issue #4521.")
+    summary = "The team fixed the loader."
+    assert len(missing_identifiers(source, summary)) == 14
+    sizes = []
+    for cap in range(0, 80):
+        out = append_facts(summary, source, cap, ENC)
+        assert out.startswith(summary)
+        added = count_text(out, ENC) - count_text(summary, ENC)
+        assert added <= cap, cap
+        sizes.append(added)
+    assert sizes[:8] == [0] * 8 and sizes[-1] > 40  # nothing below the header's cost; the list grows with the cap
+
+
+def test_the_summary_is_kept_as_written():
+    out = append_facts("  Indented summary.  \n", "KeyError", 100, ENC)
+    assert out == f"  Indented summary.\n\n{FACTS_HEADER} KeyError"

@@ -70,3 +70,101 @@ def test_summary_rows():
     s = summary("s", a, 3)
     assert s.is_summary and not a.is_summary and s.cover_count == 1
     assert is_summary("llm", SUMMARY_NAME) and not is_summary("llm", "other") and not is_summary("user", SUMMARY_NAME)
+
+
+# -- boundaries (issue 13): walks, running totals and the active-summary rule ------------------
+def ancestors_of(head, rows):
+    """`is_ancestor` as a session answers it: the summary's boundary is on HEAD's walk."""
+    on_branch = {n.id for n in walk_up(head, rows.get)}
+    return lambda s: s.parent_id in on_branch
+
+
+def test_running_totals_with_unequal_counts_start_from_zero():
+    nodes = [Node(nid, i, None if i == 0 else "abcde"[i - 1], "user", None, t)
+             for i, (nid, t) in enumerate(zip("abcde", (7, 0, 13, 1, 100)))]
+    out = chain_totals(None, nodes, {}, epoch=2)
+    assert out == nodes  # the same nodes, updated in place, parent first
+    assert [(n.depth, n.cum, n.epoch) for n in nodes] == [(1, 7, 2), (2, 7, 2), (3, 20, 2), (4, 21, 2), (5, 121, 2)]
+    # Any stretch is one subtraction: the three nodes after b hold 13 + 1 + 100.
+    assert nodes[4].cum - nodes[1].cum == 114
+    assert chain_totals(None, [], {}, epoch=0) == []
+
+
+def test_running_totals_under_a_parent_and_with_partial_recounts():
+    parent = Node("p", 1, None, "user", None, 50, depth=4, cum=200, epoch=1)
+    a = Node("a", 2, "p", "assistant", None, 10)
+    b = Node("b", 3, "a", "user", None, 20)
+    chain_totals(parent, [a, b], {"b": 5}, epoch=1)  # only b recounted: a keeps its 10
+    assert [(n.depth, n.tokens, n.cum) for n in (a, b)] == [(5, 10, 210), (6, 5, 215)]
+    # A recount to 0 is a count, not a missing one.
+    chain_totals(parent, [a, b], {"a": 0, "b": 0}, epoch=1)
+    assert [(n.tokens, n.cum) for n in (a, b)] == [(0, 200), (0, 200)]
+
+
+def test_walk_up_of_nodes_without_a_depth_goes_to_the_root():
+    rows = {"a": Node("a", 1, None, "user", None, 1), "b": Node("b", 2, "a", "user", None, 1)}
+    assert [n.id for n in walk_up("b", rows.get, stop_depth=5)] == ["b", "a"]
+    rows = {n.id: n for n in chain("abc")}
+    assert [n.id for n in walk_up("c", rows.get, stop_depth=0)] == ["c", "b", "a"]
+    assert [n.id for n in walk_up("c", rows.get, stop_depth=1)] == ["c", "b"]
+    assert [n.id for n in walk_up("c", rows.get, stop_depth=3)] == []
+
+
+def test_active_summary_over_its_range_boundaries_on_both_sides():
+    rows = {n.id: n for n in chain("abcde")}
+    s = summary("s", rows["c"], 20)  # covers a, b, c: boundary c at depth 3
+    assert s.cover_count == 3
+    for head, active in (("e", s), ("d", s), ("c", s), ("b", None), ("a", None), (None, None)):
+        depth = rows[head].depth if head else 0
+        assert active_summary([s], ancestors_of(head, rows), depth) is active, head
+    # The depth check alone, with an ancestry that says yes to everything:
+    # cover_count 3 fits HEAD depths 3 and 4, not 2.
+    yes = lambda _s: True  # noqa: E731
+    assert active_summary([s], yes, 3) is s and active_summary([s], yes, 4) is s
+    assert active_summary([s], yes, 2) is None
+    # A summary covering nothing (cover_count 0) or with no boundary never applies.
+    empty = Node("s0", 30, "a", "llm", SUMMARY_NAME, 5, cover_count=0)
+    rootless = Node("s9", 31, None, "llm", SUMMARY_NAME, 5, cover_count=1)
+    assert active_summary([empty], yes, 5) is None
+    assert active_summary([rootless], yes, 5) is None
+    assert active_summary([], yes, 5) is None
+    # ... and they do not hide an older one that fits.
+    assert active_summary([s, empty, rootless], yes, 5) is s
+
+
+def test_the_newest_fitting_summary_wins_after_rewinds_and_forks():
+    rows = {n.id: n for n in chain("abcdef")}
+    s1 = summary("s1", rows["b"], 20)
+    s2 = summary("s2", rows["d"], 21)
+    s3 = summary("s3", rows["e"], 22)
+    every = [s2, s3, s1]
+    for head, active in (("f", s3), ("e", s3), ("d", s2), ("c", s1), ("b", s1), ("a", None)):
+        assert active_summary(every, ancestors_of(head, rows), rows[head].depth) is active, head
+    (x,) = chain("x", parent=rows["c"], start_seq=30)  # a fork under c: s1 fits, s2 and s3 do not
+    rows["x"] = x
+    assert x.depth == 4
+    assert active_summary(every, ancestors_of("x", rows), x.depth) is s1
+    # Seq decides "newest", not the order of the list or the depth of the boundary.
+    late = Node("late", 40, "b", "llm", SUMMARY_NAME, 5, cover_count=2)
+    assert active_summary(every + [late], ancestors_of("f", rows), 6) is late
+
+
+def test_node_rows_read_missing_numbers_as_zero():
+    n = Node("a", 1, None, "user", None, None, cover_count=None)
+    assert (n.tokens, n.cover_count, n.depth, n.cum, n.epoch, n.supersedes, n.created_at) == (0, 0, None, None, 0, None, None)
+    s = Node("s", 2, "a", "llm", SUMMARY_NAME, "12", depth=3, cum=40, epoch=7, cover_count="2", supersedes="s0",
+             created_at="t")
+    assert (s.tokens, s.cover_count, s.depth, s.cum, s.epoch, s.supersedes, s.created_at) == (12, 2, 3, 40, 7, "s0", "t")
+    assert (s.seq, s.parent_id, s.role, s.name) == (2, "a", "llm", SUMMARY_NAME)
+    assert repr(s) == "Node(s, llm, depth=3, cum=40, epoch=7)"
+    assert not Node("t", 3, None, "tool", SUMMARY_NAME, 1).is_summary
+    assert not Node("u", 3, None, "llm", None, 1).is_summary
+    assert SUMMARY_NAME == "context/summary"
+
+
+def test_a_summary_of_the_root_alone_is_active():
+    rows = {n.id: n for n in chain("abc")}
+    s = summary("s", rows["a"], 9)  # covers one node: the root
+    assert s.cover_count == 1 and Node("x", 1, None, "user", None, 1).cover_count == 0
+    assert active_summary([s], ancestors_of("c", rows), 3) is s
+    assert active_summary([s], ancestors_of("a", rows), 1) is s

@@ -112,3 +112,46 @@ def test_a_measured_sample_wins_over_the_learned_calibration():
     # ... until HEAD moves: then the learned calibration applies.
     occ = compute_breakdown(PARTS, window=2048, sample=sample(700), head="other", calibration=1.9)
     assert occ["total"] == 1113 and occ["basis"] == "estimated"
+
+
+def test_a_measured_ratio_is_the_measured_total_over_the_window():
+    # issue 13: the ratio (the ring, the 80 % line) follows the measured figure, not the estimate.
+    occ = compute_breakdown(PARTS, window=2048, sample=sample(1024), head="h")
+    assert occ["basis"] == "measured" and occ["estimated_total"] == 586
+    assert occ["ratio"] == 0.5
+    occ = compute_breakdown(PARTS, window=2048, sample=sample(1639), head="h")
+    assert occ["ratio"] == 1639 / 2048 and occ["ratio"] > 0.8
+    assert compute_breakdown(PARTS, window=0, sample=sample(10), head="h")["ratio"] == 0.0
+    assert compute_breakdown(PARTS, window=0)["ratio"] == 0.0
+
+
+# -- issue 13: the rest of the edges ------------------------------------------------------------------
+def test_largest_remainder_edges():
+    assert largest_remainder([1, 3], 1) == [0, 1]  # one unit to share: the larger remainder
+    assert largest_remainder([0, 1], 5) == [0, 5]  # weights that add up to 1
+    assert largest_remainder([0.5, 0.5], 3) == [2, 1]
+    assert largest_remainder([3, 1], 0) == [0, 0]
+
+
+def test_percents_of_a_one_token_window():
+    assert percents({"messages": 1, "free": 0}, 1) == {"messages": "100.0", "free": "0.0"}
+    assert percents({"messages": 0, "free": 1}, 1) == {"messages": "0.0", "free": "100.0"}
+    assert percents({"messages": 5, "free": 0}, 0) == {"messages": "0.0", "free": "0.0"}
+
+
+def test_measured_calibration_is_rounded_to_four_decimals():
+    occ = compute_breakdown(PARTS, window=2048, sample=sample(596), head="h")
+    assert occ["calibration"] == 1.0171  # 596 / 586 = 1.017064...
+
+
+def test_missing_categories_are_zero_when_rows_are_scaled():
+    occ = compute_breakdown({"system": 10, "messages": 90}, window=1_000, calibration=2.0)
+    assert occ["total"] == 200
+    assert occ["breakdown"] == {"system": 20, "tools": 0, "summary": 0, "messages": 180, "free": 800}
+
+
+def test_the_reserve_is_80_percent_of_the_window():
+    occ = compute_breakdown(PARTS, window=2048)
+    assert (occ["reserve"], occ["reserve_ratio"]) == (1638, 0.8)
+    occ = compute_breakdown(PARTS, window=2048, reserve_ratio=0.5)
+    assert (occ["reserve"], occ["reserve_ratio"]) == (1024, 0.5)

@@ -234,6 +234,21 @@ def test_retryable_statuses_are_sent_max_retries_plus_one_times(refserver, wire,
     assert len(refserver.requests) == 3 and len(sleeps) == 2
 
 
+
+def test_a_413_rate_limit_on_tokens_per_minute_is_sent_once(refserver, wire, sleeps):
+    """Groq's 413 "Request too large ... tokens per minute": a rate limit, not an overflow,
+    and the request alone is over the per-minute limit, so sending it again cannot help."""
+    p, _ = wire
+    p.max_retries = 3
+    body = {"error": {"message": "Request too large for model `llama3` on tokens per minute (TPM): Limit 6000, "
+                                 "Requested 9000, please reduce your message size and try again.",
+                      "type": "tokens", "code": "rate_limit_exceeded"}}
+    refserver.script(status=413, body=body, retry_after=1, times=4)
+    with pytest.raises(RateLimitError) as ei:
+        p.stream([user("x")])
+    assert ei.value.status == 413 and "tokens per minute" in str(ei.value)
+    assert len(refserver.requests) == 1 and sleeps == []
+
 def test_500_saying_the_request_is_invalid_is_sent_once(refserver, sleeps):
     """llama-cpp-python answers a null tool-call content with 500; were it ever sent,
     it must not be sent again (ocw itself sends "")."""

@@ -133,6 +133,24 @@ def test_rewind_forks_and_keeps_every_node(sess):
     again.store.close()
 
 
+
+def test_a_node_whose_only_child_is_a_summary_is_a_leaf(sess):
+    # Leaves are a query now (DuckDBStore.leaves, Session.branches): a summary hangs
+    # beside the branch, so its boundary stays a leaf until a real child arrives.
+    a, b, c = (sess.append(r, t) for r, t in [("user", "one"), ("assistant", "two"), ("user", "three")])
+    sess._persist_summary("summary of one, two, three", c, sess.head, sess.generation)  # boundary = HEAD
+    assert [(x["id"], x["depth"], x["role"], x["current"]) for x in sess.branches()] == [(c, 3, "user", True)]
+    assert [n.id for n in sess.backend.leaves(sess.id, sess.epoch)] == [c]
+    # Rewound: c is still a leaf (its only child is the summary), and so is the fork.
+    sess.rewind(a)
+    x = sess.append("assistant", "two, differently")
+    assert [(y["id"], y["depth"], y["current"]) for y in sess.branches()] == [(c, 3, False), (x, 2, True)]
+    # A real child under c: c is no longer a leaf; its child is, and the leaves stay oldest first.
+    sess.checkout(c)
+    d = sess.append("assistant", "four")
+    assert [y["id"] for y in sess.branches()] == [x, d]
+    assert [n.id for n in sess.backend.leaves(sess.id, sess.epoch)] == [x, d]
+
 def test_rewind_rules(sess):
     a1 = sess.append("user", "one")
     a2 = sess.append("assistant", "two")

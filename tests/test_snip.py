@@ -109,3 +109,107 @@ def test_snip_never_writes_to_the_store(tmp_path, session_dump):
         assert s.rendered_history() == history  # the session still renders everything
     finally:
         store.close()
+
+
+# -- boundaries (issue 13) --------------------------------------------------------------------
+def test_a_total_exactly_on_the_budget_is_sent_whole():
+    msgs = [SYSTEM, m(1, 100), m(2, 100), m(3, 100)]  # 350 in all
+    assert snip(msgs, 350) == (msgs, 0)
+    out, dropped = snip(msgs, 349)
+    assert ids(out) == ["system", "n2", "n3"] and dropped == 1
+
+
+def test_snip_stops_as_soon_as_the_total_lands_on_the_budget():
+    msgs = [SYSTEM, m(1, 100), m(2, 100), m(3, 100), m(4, 100)]  # 450
+    for budget, kept in ((351, ["n2", "n3", "n4"]), (350, ["n2", "n3", "n4"]), (349, ["n3", "n4"]),
+                         (250, ["n3", "n4"]), (249, ["n4"])):
+        out, dropped = snip(msgs, budget)
+        assert ids(out) == ["system"] + kept, budget
+        assert dropped == 4 - len(kept)
+
+
+def test_an_older_call_and_result_leave_before_a_newer_message_between_them():
+    # Groups go oldest first by their first message: the pair (n1, n3) is older than n2.
+    msgs = [SYSTEM, call(1, 100, "a"), m(2, 100), result(3, 100, "a"), m(4, 100)]  # 450
+    out, dropped = snip(msgs, 250)
+    assert ids(out) == ["system", "n2", "n4"] and dropped == 2
+    out, dropped = snip(msgs, 149)
+    assert ids(out) == ["system", "n4"] and dropped == 3
+
+
+def test_interleaved_calls_pair_each_call_with_its_own_result():
+    # use a, use b, result a, result b: two calls made before either answer arrived.
+    msgs = [SYSTEM, call(1, 100, "a"), call(2, 100, "b"), result(3, 100, "a"), result(4, 100, "b"), m(5, 100)]
+    out, dropped = snip(msgs, 350)  # dropping the a-pair (200) is enough
+    assert ids(out) == ["system", "n2", "n4", "n5"] and dropped == 2
+    assert_pairs_intact(out)
+    out, dropped = snip(msgs, 149)
+    assert ids(out) == ["system", "n5"] and dropped == 4
+
+
+def test_results_joined_through_one_message_leave_together():
+    # n3 answers both a (from n1) and b (from n2): all three are one group.
+    msgs = [SYSTEM, call(1, 100, "a"), call(2, 100, "b"), result(3, 100, "a", "b"), m(4, 100), m(5, 100)]
+    out, dropped = snip(msgs, 300)
+    assert ids(out) == ["system", "n4", "n5"] and dropped == 3
+    msgs = [SYSTEM, call(1, 100, "a"), m(2, 100), call(3, 100, "b"), result(4, 100, "b", "a"), m(5, 100)]
+    out, dropped = snip(msgs, 200)  # the n1/n3/n4 group goes first, then n2
+    assert ids(out) == ["system", "n5"] and dropped == 4
+    out, dropped = snip(msgs, 300)
+    assert ids(out) == ["system", "n2", "n5"] and dropped == 3
+    assert_pairs_intact(out)
+
+
+def test_a_result_whose_call_is_already_gone_leaves_alone():
+    # The call was compacted into the summary: its result is an ordinary message here.
+    msgs = [SYSTEM, result(1, 100, "gone"), m(2, 100), m(3, 100)]
+    out, dropped = snip(msgs, 250)
+    assert ids(out) == ["system", "n2", "n3"] and dropped == 1
+    # a result listed before its call does not tie the two together either
+    msgs = [SYSTEM, result(1, 100, "x"), call(2, 100, "x"), m(3, 100)]
+    out, dropped = snip(msgs, 250)
+    assert ids(out) == ["system", "n2", "n3"] and dropped == 1
+
+
+def test_a_call_without_an_id_ties_nothing():
+    anon = m(1, 100, "assistant", [{"type": "tool_use", "name": "run", "input": {}}])
+    msgs = [SYSTEM, anon, result(2, 100, "a"), m(3, 100)]
+    out, dropped = snip(msgs, 250)
+    assert ids(out) == ["system", "n2", "n3"] and dropped == 1
+
+
+def test_the_summary_and_system_stay_by_name_and_role_alone():
+    summary = {"role": "llm", "name": "context/summary", "tokens": 100, "content": [], "id": "s"}
+    other_llm = {"role": "llm", "name": "context/other", "tokens": 100, "content": [], "id": "o"}
+    system = {"role": "system", "tokens": 100, "content": [], "id": "sys"}
+    msgs = [system, summary, other_llm, m(1, 100), m(2, 100)]
+    out, dropped = snip(msgs, 300)
+    assert ids(out) == ["sys", "s", "n2"] and dropped == 2
+    # an assistant message named like the summary is pinned too: the name is what counts
+    named = m(3, 100, "assistant", name="context/summary")
+    out, _ = snip([named, m(4, 100), m(5, 100)], 150)
+    assert ids(out) == ["n3", "n5"]
+
+
+def test_a_pinned_call_keeps_its_results():
+    # the system prompt never calls tools, but a pinned group stays whole whatever it holds
+    msgs = [SYSTEM, {**call(1, 100, "a"), "role": "system"}, result(2, 100, "a"), m(3, 100), m(4, 100)]
+    out, dropped = snip(msgs, 0)
+    assert ids(out) == ["system", "n1", "n2", "n4"] and dropped == 1
+
+
+def test_messages_without_tokens_or_content_count_as_empty():
+    bare = {"role": "user", "id": "bare"}  # no tokens, no content
+    msgs = [SYSTEM, bare, m(1, 100), m(2, 100)]
+    assert snip(msgs, 250) == (msgs, 0)
+    out, dropped = snip(msgs, 249)
+    assert ids(out) == ["system", "n2"] and dropped == 2  # bare (0 tokens) goes first, then n1
+
+
+def test_empty_and_single_message_requests():
+    assert snip([], 0) == ([], 0)
+    assert snip([], -5) == ([], 0)
+    only = [m(1, 500)]
+    out, dropped = snip(only, 10)
+    assert out == only and dropped == 0  # the newest message always stays
+    assert snip([m(1, 100), m(2, 100)], 99) == ([m(2, 100)], 1)

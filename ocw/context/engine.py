@@ -230,7 +230,7 @@ def _fit(partial: str, lines: list[str], in_budget: int, encoding: str) -> tuple
     fit is cut (deeper on each retry: joins can tokenize differently from parts); a
     previous summary that leaves too little room is cut to half the budget."""
     k = len(lines)
-    first, margin = lines[0], 0
+    first, margin, cut = lines[0], 0, False
     note = count_text(CUT_NOTE, encoding)
     for _ in range(64):
         body = _summary_input(partial, lines[:k])
@@ -250,7 +250,11 @@ def _fit(partial: str, lines: list[str], in_budget: int, encoding: str) -> tuple
             # ignored max_tokens, or an old summary written for a larger window).
             partial = truncate_to_tokens(partial, in_budget // 2, encoding)
             continue
-        margin += max(4, n - in_budget)
+        if cut:  # the cut line still overshoots (a join tokenized longer than its parts): cut deeper
+            margin += max(4, n - in_budget)
+        # The first cut takes exactly the room left; only a retry keeps a margin. (Subtracting
+        # the uncut line's whole excess as well cut it twice as deep as needed.)
+        cut = True
         lines = [truncate_to_tokens(first, max(0, in_budget - base - margin - note), encoding) + CUT_NOTE]
     raise OcwError("could not fit a summarizer call into its window")  # pragma: no cover - defensive
 

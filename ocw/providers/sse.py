@@ -49,11 +49,9 @@ class SSEDecoder:
         """End of stream: flush a pending line and a frame with no trailing blank line."""
         text = self._utf8.decode(b"", final=True)
         out = self._consume(text, final=True)
-        if self._buf:
+        if self._buf:  # a last line with no line ending: never blank, so it only sets a field
             line, self._buf = self._buf, ""
-            ev = self._line(line)
-            if ev is not None:
-                out.append(ev)
+            self._line(line)
         ev = self._dispatch()
         if ev is not None:
             out.append(ev)

@@ -1,0 +1,103 @@
+"""The window ocw plans with and the calibration of its estimates (ocw/context/calibration.py),
+pure, with DESIGN.md §3's numbers as literals: a learned window of at least 256 tokens that
+only ever lowers the configured one unless the server reports it; measured ÷ estimated
+within 0.25–8, blended half-and-half with what came before, and ignored within ±3 %."""
+from __future__ import annotations
+
+import pytest
+
+from ocw.context.calibration import (
+    blend,
+    calibration,
+    effective_window,
+    learn_window,
+    learned_window,
+    positive_int,
+    window_source,
+    with_samples,
+)
+
+
+@pytest.mark.parametrize("v, ok", [(1, True), (256, True), (0, False), (-1, False), (True, False), (1.0, False),
+                                   ("5", False), (None, False)])
+def test_positive_int(v, ok):
+    assert positive_int(v) is ok
+
+
+# -- the learned window ------------------------------------------------------------------------
+def test_a_window_below_256_tokens_is_a_misreading():
+    assert learn_window({}, "m", 255, "overflow", reported=False) is None
+    assert learn_window({}, "m", 256, "overflow", reported=False) == {
+        "learned_window": {"tokens": 256, "source": "overflow", "model": "m"}}
+    assert learn_window({}, "m", 0, "overflow", reported=True) is None
+    assert learn_window({}, "m", True, "overflow", reported=True) is None
+
+
+def test_a_stated_window_only_lowers_and_a_reported_one_replaces():
+    meta = {"other": 1, "learned_window": {"tokens": 4096, "source": "overflow", "model": "m"}}
+    assert learn_window(meta, "m", 4096, "overflow", reported=False) is None  # the same: nothing changes
+    assert learn_window(meta, "m", 4096, "/props", reported=True) is None
+    assert learn_window(meta, "m", 4097, "overflow", reported=False) is None  # a statement never raises it
+    assert learn_window(meta, "m", 4095, "overflow", reported=False) == {
+        "other": 1, "learned_window": {"tokens": 4095, "source": "overflow", "model": "m"}}
+    assert learn_window(meta, "m", 8192, "/props", reported=True) == {
+        "other": 1, "learned_window": {"tokens": 8192, "source": "/props", "model": "m"}}
+    # Learned for another model: it does not count.
+    assert learn_window(meta, "n", 8192, "overflow", reported=False)["learned_window"]["model"] == "n"
+
+
+def test_the_effective_window_is_the_smaller_for_the_same_model():
+    meta = {"learned_window": {"tokens": 2048, "source": "llama.cpp /props", "model": "m"}}
+    assert learned_window(meta, "m") == meta["learned_window"] and learned_window(meta, "n") is None
+    assert effective_window(8192, meta, "m") == 2048 and window_source(8192, meta, "m") == "llama.cpp /props"
+    assert effective_window(1024, meta, "m") == 1024 and window_source(1024, meta, "m") == "configured"
+    assert effective_window(2048, meta, "m") == 2048 and window_source(2048, meta, "m") == "configured"
+    assert effective_window(8192, meta, "n") == 8192 and window_source(8192, meta, "n") == "configured"
+    bad = {"learned_window": {"tokens": 0, "source": "x", "model": "m"}}
+    assert learned_window(bad, "m") is None and effective_window(8192, bad, "m") == 8192
+    assert learned_window({"learned_window": "4096"}, "m") is None
+
+
+# -- calibration: measured ÷ estimated ----------------------------------------------------------------
+@pytest.mark.parametrize("ratio, used", [
+    (1.0, 1.0), (1.0299, 1.0), (0.9701, 1.0),  # within ±3 %: the estimate stands
+    (1.0301, 1.0301), (0.9699, 0.9699),
+    (0.25, 0.25), (8.0, 8.0),  # the plausible range's ends are in it
+    (0.2499, 1.0), (8.0001, 1.0), (True, 1.0), ("2", 1.0),
+])
+def test_calibration_in_use(ratio, used):
+    assert calibration({"calibration": {"ratio": ratio, "samples": 1, "model": "m"}}, "m") == used
+
+
+def test_calibration_belongs_to_its_model():
+    meta = {"calibration": {"ratio": 2.0, "samples": 3, "model": "m"}}
+    assert calibration(meta, "m") == 2.0 and calibration(meta, "n") == 1.0 and calibration({}, "m") == 1.0
+
+
+@pytest.mark.parametrize("ratio, ok", [(0.25, True), (8.0, True), (0.2499, False), (8.0001, False), (1.0, True)])
+def test_a_sample_outside_0_25_to_8_is_a_misreport(ratio, ok):
+    got = blend(None, ratio, "m")
+    assert (got == {"ratio": ratio, "samples": 1, "model": "m"}) if ok else got is None
+
+
+def test_samples_blend_half_and_half_and_are_counted():
+    first = blend(None, 2.0, "m")
+    assert first == {"ratio": 2.0, "samples": 1, "model": "m"}
+    second = blend(first, 1.0, "m")
+    assert second == {"ratio": 1.5, "samples": 2, "model": "m"}
+    assert blend(second, 1.1, "m") == {"ratio": 1.3, "samples": 3, "model": "m"}
+    # Rounded to 4 decimals.
+    assert blend({"ratio": 1.23456, "samples": 7, "model": "m"}, 1.0, "m") == {"ratio": 1.1173, "samples": 8, "model": "m"}
+    # An old entry without a count, or for another model.
+    assert blend({"ratio": 2.0, "model": "m"}, 1.0, "m") == {"ratio": 1.5, "samples": 1, "model": "m"}
+    assert blend({"ratio": 2.0, "samples": 9, "model": "x"}, 1.0, "m") == {"ratio": 1.0, "samples": 1, "model": "m"}
+    assert blend({"ratio": "2", "samples": 9, "model": "m"}, 1.0, "m") == {"ratio": 1.0, "samples": 1, "model": "m"}
+
+
+def test_with_samples_skips_what_is_not_a_positive_count():
+    meta = {"k": "v"}
+    assert with_samples(meta, [(10, 0), (0, 10), (None, 5), (5, None), (True, 5)], "m") is meta
+    assert with_samples(meta, [(300, 100)], "m") == {"k": "v", "calibration": {"ratio": 3.0, "samples": 1, "model": "m"}}
+    assert with_samples(meta, [(600, 100), (200, 100)], "m")["calibration"] == {"ratio": 4.0, "samples": 2, "model": "m"}
+    assert with_samples(meta, [(900, 100), (200, 100)], "m")["calibration"] == {"ratio": 2.0, "samples": 1, "model": "m"}
+    assert with_samples(meta, [(100, 1)], "m") is meta  # 100: not plausible, nothing learned

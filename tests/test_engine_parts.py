@@ -1,0 +1,424 @@
+"""The compaction engine's pure parts, exactly (ocw/context/engine.py).
+
+What the summarizer is sent — each turn as one transcript line, wrapped with the
+previous summary — word for word; how `summarize` fills each call to exactly its
+budget (the next line waits for the next call; a lone line too large is cut to the
+room left, no deeper); the budgets' numbers as literals; and `finish`'s facts pass.
+A recording summarizer (tests/conftest.py's FakeSummarizer) stands in for the model:
+the engine is pure, it only ever calls `provider.complete`.
+"""
+from __future__ import annotations
+
+import pytest
+
+from ocw.context.engine import (
+    CUT_NOTE,
+    SUMMARY_SYSTEM,
+    Plan,
+    Prepared,
+    facts_budget,
+    finish,
+    plan_compaction,
+    prepare,
+    summarize,
+    summary_budget,
+    transcript_line,
+)
+from ocw.errors import OcwError
+from ocw.graph import SUMMARY_NAME
+from ocw.tokens import FRAME_TOKENS, count_message, count_text
+
+ENC = "o200k_base"  # not the default encoding: a count that forgets its encoding is caught
+
+
+def n(text: str) -> int:
+    return count_text(text, ENC)
+
+
+def body_of(previous: str, lines: list[str]) -> str:
+    """The summarizer input, written out (the engine's `_summary_input`)."""
+    prev = previous.strip() or "(none)"
+    return (f"<previous-summary>\n{prev}\n</previous-summary>\n\n<new-turns>\n" + "\n\n".join(lines)
+            + "\n</new-turns>")
+
+
+def prep_for(lines, *, in_budget, old="", estimates=None, max_tokens=300, out_budget=256, replaced=10_000,
+             window=100_000):
+    plan = Plan(boundary_id="n_last", new_messages=[], old_summary_text=old, replaced_tokens=replaced)
+    return Prepared(plan, window=window, out_budget=out_budget, max_tokens=max_tokens, in_budget=in_budget,
+                    encoding=ENC, lines=list(lines), estimates=estimates or [1] * len(lines))
+
+
+def words(prefix: str, count: int) -> str:
+    return " ".join(f"{prefix}{i}" for i in range(count))
+
+
+def mixed(prefix: str, count: int) -> str:
+    """Words that cl100k and o200k count differently (Cyrillic)."""
+    return " ".join(f"{prefix}{i} мир данные" for i in range(count))
+
+
+# -- transcript lines ----------------------------------------------------------------------------
+def test_transcript_lines_word_for_word():
+    assert transcript_line({"role": "user", "content": [{"type": "text", "text": "What is in /tmp?"}]}) == \
+        "[user] What is in /tmp?"
+    assert transcript_line({"role": "tool", "name": "run", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "a.txt\nb.txt"}]}) == "[tool:run] a.txt\nb.txt"
+    assert transcript_line({"role": "assistant", "name": None, "content": [
+        {"type": "tool_use", "id": "t1", "name": "ls", "input": {"path": "/tmp"}}]}) == '[assistant] ls({"path": "/tmp"})'
+    # Several blocks: each on its own line, all of them.
+    assert transcript_line({"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "look first"}, {"type": "text", "text": "Listing it."},
+        {"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]}) == "[assistant] look first\nListing it.\nls({})"
+    assert transcript_line({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}) \
+        == "[user] a\nb"
+
+
+# -- what each call sends ---------------------------------------------------------------------------
+def test_each_call_sends_the_previous_summary_and_the_new_lines(fake_summarizer):
+    fake = fake_summarizer(lambda rec: f"  summary {rec['index'] + 1}  ")
+    prep = prep_for(["[user] a", "[assistant] b"], in_budget=1_000, old="  Earlier: the plan.  ")
+    text, calls = summarize(fake, prep)
+    assert (text, calls, prep.calls) == ("summary 1", 1, 1)  # the answer, stripped
+    (call,) = fake.calls
+    assert call["input"] == body_of("Earlier: the plan.", ["[user] a", "[assistant] b"])
+    assert call["input"] == ("<previous-summary>\nEarlier: the plan.\n</previous-summary>\n\n<new-turns>\n"
+                             "[user] a\n\n[assistant] b\n</new-turns>")
+    assert call["system"] == SUMMARY_SYSTEM and call["max_tokens"] == 300
+    assert [m["role"] for m in call["messages"]] == ["user"]
+
+
+def test_no_previous_summary_reads_none(fake_summarizer):
+    fake = fake_summarizer("s")
+    summarize(fake, prep_for(["[user] a"], in_budget=1_000, old="   "))
+    assert fake.calls[0]["input"] == "<previous-summary>\n(none)\n</previous-summary>\n\n<new-turns>\n[user] a\n</new-turns>"
+
+
+def test_max_tokens_falls_back_to_the_output_budget(fake_summarizer):
+    fake = fake_summarizer("s")
+    summarize(fake, prep_for(["[user] a"], in_budget=1_000, max_tokens=0, out_budget=256))
+    assert fake.calls[0]["max_tokens"] == 256
+
+
+def test_the_summarizers_own_usage_is_a_calibration_sample(fake_summarizer):
+    fake = fake_summarizer("s")
+    prep = prep_for(["[user] a"], in_budget=1_000)
+    summarize(fake, prep)
+    sent = fake.calls[0]["input"]
+    estimate = count_message("user", [{"type": "text", "text": sent}], ENC) + n(SUMMARY_SYSTEM) + FRAME_TOKENS
+    assert prep.usage_samples == [(fake.calls[0]["prompt_tokens"], estimate)]
+
+
+def test_an_empty_answer_fails_the_compaction(fake_summarizer):
+    with pytest.raises(OcwError) as ei:
+        summarize(fake_summarizer("   "), prep_for(["[user] a"], in_budget=1_000))
+    assert "empty" in ei.value.user_message().lower()
+
+
+@pytest.mark.parametrize("in_budget, ok", [(255, False), (256, True), (257, True)])
+def test_a_call_needs_256_tokens_of_room(fake_summarizer, in_budget, ok):
+    fake = fake_summarizer("s")
+    prep = prep_for(["[user] a"], in_budget=in_budget, window=1_234)
+    if ok:
+        assert summarize(fake, prep) == ("s", 1)
+    else:
+        with pytest.raises(OcwError) as ei:
+            summarize(fake, prep)
+        assert "1,234" in ei.value.user_message() and fake.calls == []
+
+
+# -- each call is filled to exactly its budget --------------------------------------------------------
+LINES = [f"[user] {mixed('alpha', 80)}", f"[assistant] {mixed('beta', 80)}", f"[user] {mixed('gamma', 80)}"]
+
+
+def test_the_lines_count_differently_in_each_encoding():
+    assert all(count_text(x, "cl100k_base") != n(x) for x in LINES)
+
+
+def test_lines_that_fit_exactly_go_in_one_call(fake_summarizer):
+    fake = fake_summarizer("S")
+    whole = n(body_of("", LINES))
+    assert whole > 256
+    assert summarize(fake, prep_for(LINES, in_budget=whole)) == ("S", 1)
+    assert fake.calls[0]["input"] == body_of("", LINES)
+
+
+def test_one_token_over_moves_the_last_line_to_the_next_call(fake_summarizer):
+    fake = fake_summarizer(lambda rec: f"S{rec['index'] + 1}")
+    whole = n(body_of("", LINES))
+    assert summarize(fake, prep_for(LINES, in_budget=whole - 1)) == ("S2", 2)
+    assert [c["input"] for c in fake.calls] == [body_of("", LINES[:2]), body_of("S1", LINES[2:])]
+
+
+def test_two_lines_over_move_both(fake_summarizer):
+    fake = fake_summarizer(lambda rec: f"S{rec['index'] + 1}")
+    budget = n(body_of("", LINES[:1])) + 2  # room for the first line only
+    assert budget >= 256
+    summarize(fake, prep_for(LINES, in_budget=budget))
+    assert [c["input"] for c in fake.calls] == [body_of("", LINES[:1]), body_of("S1", LINES[1:2]),
+                                                 body_of("S2", LINES[2:])]
+
+
+def test_two_lines_where_only_one_fits(fake_summarizer):
+    fake = fake_summarizer(lambda rec: f"S{rec['index'] + 1}")
+    two = LINES[:2]
+    summarize(fake, prep_for(two, in_budget=n(body_of("", two)) - 1))
+    assert [c["input"] for c in fake.calls] == [body_of("", two[:1]), body_of("S1", two[1:])]
+
+
+def test_a_lone_line_too_large_is_cut_to_the_room_left_and_no_deeper(fake_summarizer):
+    """Real bug, fixed: the first cut also subtracted the uncut line's whole excess, so
+    a 900-token line beside a 500-token summary in a 1,000-token call kept ~50 tokens
+    where ~470 fit (the call went out 578 tokens full)."""
+    fake = fake_summarizer("S")
+    old = mixed("fact", 130)  # under 3/4 of the budget, so it stays whole
+    line = "[user] " + mixed("word", 250)
+    assert 400 <= n(old) <= 700 and n(line) >= 900 and count_text(old, "cl100k_base") != n(old)
+    summarize(fake, prep_for([line], in_budget=1_000, old=old))
+    (call,) = fake.calls
+    sent = call["input"]
+    assert 1_000 - 4 <= n(sent) <= 1_000  # filled to the budget
+    kept = sent.split("<new-turns>\n", 1)[1].rsplit(CUT_NOTE + "\n</new-turns>", 1)[0]
+    room = 1_000 - n(body_of(old, [""])) - n(CUT_NOTE)  # what the line may take
+    assert line.startswith(kept) and room - 4 <= n(kept) <= room
+    assert f"<previous-summary>\n{old}\n</previous-summary>" in sent  # the summary is not cut
+
+
+@pytest.mark.parametrize("old_words, cut", [(280, False), (300, True)])
+def test_a_previous_summary_over_three_quarters_of_the_budget_is_cut_to_half(fake_summarizer, old_words, cut):
+    # Budget 800: 3/4 is 600. "fact0 fact1 ..." is 2 tokens a word, plus the wrapper's 21.
+    fake = fake_summarizer("S")
+    old = words("fact", old_words)
+    line = "[user] " + words("word", 400)  # too large beside it either way
+    summarize(fake, prep_for([line], in_budget=800, old=old))
+    sent = fake.calls[0]["input"]
+    prev = sent.split("<previous-summary>\n", 1)[1].split("\n</previous-summary>", 1)[0]
+    if cut:
+        assert n(prev) <= 400 and old.startswith(prev) and n(prev) >= 398  # half the budget
+    else:
+        assert prev == old
+    assert n(sent) <= 800 and sent.endswith(CUT_NOTE + "\n</new-turns>")
+
+
+# -- budgets -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("replaced, window, budget", [
+    (10_000, 100_000, 2_000),  # a fifth of what it replaces
+    (100_000, 1_000_000, 4_096),  # at most 4,096
+    (10_000, 4_000, 1_000),  # at most a quarter of the window
+    (1_000, 100_000, 256),  # at least 256
+    (10_000, 800, 256),  # a quarter of 800 is 200: still 256
+    (1_285, 100_000, 257),
+])
+def test_summary_budget(replaced, window, budget):
+    assert summary_budget(replaced, window) == budget
+
+
+@pytest.mark.parametrize("replaced, summary, window, room", [
+    (10_000, 1_000, 1_000_000, 2_048),  # capped at 2,048
+    (10_000, 1_000, 16_000, 1_000),  # a sixteenth of the window
+    (10_000, 1_000, 16_010, 1_000),  # a whole number of tokens
+    (10_000, 8_500, 1_000_000, 500),  # 90 % of 10,000 less the summary
+    (10_000, 9_000, 1_000_000, 0),
+    (10_000, 9_500, 1_000_000, 0),  # never negative
+])
+def test_facts_budget(replaced, summary, window, room):
+    got = facts_budget(replaced, summary, window)
+    assert got == room and isinstance(got, int)
+
+
+# -- finish: the facts pass and the guard ----------------------------------------------------------
+def test_finish_appends_identifiers_the_summary_omitted_from_every_line():
+    lines = ["[user] the config is config/settings.toml", "[assistant] see src/app.py"]
+    prep = prep_for(lines, in_budget=1_000, old="Earlier: ticket OPS-4471.", replaced=2_000, window=100_000)
+    out = finish(prep, "The user set up the app.")
+    assert out == "The user set up the app.\n\nKey identifiers: OPS-4471; config/settings.toml; src/app.py"
+
+
+def test_finish_counts_the_summary_as_it_will_be_stored():
+    # Stored as an "llm" node named context/summary: its count includes that framing.
+    text = "Short summary."
+    stored = count_message("llm", [{"type": "text", "text": text}], ENC, SUMMARY_NAME)
+    for replaced, ok in ((stored, False), (stored + 1, True)):
+        prep = prep_for(["[user] nothing to list"], in_budget=1_000, replaced=replaced)
+        if ok:
+            assert finish(prep, text) == text
+        else:
+            with pytest.raises(OcwError) as ei:
+                finish(prep, text)
+            assert f"{stored:,}" in ei.value.user_message()
+
+
+# -- the room each call leaves for lines, before the exact check -----------------------------------------
+def test_a_call_takes_lines_by_their_estimates_within_the_room_left(fake_summarizer):
+    # 1,000 − the previous summary − 32 for the wrapper: estimates of 100 take whole lines.
+    fake = fake_summarizer(lambda rec: "S")
+    old = mixed("fact", 20)
+    room = 1_000 - n(old) - 32
+    lines = [f"[user] q{i}" for i in range(12)]
+    summarize(fake, prep_for(lines, in_budget=1_000, old=old, estimates=[100] * 12))
+    first = room // 100
+    assert fake.calls[0]["input"] == body_of(old, lines[:first])
+    # later calls carry the answer "S" (1 token) instead of the old summary
+    assert fake.calls[1]["input"] == body_of("S", lines[first:first + (1_000 - 1 - 32) // 100])
+
+
+def test_the_room_is_never_under_128(fake_summarizer):
+    fake = fake_summarizer(lambda rec: "S")
+    old = words("fact", 90)  # leaves 300 − 181 − 32 < 128
+    assert 300 - n(old) - 32 < 128
+    lines = ["[user] a", "[user] b", "[user] c", "[user] d"]
+    summarize(fake, prep_for(lines, in_budget=300, old=old, estimates=[64, 64, 1, 1]))
+    assert fake.calls[0]["input"] == body_of(old, lines[:2])  # 64 + 64 = 128 fits; one more does not
+
+
+def test_a_reply_without_usage_or_with_zero_gives_no_sample():
+    class Bare:  # a summarizer whose replies carry no usage at all
+        def __init__(self, usage=None):
+            self.calls, self.usage = 0, usage
+
+        def complete(self, messages, system=None, max_tokens=None):
+            self.calls += 1
+            reply = type("Reply", (), {"text": "S"})()
+            if self.usage is not None:
+                reply.usage = type("Usage", (), {"input_tokens": self.usage})()
+            return reply
+
+    for usage, samples in ((None, 0), (0, 0), (1, 1), (True, 1)):
+        prep = prep_for(["[user] a"], in_budget=1_000)
+        assert summarize(Bare(usage), prep) == ("S", 1)
+        assert len(prep.usage_samples) == samples, usage
+        assert all(m == usage for m, _ in prep.usage_samples)
+
+
+def test_the_summarizer_is_sent_one_user_message(fake_summarizer):
+    fake = fake_summarizer("S")
+    summarize(fake, prep_for(["[user] a"], in_budget=1_000))
+    assert fake.calls[0]["messages"] == [{"role": "user", "content": [{"type": "text", "text": body_of("", ["[user] a"])}]}]
+
+
+# -- prepare: the summarizer's budgets and lines, from the plan ---------------------------------------------
+def history_msg(i, tokens, text=None, role="user"):
+    return {"id": f"n{i}", "role": role, "content": [{"type": "text", "text": text or f"q{i}"}], "tokens": tokens}
+
+
+def plan_of(messages, old="", replaced=None):
+    return Plan(boundary_id=messages[-1]["id"], new_messages=messages, old_summary_text=old,
+                replaced_tokens=replaced if replaced is not None else sum(m["tokens"] for m in messages))
+
+
+def test_prepare_budgets_in_estimated_tokens():
+    provider = object()
+    plan = plan_of([history_msg(i, 1) for i in range(3_000)], old=mixed("fact", 30), replaced=30_000)
+    prep = prepare(plan, provider, window=4_000, calibration=2.0, encoding=ENC)
+    assert prep.provider is provider and prep.plan is plan and prep.encoding == ENC
+    assert prep.window == 2_000  # 4,000 of the model's tokens are 2,000 estimated ones
+    assert prep.out_budget == 500  # min(30,000 × 0.2, 4,096, 2,000 / 4)
+    assert prep.max_tokens == 1_000  # asked in the model's own tokens
+    assert prep.in_budget == 2_000 - 500 - (n(SUMMARY_SYSTEM) + 64)
+    first_room = prep.in_budget - n(mixed("fact", 30)) - 32
+    room = prep.in_budget - 500 - 32
+    # one-token estimates: each planned call holds exactly its room in lines
+    assert prep.chunks[0] == (0, first_room) and prep.chunks[1] == (first_room, first_room + room)
+    assert prep.lines[:2] == ["[user] q0", "[user] q1"] and prep.estimates == [1] * 3_000
+    assert prep.calls == 0 and prep.usage_samples == []
+
+
+def test_prepare_max_tokens_rounds_up():
+    plan = plan_of([history_msg(i, 10) for i in range(300)])
+    prep = prepare(plan, None, window=10_000, calibration=1.5, encoding=ENC)
+    assert prep.window == 6_666 and prep.out_budget == 600 and prep.max_tokens == 900
+    prep = prepare(plan_of([history_msg(i, 10) for i in range(301)]), None, window=10_000, calibration=1.5,
+                   encoding=ENC)
+    assert prep.out_budget == 602 and prep.max_tokens == 903
+
+
+@pytest.mark.parametrize("extra, prepared", [(-1, False), (0, True)])
+def test_prepare_needs_256_tokens_of_input(extra, prepared):
+    # out_budget is 256 on a small window: in_budget = window − 256 − (system + 64).
+    window = 256 + n(SUMMARY_SYSTEM) + 64 + 256 + extra
+    prep = prepare(plan_of([history_msg(i, 5) for i in range(10)]), None, window=window, calibration=1.0, encoding=ENC)
+    assert prep.out_budget == 256 and prep.in_budget == 256 + extra
+    assert (prep.lines != [] and prep.chunks != []) is prepared
+
+
+def test_prepare_floors_both_rooms_at_128():
+    # window 1,000: in_budget = 1,000 − 256 − (system + 64) ≈ 506; room = 506 − 256 − 32 ≈ 218;
+    # a large old summary leaves the first call under 128: it gets 128.
+    plan = plan_of([history_msg(i, 1) for i in range(1_000)], old=words("fact", 200))
+    prep = prepare(plan, None, window=1_000, calibration=1.0, encoding=ENC)
+    assert prep.in_budget - n(words("fact", 200)) - 32 < 128
+    room = prep.in_budget - 256 - 32
+    assert prep.chunks[:2] == [(0, 128), (128, 128 + room)]
+    plan = plan_of([history_msg(i, 1) for i in range(1_000)])
+    prep = prepare(plan, None, window=620 + n(SUMMARY_SYSTEM), calibration=1.0, encoding=ENC)
+    assert prep.in_budget - 256 - 32 < 128
+    assert prep.chunks[1][1] - prep.chunks[1][0] == 128
+
+
+def test_prepare_cuts_only_a_line_larger_than_a_call():
+    big = mixed("word", 600)
+    plan = plan_of([history_msg(0, 10), history_msg(1, 10)], replaced=50_000)
+    prep = prepare(plan, None, window=4_000, calibration=1.0, encoding=ENC)
+    limit = min(prep.in_budget - 32, prep.in_budget - prep.out_budget - 32)
+    assert limit >= 128
+    short = "a few words"
+    exact = padded_line(limit)
+    msgs = [history_msg(0, limit, text="at the limit"),  # cached count at the limit: kept as it is
+            history_msg(1, limit + 1, text=short),  # cached count over, real count under: kept, recounted
+            history_msg(2, 99_999, text=exact),  # real count exactly the limit: kept
+            history_msg(3, 99_999, text=big)]  # really larger: its head is kept
+    prep = prepare(plan_of(msgs, replaced=50_000), None, window=4_000, calibration=1.0, encoding=ENC)
+    assert prep.lines[0] == "[user] at the limit" and prep.estimates[0] == limit
+    assert prep.lines[1] == f"[user] {short}" and prep.estimates[1] == n(f"[user] {short}") + 1
+    assert prep.lines[2] == f"[user] {exact}" and n(prep.lines[2]) == limit and prep.estimates[2] == limit + 1
+    cut = prep.lines[3]
+    assert cut.endswith(CUT_NOTE) and f"[user] {big}".startswith(cut[: -len(CUT_NOTE)])
+    assert n(cut[: -len(CUT_NOTE)]) == limit - 32 and prep.estimates[3] == n(cut) + 1
+
+
+def padded_line(tokens: int) -> str:
+    """Text whose transcript line ("[user] " + text) counts exactly `tokens`."""
+    for k in range(tokens):
+        text = "start" + " word" * k
+        if n(f"[user] {text}") == tokens:
+            return text
+    raise AssertionError(tokens)
+
+
+# -- plan_compaction -------------------------------------------------------------------------------------
+def rendered(n_msgs, tokens=100, summary=None):
+    out = [{"role": "system", "content": [{"type": "text", "text": "sys"}], "tokens": 5}]
+    if summary:
+        out.append({"id": "s1", "role": "llm", "name": SUMMARY_NAME, "content": [{"type": "text", "text": summary}],
+                    "tokens": 40})
+    return out + [history_msg(i, tokens, role="user" if i % 2 == 0 else "assistant") for i in range(n_msgs)]
+
+
+def test_plan_folds_what_the_cut_leaves_and_counts_what_it_replaces():
+    plan = plan_compaction(rendered(5), 128_000, keep_recent_tokens=400)
+    assert [m["id"] for m in plan.new_messages] == ["n0"] and plan.boundary_id == "n0"  # one message folds
+    assert plan.old_summary_text == "" and plan.replaced_tokens == 100
+    plan = plan_compaction(rendered(5, summary="Earlier: the plan."), 128_000, keep_recent_tokens=300)
+    assert [m["id"] for m in plan.new_messages] == ["n0", "n1"]
+    assert plan.old_summary_text == "Earlier: the plan." and plan.replaced_tokens == 40 + 200
+
+
+def test_plan_judges_the_tail_in_calibrated_tokens():
+    # 100 estimated tokens count 200 with calibration 2: keeping 400 keeps two, not four.
+    assert len(plan_compaction(rendered(10), 128_000, keep_recent_tokens=400).new_messages) == 6
+    assert len(plan_compaction(rendered(10), 128_000, 400, 2.0).new_messages) == 8
+    assert len(plan_compaction(rendered(10), 128_000, keep_recent_tokens=400, calibration=1.0).new_messages) == 6
+
+
+def test_the_facts_list_fills_exactly_the_room_the_stored_summary_leaves():
+    # The room is 90 % of what is replaced less the summary as stored (framing and name
+    # included): sized here so two identifiers fit exactly and a third ("#12") does not.
+    text = "Summary."
+    stored = count_message("llm", [{"type": "text", "text": text}], ENC, SUMMARY_NAME)
+    lines = ["[user] ticket OPS-4471 is about config/settings.toml", "[assistant] see #12"]
+    two = n("Key identifiers:") + 2 + (n("OPS-4471") + 1) + (n("config/settings.toml") + 1)
+    replaced = next(r for r in range(1, 10_000) if int(r * 0.9) - stored == two)
+    prep = prep_for(lines, in_budget=1_000, replaced=replaced, window=1_000_000)
+    assert finish(prep, text) == "Summary.\n\nKey identifiers: OPS-4471; config/settings.toml"
+    prep = prep_for(lines, in_budget=1_000, replaced=replaced + 10, window=1_000_000)
+    assert finish(prep, text) == "Summary.\n\nKey identifiers: OPS-4471; config/settings.toml; #12"
