@@ -182,10 +182,32 @@ def legacy_schema(version: int) -> tuple:
         con.close()
 
 
+def marker_version(meta: dict[str, str], supported: int, where: str, schema: str, elsewhere: str) -> int | None:
+    """The schema version ocw's marker rows (`meta`: key -> value) state, or None when
+    they are not ocw's or the version is unreadable. Raises NewerSchema when a newer ocw
+    wrote them: this one would not know its tables, so it must not write (the DuckDB
+    file and the PostgreSQL schema share this rule; `schema` and `elsewhere` name
+    theirs in the message)."""
+    if meta.get("app") != "ocw":
+        return None
+    try:
+        version = int(meta.get("schema_version", "0"))
+    except ValueError:
+        return None
+    if version > supported:
+        from . import __version__
+
+        needs = meta.get("needs_ocw") or meta.get("written_by") or "a newer version"
+        raise NewerSchema(
+            f"{where} was written by ocw {meta.get('written_by', '?')} ({schema} {version}); this is ocw "
+            f"{__version__} (schema {supported})",
+            hint=f"upgrade ocw to {needs} or newer (pip install -U 'ocw>={needs}'), or use {elsewhere}")
+    return version if version >= 0 else None
+
+
 def classify(con, path: str = "") -> Claim:
     """Is the database behind `con` ocw's to write? SELECTs only. Raises
     ForeignDatabase or NewerSchema (one line) when it is not."""
-    from . import __version__
     from .migrations import LEGACY_VERSIONS, SCHEMA_VERSION
 
     tables, views, sequences = _objects(con)
@@ -195,19 +217,9 @@ def classify(con, path: str = "") -> Claim:
     where = path or "the database"
     if MARKER_TABLE in names and _columns(con, MARKER_TABLE) == [("key", "VARCHAR"), ("value", "VARCHAR")]:
         meta = dict(con.execute(f"SELECT key, value FROM {MARKER_TABLE}").fetchall())
-        if meta.get("app") == "ocw":
-            try:
-                version = int(meta.get("schema_version", "0"))
-            except ValueError:
-                version = -1
-            if version > SCHEMA_VERSION:
-                needs = meta.get("needs_ocw") or meta.get("written_by") or "a newer version"
-                raise NewerSchema(
-                    f"{where} was written by ocw {meta.get('written_by', '?')} (schema {version}); this is ocw "
-                    f"{__version__} (schema {SCHEMA_VERSION})",
-                    hint=f"upgrade ocw to {needs} or newer (pip install -U 'ocw>={needs}'), or use another file")
-            if version >= 0:
-                return Claim("ocw", version)
+        version = marker_version(meta, SCHEMA_VERSION, where, "schema", "another file")
+        if version is not None:
+            return Claim("ocw", version)
     version = _legacy_version(con, tables, views, sequences, LEGACY_VERSIONS)
     if version is not None:
         return Claim("legacy", version)

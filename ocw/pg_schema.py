@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .errors import ForeignDatabase, NewerSchema
+from .errors import ForeignDatabase
+from .ownership import marker_version
 
 MARKER = "ocw_meta"
 NOTIFY_CHANNEL = "ocw_sessions"
@@ -186,7 +187,6 @@ def classify(cur, where: str) -> int:
     """The schema version of the database behind `cur` (0: new, nothing in it).
     SELECTs only. ForeignDatabase or NewerSchema (one line) when it is not ocw's
     to write."""
-    from . import __version__
 
     cur.execute("SELECT current_schema()")
     schema = cur.fetchone()[0]
@@ -198,20 +198,10 @@ def classify(cur, where: str) -> int:
         return 0
     if MARKER in names:
         cur.execute(f"SELECT key, value FROM {MARKER}")
-        meta = dict(cur.fetchall())
-        if meta.get("app") == "ocw":
-            try:
-                version = int(meta.get("schema_version", "0"))
-            except ValueError:
-                version = -1
-            if version > SCHEMA_VERSION:
-                needs = meta.get("needs_ocw") or meta.get("written_by") or "a newer version"
-                raise NewerSchema(
-                    f"{where} was written by ocw {meta.get('written_by', '?')} (PostgreSQL schema {version}); "
-                    f"this is ocw {__version__} (schema {SCHEMA_VERSION})",
-                    hint=f"upgrade ocw to {needs} or newer (pip install -U 'ocw>={needs}'), or use another database")
-            if version >= 0:
-                return version
+        version = marker_version(dict(cur.fetchall()), SCHEMA_VERSION, where, "PostgreSQL schema",
+                                 "another database")
+        if version is not None:
+            return version
     shown = ", ".join(names[:4])
     raise ForeignDatabase(f"{where} (schema {schema}) is another application's database (it holds {shown}); "
                           "ocw did not write it and leaves it untouched",
