@@ -39,7 +39,7 @@ from .history import PAGE
 from .i18n import normalize_lang, system_message
 from .i18n import text as i18n_text
 from .ui_text import ui_labels
-from .widgets import _weak_listener
+from .widgets import Localized, _weak_listener
 
 log = logging.getLogger("ocw")
 NOTES_KEPT = 50  # system messages kept per session in the widget (they are not stored)
@@ -102,7 +102,7 @@ class _Stream:
         self.w._note("info", text)
 
 
-class ChatWidget(anywidget.AnyWidget):
+class ChatWidget(Localized, anywidget.AnyWidget):
     """`ChatWidget(runtime, ring, session=None, lang="en")`: see the module docstring."""
 
     _esm = asset("chat.js")
@@ -122,8 +122,6 @@ class ChatWidget(anywidget.AnyWidget):
     stream_steps = t.List(help="Finished steps of the running turn: {html} or {tool}.").tag(sync=True)
     busy = t.Unicode("", help='What runs: "" (nothing), "send", or a command name.').tag(sync=True)
     commands = t.List(help="The slash menu (ocw.commands.slash_menu).").tag(sync=True)
-    lang = t.Unicode("en").tag(sync=True)
-    labels = t.Dict(help="UI strings in `lang`.").tag(sync=True)
     ring = anywidget.WidgetTrait().tag(sync=True)
 
     def __init__(self, runtime: Any, ring: Any = None, session: Any = None, lang: str | None = "en",
@@ -147,23 +145,10 @@ class ChatWidget(anywidget.AnyWidget):
         if session is not None:
             self.attach(session)
 
-    # -- traitlets --------------------------------------------------------------------
-    @t.validate("lang")
-    def _validate_lang(self, proposal):
-        return normalize_lang(proposal["value"])
-
-    @t.default("labels")
-    def _default_labels(self):
-        return ui_labels(self.lang)
-
-    @t.observe("lang")
-    def _lang_changed(self, change):
-        with self.hold_sync():
-            self.labels = ui_labels(change["new"])
-            self.commands = slash_menu(change["new"])
-            self._notes = [(dict(n, text=system_message(*src, change["new"])) if src else n, src)
-                           for n, src in self._notes]
-            self._show_notes()
+    def _relabel(self, lang: str) -> None:
+        self.commands = slash_menu(lang)
+        self._notes = [(dict(n, text=system_message(*src, lang)) if src else n, src) for n, src in self._notes]
+        self._show_notes()
 
     # -- session ----------------------------------------------------------------------
     @property

@@ -59,7 +59,34 @@ def _weak_listener(widget: "ContextWidget") -> Callable[[str, dict], None]:
     return listener
 
 
-class ContextWidget(anywidget.AnyWidget):
+class Localized(t.HasTraits):
+    """The `lang` / `labels` pair both widgets show their UI text by: `lang` is
+    normalized ("zh-CN" -> "zh"), `labels` follows it from ui_text's one table, and a
+    change of `lang` calls `_relabel(lang)` inside one hold_sync, so the browser
+    gets the new language in one message."""
+
+    lang = t.Unicode("en").tag(sync=True)
+    labels = t.Dict(help="UI strings in `lang`.").tag(sync=True)
+
+    @t.validate("lang")
+    def _validate_lang(self, proposal):
+        return normalize_lang(proposal["value"])
+
+    @t.default("labels")
+    def _default_labels(self):
+        return ui_labels(self.lang)
+
+    @t.observe("lang")
+    def _lang_changed(self, change):
+        with self.hold_sync():
+            self.labels = ui_labels(change["new"])
+            self._relabel(change["new"])
+
+    def _relabel(self, lang: str) -> None:
+        """Say again in `lang` what is shown (subclasses)."""
+
+
+class ContextWidget(Localized, anywidget.AnyWidget):
     """Occupancy ring + breakdown panel for one ocw session.
 
     ``ContextWidget(session=None, compact=None, lang="en")``: `compact` is
@@ -93,8 +120,6 @@ class ContextWidget(anywidget.AnyWidget):
     message = t.Unicode("", help="The last system message.").tag(sync=True)
     panel_open = t.Bool(False).tag(sync=True)
     reserve_ratio = t.Float(0.8, help="The auto-compaction line.").tag(sync=True)
-    lang = t.Unicode("en").tag(sync=True)
-    labels = t.Dict(help="UI strings in `lang`.").tag(sync=True)
 
     # The compaction event `message` tells of, to say it again in another language.
     _message_event: tuple[str, dict] | None = None
@@ -114,21 +139,9 @@ class ContextWidget(anywidget.AnyWidget):
         if session is not None:
             self.attach(session)
 
-    # -- traitlet plumbing --------------------------------------------------------
-    @t.validate("lang")
-    def _validate_lang(self, proposal):
-        return normalize_lang(proposal["value"])
-
-    @t.default("labels")
-    def _default_labels(self):
-        return ui_labels(self.lang)
-
-    @t.observe("lang")
-    def _lang_changed(self, change):
-        with self.hold_sync():
-            self.labels = ui_labels(change["new"])
-            if self._message_event is not None:
-                self.message = system_message(*self._message_event, change["new"])
+    def _relabel(self, lang: str) -> None:
+        if self._message_event is not None:
+            self.message = system_message(*self._message_event, lang)
 
     # -- session ------------------------------------------------------------------
     @property
