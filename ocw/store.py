@@ -16,7 +16,6 @@ file) — never `id IN (...)` over a list, which scans the whole id column.
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime
 from typing import Callable
 

@@ -12,7 +12,6 @@ It never skips: without Chromium or JupyterLab it fails and says how to install 
 """
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from browser.lab import NotebookPage, chromium_path, launch_chromium, require_python_packages, running_lab
+from browser.lab import NotebookPage, cell_tags, notebook_in_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "tests" / "browser" / "context_ring.ipynb"
@@ -63,11 +62,6 @@ class Occupancy:
         return f"{self.total:,} / {self.window:,} tokens"
 
 
-def cell_tags(notebook: Path) -> dict[str, int]:
-    cells = json.loads(notebook.read_text())["cells"]
-    return {tag: i for i, c in enumerate(cells) for tag in c.get("metadata", {}).get("tags", [])}
-
-
 class Widget:
     """The ContextWidget rendered in the `%context` cell's output."""
 
@@ -102,38 +96,12 @@ class Widget:
 
 
 def test_context_ring_lifecycle_in_jupyterlab():
-    # Checked in the test body, so a missing tool is a FAILED test with a clear message.
-    require_python_packages()
-    chromium = chromium_path()
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for name in (*SCREENSHOTS, "failure.png"):
+    for name in SCREENSHOTS:
         (ARTIFACTS / name).unlink(missing_ok=True)
     started = time.monotonic()
-    with running_lab(NOTEBOOK) as lab, sync_playwright() as p:
-        browser = launch_chromium(p, chromium)
-        nb = None
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(30_000)
-            nb = NotebookPage(page, cell_tags(NOTEBOOK))
-            page.on("pageerror", lambda e: nb.errors.append(str(e)))
-            page.goto(lab.notebook_url, wait_until="domcontentloaded", timeout=60_000)
-            nb.wait_for_kernel(timeout_ms=90_000)  # ~15 s here idle, 30 s on a loaded 2-core box
-            ready = time.monotonic()
-            scenario(nb)
-        except (Exception, pytest.fail.Exception):
-            if nb is not None:
-                try:
-                    nb.page.screenshot(path=str(ARTIFACTS / "failure.png"), full_page=True)
-                except Exception:
-                    pass
-                print(f"\n--- page errors ---\n{nb.errors}")
-            print(f"--- JupyterLab log (tail) ---\n{lab.log_tail()}")
-            raise
-        finally:
-            browser.close()
+    with notebook_in_chromium(NOTEBOOK, cell_tags(NOTEBOOK), ARTIFACTS / "failure.png") as nb:
+        ready = time.monotonic()
+        scenario(nb)
     print(f"\nbrowser test: {time.monotonic() - started:.1f} s ({ready - started:.1f} s to a ready kernel); "
           f"screenshots in {ARTIFACTS}")
 
@@ -272,37 +240,11 @@ def test_installed_labextension_is_the_checkouts():
 
 
 def test_first_hour_in_jupyterlab():
-    require_python_packages()
-    chromium = chromium_path()
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for name in (*FIRST_HOUR_SHOTS, "first-hour-failure.png"):
+    for name in FIRST_HOUR_SHOTS:
         (ARTIFACTS / name).unlink(missing_ok=True)
-    with running_lab(FIRST_HOUR) as lab, sync_playwright() as p:
-        browser = launch_chromium(p, chromium)
-        nb = None
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1100})
-            page.set_default_timeout(30_000)
-            nb = NotebookPage(page, cell_tags(FIRST_HOUR))
-            nb.console = []
-            page.on("pageerror", lambda e: nb.errors.append(str(e)))
-            page.on("console", lambda m: nb.console.append(f"{m.type}: {m.text}"))
-            page.goto(lab.notebook_url, wait_until="domcontentloaded", timeout=60_000)
-            nb.wait_for_kernel(timeout_ms=90_000)
-            first_hour_scenario(nb)
-        except (Exception, pytest.fail.Exception):
-            if nb is not None:
-                try:
-                    nb.page.screenshot(path=str(ARTIFACTS / "first-hour-failure.png"), full_page=True)
-                except Exception:
-                    pass
-                print(f"\n--- page errors ---\n{nb.errors}\n--- console ---\n" + "\n".join(nb.console[-40:]))
-            print(f"--- JupyterLab log (tail) ---\n{lab.log_tail()}")
-            raise
-        finally:
-            browser.close()
+    with notebook_in_chromium(FIRST_HOUR, cell_tags(FIRST_HOUR), ARTIFACTS / "first-hour-failure.png",
+                              height=1100) as nb:
+        first_hour_scenario(nb)
 
 
 def first_hour_scenario(nb: NotebookPage) -> None:

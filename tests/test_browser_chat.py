@@ -15,14 +15,13 @@ It never skips: without Chromium or JupyterLab it fails and says how to install 
 """
 from __future__ import annotations
 
-import json
 import re
 import time
 from pathlib import Path
 
 import pytest
 
-from browser.lab import NotebookPage, chromium_path, launch_chromium, require_python_packages, running_lab
+from browser.lab import NotebookPage, cell_tags, notebook_in_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "tests" / "browser" / "chat_widget.ipynb"
@@ -37,44 +36,13 @@ STARTED = "Compacting context…"
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 
-def cell_tags(notebook: Path) -> dict[str, int]:
-    cells = json.loads(notebook.read_text())["cells"]
-    return {tag: i for i, c in enumerate(cells) for tag in c.get("metadata", {}).get("tags", [])}
-
-
 def test_chat_widget_in_jupyterlab():
-    require_python_packages()
-    chromium = chromium_path()
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for name in (*SHOTS, "chat-failure.png"):
+    for name in SHOTS:
         (ARTIFACTS / name).unlink(missing_ok=True)
     started = time.monotonic()
-    with running_lab(NOTEBOOK) as lab, sync_playwright() as p:
-        browser = launch_chromium(p, chromium)
-        nb = None
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1100})
-            page.set_default_timeout(30_000)
-            nb = NotebookPage(page, cell_tags(NOTEBOOK))
-            nb.console = []
-            page.on("pageerror", lambda e: nb.errors.append(str(e)))
-            page.on("console", lambda m: nb.console.append(f"{m.type}: {m.text}"))
-            page.goto(lab.notebook_url, wait_until="domcontentloaded", timeout=60_000)
-            nb.wait_for_kernel(timeout_ms=90_000)
-            scenario(nb)
-        except (Exception, pytest.fail.Exception):
-            if nb is not None:
-                try:
-                    nb.page.screenshot(path=str(ARTIFACTS / "chat-failure.png"), full_page=True)
-                except Exception:
-                    pass
-                print(f"\n--- page errors ---\n{nb.errors}\n--- console ---\n" + "\n".join(nb.console[-60:]))
-            print(f"--- JupyterLab log (tail) ---\n{lab.log_tail()}")
-            raise
-        finally:
-            browser.close()
+    with notebook_in_chromium(NOTEBOOK, cell_tags(NOTEBOOK), ARTIFACTS / "chat-failure.png",
+                              height=1100, console_tail=60) as nb:
+        scenario(nb)
     print(f"\nchat browser test: {time.monotonic() - started:.1f} s; screenshots in {ARTIFACTS}")
 
 

@@ -31,7 +31,7 @@ from typing import Callable
 import nbformat
 import pytest
 
-from browser.lab import NotebookPage, chromium_path, launch_chromium, require_python_packages, running_lab
+from browser.lab import NotebookPage, notebook_in_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
@@ -197,10 +197,6 @@ def build_notebook(path: Path) -> dict[str, int]:
 
 
 def test_untrusted_text_runs_nothing_in_jupyterlab(refserver, tmp_path):
-    require_python_packages()
-    chromium = chromium_path()
-    from playwright.sync_api import sync_playwright
-
     assert len({s.name for s in SURFACES}) == len(SURFACES), "surface names must be unique"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     for old in ARTIFACTS.glob("inert-*.png"):
@@ -209,29 +205,8 @@ def test_untrusted_text_runs_nothing_in_jupyterlab(refserver, tmp_path):
     tags = build_notebook(notebook)
     env = {"OCW_PROVIDER": "openai", "OCW_BASE_URL": refserver.openai_url, "OPENAI_API_KEY": DUMMY_KEY}
     started = time.monotonic()
-    with running_lab(notebook, env) as lab, sync_playwright() as p:
-        browser = launch_chromium(p, chromium)
-        nb = None
-        try:
-            context = browser.new_context(viewport={"width": 1280, "height": 1000})
-            page = context.new_page()
-            page.set_default_timeout(30_000)
-            nb = NotebookPage(page, tags)
-            page.on("pageerror", lambda e: nb.errors.append(str(e)))
-            page.goto(lab.notebook_url, wait_until="domcontentloaded", timeout=60_000)
-            nb.wait_for_kernel(timeout_ms=90_000)
-            scenario(nb, refserver, context)
-        except (Exception, pytest.fail.Exception):
-            if nb is not None:
-                try:
-                    nb.page.screenshot(path=str(ARTIFACTS / "inert-failure.png"), full_page=True)
-                except Exception:
-                    pass
-                print(f"\n--- page errors ---\n{nb.errors}")
-            print(f"--- JupyterLab log (tail) ---\n{lab.log_tail()}")
-            raise
-        finally:
-            browser.close()
+    with notebook_in_chromium(notebook, tags, ARTIFACTS / "inert-failure.png", env=env) as nb:
+        scenario(nb, refserver, nb.context)
     print(f"\nbrowser test (untrusted text): {time.monotonic() - started:.1f} s, {len(SURFACES)} surfaces; "
           f"screenshots in {ARTIFACTS}")
 

@@ -9,7 +9,6 @@ import json
 import os
 import re
 
-import pytest
 from IPython.core.error import UsageError
 
 import ocw

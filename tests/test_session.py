@@ -525,8 +525,6 @@ def test_tool_result_cap_change_keeps_the_recount_exact(store):
 def test_content_cache_is_bounded_and_history_still_complete(store, monkeypatch):
     """A long-lived kernel keeps only recent messages parsed in memory; the rest
     are read back from the file, so rendered_history is still whole and exact."""
-    from ocw.session import Session
-
     monkeypatch.setattr(ocw.branch_view, "CONTENT_CACHE", 3)
     s = store.create_session(model="gpt-4o", context_window=100_000, system_prompt="x")
     for i in range(10):

@@ -2,8 +2,6 @@
 built-in tools, the code-execution opt-in, display and redaction (issue 7)."""
 from __future__ import annotations
 
-import json
-import os
 import typing
 from typing import Annotated, Dict, List, Literal, Optional, Union
 

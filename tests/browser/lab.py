@@ -220,6 +220,54 @@ def launch_chromium(playwright, executable: str):
         pytest.fail(f"could not launch Chromium at {executable}: {e}", pytrace=False)
 
 
+
+def cell_tags(notebook: Path) -> dict[str, int]:
+    """Cell tag -> the cell's index in `notebook` (an .ipynb file)."""
+    cells = json.loads(notebook.read_text())["cells"]
+    return {tag: i for i, c in enumerate(cells) for tag in c.get("metadata", {}).get("tags", [])}
+
+
+@contextlib.contextmanager
+def notebook_in_chromium(notebook: Path, tags: dict[str, int], failure_png: Path, *,
+                         env: dict[str, str] | None = None, height: int = 1000, console_tail: int = 40):
+    """A JupyterLab serving `notebook`, open in headless Chromium with its kernel idle:
+    yields the NotebookPage (`nb.context` is the browser context, `nb.console` the page's
+    console lines). Checks the tools first, so a missing one is a FAILED test. If the body
+    fails: a full-page screenshot at `failure_png`, the page errors, the console's tail and
+    JupyterLab's log are printed, and the failure goes on."""
+    require_python_packages()
+    chromium = chromium_path()
+    from playwright.sync_api import sync_playwright
+
+    failure_png.parent.mkdir(parents=True, exist_ok=True)
+    failure_png.unlink(missing_ok=True)
+    with running_lab(notebook, env) as lab, sync_playwright() as p:
+        browser = launch_chromium(p, chromium)
+        nb = None
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": height})
+            page = context.new_page()
+            page.set_default_timeout(30_000)
+            nb = NotebookPage(page, tags)
+            nb.context = context
+            page.on("pageerror", lambda e: nb.errors.append(str(e)))
+            page.on("console", lambda m: nb.console.append(f"{m.type}: {m.text}"))
+            page.goto(lab.notebook_url, wait_until="domcontentloaded", timeout=60_000)
+            nb.wait_for_kernel(timeout_ms=90_000)  # ~15 s here idle, 30 s on a loaded 2-core box
+            yield nb
+        except (Exception, pytest.fail.Exception):
+            if nb is not None:
+                try:
+                    nb.page.screenshot(path=str(failure_png), full_page=True)
+                except Exception:
+                    pass
+                print(f"\n--- page errors ---\n{nb.errors}\n--- console ---\n"
+                      + "\n".join(nb.console[-console_tail:]))
+            print(f"--- JupyterLab log (tail) ---\n{lab.log_tail()}")
+            raise
+        finally:
+            browser.close()
+
 # -- the notebook in the page ---------------------------------------------------------
 PROMPT_DONE = re.compile(r"^\[\d+\]:?$")
 
@@ -231,6 +279,8 @@ class NotebookPage:
         self.page = page
         self.tags = tags  # cell tag -> index in the notebook
         self.errors: list[str] = []  # uncaught page errors, printed if the test fails
+        self.console: list[str] = []  # the page's console lines ("type: text")
+        self.context = None  # the browser context (notebook_in_chromium sets it)
 
     def cell(self, tag: str):
         return self.page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(self.tags[tag])
