@@ -17,6 +17,7 @@ import pytest
 import ocw
 from ocw.context import prune as prune_rules
 from ocw.providers.offline import OfflineProvider
+from ocw.tokens import count_message
 
 TOOL = '''
 import ocw
@@ -172,3 +173,71 @@ def test_prune_rules_at_their_boundaries():
                        "content": '[old tool output pruned: read({"path": "a.py"}) failed with 500 tokens; ocw keeps '
                                   'the full result, call the tool again if it is needed]'}]
     assert prune_rules.stub_blocks([{"type": "text", "text": "hi"}], {}, "cl100k_base") is None
+
+
+# -- the pure rules (ocw/context/prune.py) at their edges ---------------------------------
+ENC = "cl100k_base"
+TAIL = "; ocw keeps the full result, call the tool again if it is needed]"
+
+
+def test_a_stub_names_the_call_with_its_arguments_cut_at_120_characters():
+    assert prune_rules._args(None) == "an earlier call"
+    assert prune_rules._args({"input": {}}) == "?({})"  # a call without a name
+    assert prune_rules._args({"name": "r"}) == "r({})"  # ... or without arguments
+    # sorted keys, non-ASCII as it is
+    assert prune_rules._args({"name": "r", "input": {"b": "é", "a": 1}}) == 'r({"a": 1, "b": "é"})'
+    at = {"p": "x" * 111}  # json.dumps: {"p": "xxx…"} is 120 characters
+    assert len(prune_rules._args({"name": "r", "input": at})) == len("r()") + 120
+    assert prune_rules._args({"name": "r", "input": at}).endswith('x"})')
+    over = {"p": "x" * 112}  # 121 characters: 119 kept and an ellipsis
+    assert prune_rules._args({"name": "r", "input": over}) == "r(" + ('{"p": "' + "x" * 112)[:119] + "…)"
+
+
+def test_a_stub_says_how_big_the_result_was_and_whether_it_failed():
+    call = {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "a.py"}}
+    big = {"content": "word " * 1200}
+    assert prune_rules.stub_text(call, big, ENC) == \
+        '[old tool output pruned: read({"path": "a.py"}) returned 1,201 tokens' + TAIL
+    blocks = {"content": [{"type": "text", "text": "a b"}, "junk", {"type": "image"}, {"type": "text", "text": "c"}]}
+    # text blocks joined by newlines ("a b\nc": 4 tokens); what is not a dict counts nothing
+    assert prune_rules.stub_text(None, blocks, ENC) == "[old tool output pruned: an earlier call returned 4 tokens" + TAIL
+    assert prune_rules.stub_text(call, {"content": "x", "is_error": False}, ENC).startswith(
+        '[old tool output pruned: read({"path": "a.py"}) returned 1 tokens')
+    assert "failed with 0 tokens" in prune_rules.stub_text(call, {"is_error": True}, ENC)
+
+
+def test_stub_blocks_replace_results_only_and_keep_the_pairing():
+    call = {"type": "tool_use", "id": "t1", "name": "read", "input": {}}
+    text = {"type": "text", "text": "here"}
+    ok_result = {"type": "tool_result", "tool_use_id": "t1", "content": " ".join(["data"] * 50), "extra": 1}
+    orphan = {"type": "tool_result", "tool_use_id": "t9", "content": "x", "is_error": True}
+    out = prune_rules.stub_blocks([text, ok_result, orphan], {"t1": call}, ENC)
+    assert out[0] is text
+    assert out[1] == {"type": "tool_result", "tool_use_id": "t1",
+                      "content": "[old tool output pruned: read({}) returned 50 tokens" + TAIL}  # no is_error key
+    assert out[2] == {"type": "tool_result", "tool_use_id": "t9", "is_error": True,
+                      "content": "[old tool output pruned: an earlier call failed with 1 tokens" + TAIL}
+    assert prune_rules.stub_blocks([], {}, ENC) is None
+
+
+def test_calls_of_maps_ids_to_tool_calls_only():
+    a = {"type": "tool_use", "id": "a", "name": "x"}
+    blocks = [a, {"type": "tool_use", "name": "no id"}, {"type": "text", "id": "t"}, {"type": "tool_result", "id": "r"}]
+    assert prune_rules.calls_of(blocks) == {"a": a}
+
+
+def test_saving_is_what_the_stubbed_message_saves_never_below_zero():
+    stubbed = [{"type": "tool_result", "tool_use_id": "t1", "content": "short"}]
+    counted = count_message("user", stubbed, ENC, None)
+    assert prune_rules.saving("user", None, counted + 40, stubbed, ENC) == 40
+    assert prune_rules.saving("user", None, counted, stubbed, ENC) == 0
+    assert prune_rules.saving("user", None, counted - 5, stubbed, ENC) == 0
+    named = count_message("tool", stubbed, ENC, "read")
+    assert prune_rules.saving("tool", "read", named + 3, stubbed, ENC) == 3
+
+
+def test_worth_it_at_five_percent_of_the_window_rounded_down():
+    # 5 % of 16,030 is 801.5: 801 frees enough (the share is rounded down), 800 does not.
+    assert prune_rules.worth_it(801, 16030) and not prune_rules.worth_it(800, 16030)
+    assert prune_rules.worth_it(1, 10) and not prune_rules.worth_it(0, 10)  # a tiny window: any saving
+    assert not prune_rules.worth_it(-5, 0)

@@ -53,10 +53,17 @@ def clean(focus: str | None) -> str:
 
 
 def _stem(word: str) -> str:
+    """An English plural to its singular, so "files" meets "file" and "boxes" meets
+    "box". Words of 3 letters or fewer, and endings that are not plurals ("class",
+    "status", "analysis"), are left as they are; both sides of a match go through
+    this, so a rare wrong stem still meets itself."""
     word = word.lower()
-    for suffix in ("ies", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    if len(word) > 5 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith("es") and word[:-2].endswith(("s", "x", "z", "ch", "sh")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
     return word
 
 
