@@ -198,6 +198,9 @@ def test_a_stub_says_how_big_the_result_was_and_whether_it_failed():
     big = {"content": "word " * 1200}
     assert prune_rules.stub_text(call, big, ENC) == \
         '[old tool output pruned: read({"path": "a.py"}) returned 1,201 tokens' + TAIL
+    cjk = {"content": "日本語のテキストです。" * 20}  # 200 tokens in cl100k, 160 in o200k: counted in the session's
+    assert "returned 160 tokens" in prune_rules.stub_text(call, cjk, "o200k_base")
+    assert "returned 200 tokens" in prune_rules.stub_text(call, cjk, ENC)
     blocks = {"content": [{"type": "text", "text": "a b"}, "junk", {"type": "image"}, {"type": "text", "text": "c"}]}
     # text blocks joined by newlines ("a b\nc": 4 tokens); what is not a dict counts nothing
     assert prune_rules.stub_text(None, blocks, ENC) == "[old tool output pruned: an earlier call returned 4 tokens" + TAIL

@@ -53,12 +53,12 @@ def clean(focus: str | None) -> str:
 
 
 def _stem(word: str) -> str:
-    """An English plural to its singular, so "files" meets "file" and "boxes" meets
-    "box". Words of 3 letters or fewer, and endings that are not plurals ("class",
+    """An English plural to its singular, so "files" meets "file", "boxes" meets
+    "box" and "flies" meets "fly" ("ties" is "tie"). Words of 3 letters or fewer, and endings that are not plurals ("class",
     "status", "analysis"), are left as they are; both sides of a match go through
     this, so a rare wrong stem still meets itself."""
     word = word.lower()
-    if len(word) > 5 and word.endswith("ies"):
+    if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
     if len(word) > 4 and word.endswith("es") and word[:-2].endswith(("s", "x", "z", "ch", "sh")):
         return word[:-2]
