@@ -147,6 +147,12 @@ def main() -> int:
     print(f"mutation: mutmut run over {', '.join(globs)} ({args.jobs} at a time); this takes minutes", flush=True)
     tty = sys.stdout.isatty()  # a terminal shows mutmut's progress; a log gets only its last lines
     run = mutmut("run", "--max-children", str(args.jobs), *globs, capture=not tty)
+    if run.returncode < 0:
+        # mutmut runs the selected tests in its own process to learn which tests reach which
+        # function; once in a few runs here that process died of a signal (SIGSEGV in a C
+        # extension under its tracer). Its results so far are kept: run it once more.
+        print(f"mutation: mutmut died of signal {-run.returncode}; running it once more", flush=True)
+        run = mutmut("run", "--max-children", str(args.jobs), *globs, capture=not tty)
     if not tty:
         tail = [x.rsplit("\r", 1)[-1] for x in (run.stdout + run.stderr).splitlines()]
         print("\n".join(x for x in tail[-200:] if x and not x.startswith(("🎉", "🙁", "⏰", "🫥", "🤔")))[-3000:])
