@@ -383,3 +383,21 @@ def test_no_or_a_nonsense_calibration_counts_the_estimate(calibration):
 
 def test_a_calibration_under_one_keeps_more():
     assert find_cut_index(uniform(30, 1_000), 128_000, keep_recent_tokens=3_000, calibration=0.5).index == 24
+
+
+# -- what counts as a call (issue 13's mutation run) -------------------------------------------
+def test_only_tool_use_blocks_with_an_id_are_calls():
+    """A text block carrying an "id" is no call, and a tool_use without an id ties
+    nothing (nor crashes): the kept result below answers no call, so the cut stays."""
+    messages = [msg(0, 100, "assistant", blocks=[{"type": "text", "text": "x", "id": "t1"},
+                                                 {"type": "tool_use", "name": "run", "input": {}}])]
+    messages += [msg(i, 100) for i in range(1, 5)] + [tool_result(5, 100, "t1")]
+    assert find_cut_index(messages, 100_000, keep_recent_tokens=100) == Cut(5)
+
+
+def test_a_kept_message_without_content_is_read_as_empty():
+    messages = [tool_use(0, 100, "t1"), tool_result(1, 100, "t1")] + [msg(i, 100) for i in range(2, 4)]
+    messages += [{"id": "n4", "role": "user", "tokens": 100}, msg(5, 100)]  # no "content" at all
+    assert find_cut_index(messages, 100_000, keep_recent_tokens=200) == Cut(4)
+    messages[5] = tool_result(5, 100, "t1")  # ... and a kept result still pulls its call in
+    assert find_cut_index(messages, 100_000, keep_recent_tokens=200).kind == TAIL_HOLDS_ALL

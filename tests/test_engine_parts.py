@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from ocw.context import engine
 from ocw.context.engine import (
     CUT_NOTE,
     SUMMARY_SYSTEM,
@@ -238,25 +239,39 @@ def test_finish_counts_the_summary_as_it_will_be_stored():
     # Stored as an "llm" node named context/summary: its count includes that framing.
     text = "Short summary."
     stored = count_message("llm", [{"type": "text", "text": text}], ENC, SUMMARY_NAME)
-    for replaced, ok in ((stored, False), (stored + 1, True)):
+    for replaced, ok in ((stored - 3, False), (stored, False), (stored + 1, True)):
         prep = prep_for(["[user] nothing to list"], in_budget=1_000, replaced=replaced)
         if ok:
             assert finish(prep, text) == text
         else:
             with pytest.raises(OcwError) as ei:
                 finish(prep, text)
-            assert f"{stored:,}" in ei.value.user_message()
+            assert str(ei.value) == (f"the summary ({stored:,} tokens) is not smaller than what it replaces "
+                                     f"({replaced:,} tokens); nothing was saved")
+
+
+def test_finish_puts_the_kinds_a_focus_names_first_in_the_facts_list():
+    lines = ["[user] ticket OPS-4471 is about config/settings.toml"]
+    text = "Summary."
+    stored = count_message("llm", [{"type": "text", "text": text}], ENC, SUMMARY_NAME)
+    one = n("Key identifiers:") + 2 + n("config/settings.toml") + 1  # room for the path alone
+    replaced = next(r for r in range(1, 10_000) if int(r * 0.9) - stored == one)
+    prep = prep_for(lines, in_budget=1_000, replaced=replaced, window=1_000_000)
+    assert finish(prep, text) == "Summary.\n\nKey identifiers: OPS-4471"  # in order: the ticket comes first
+    prep.focus = "keep the file paths"
+    assert finish(prep, text) == "Summary.\n\nKey identifiers: config/settings.toml"
 
 
 # -- the room each call leaves for lines, before the exact check -----------------------------------------
 def test_a_call_takes_lines_by_their_estimates_within_the_room_left(fake_summarizer):
     # 1,000 − the previous summary − 32 for the wrapper: estimates of 100 take whole lines.
     fake = fake_summarizer(lambda rec: "S")
-    old = mixed("fact", 20)
+    old = mixed("fact", 60)  # 240 tokens in o200k (300 in cl100k: a room that forgets its encoding takes 6)
     room = 1_000 - n(old) - 32
     lines = [f"[user] q{i}" for i in range(12)]
     summarize(fake, prep_for(lines, in_budget=1_000, old=old, estimates=[100] * 12))
     first = room // 100
+    assert first == 7
     assert fake.calls[0]["input"] == body_of(old, lines[:first])
     # later calls carry the answer "S" (1 token) instead of the old summary
     assert fake.calls[1]["input"] == body_of("S", lines[first:first + (1_000 - 1 - 32) // 100])
@@ -374,12 +389,18 @@ def test_prepare_cuts_only_a_line_larger_than_a_call():
     cut = prep.lines[3]
     assert cut.endswith(CUT_NOTE) and f"[user] {big}".startswith(cut[: -len(CUT_NOTE)])
     assert n(cut[: -len(CUT_NOTE)]) == limit - 32 and prep.estimates[3] == n(cut) + 1
+    # at the limit in the session's encoding, over it in cl100k: kept whole (counted in the right one)
+    cyrillic = padded_line(limit, word=" мир")
+    assert count_text(f"[user] {cyrillic}", "cl100k_base") > limit
+    prep = prepare(plan_of([history_msg(0, 99_999, text=cyrillic)], replaced=50_000), None, window=4_000,
+                   calibration=1.0, encoding=ENC)
+    assert prep.lines == [f"[user] {cyrillic}"] and prep.estimates == [limit + 1]
 
 
-def padded_line(tokens: int) -> str:
+def padded_line(tokens: int, word: str = " word") -> str:
     """Text whose transcript line ("[user] " + text) counts exactly `tokens`."""
     for k in range(tokens):
-        text = "start" + " word" * k
+        text = "start" + word * k
         if n(f"[user] {text}") == tokens:
             return text
     raise AssertionError(tokens)
@@ -410,15 +431,113 @@ def test_plan_judges_the_tail_in_calibrated_tokens():
     assert len(plan_compaction(rendered(10), 128_000, keep_recent_tokens=400, calibration=1.0).new_messages) == 6
 
 
-def test_the_facts_list_fills_exactly_the_room_the_stored_summary_leaves():
+@pytest.mark.parametrize("bytewise", [False, True])
+def test_the_facts_list_fills_exactly_the_room_the_stored_summary_leaves(bytewise, byte_encoding):
     # The room is 90 % of what is replaced less the summary as stored (framing and name
     # included): sized here so two identifiers fit exactly and a third ("#12") does not.
+    # Once in o200k, once where every byte is a token (there "llm" and "None" differ).
+    enc = byte_encoding if bytewise else ENC
     text = "Summary."
-    stored = count_message("llm", [{"type": "text", "text": text}], ENC, SUMMARY_NAME)
+    stored = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
     lines = ["[user] ticket OPS-4471 is about config/settings.toml", "[assistant] see #12"]
-    two = n("Key identifiers:") + 2 + (n("OPS-4471") + 1) + (n("config/settings.toml") + 1)
+    c = lambda t: count_text(t, enc)  # noqa: E731
+    two = c("Key identifiers:") + 2 + (c("OPS-4471") + 1) + (c("config/settings.toml") + 1)
     replaced = next(r for r in range(1, 10_000) if int(r * 0.9) - stored == two)
     prep = prep_for(lines, in_budget=1_000, replaced=replaced, window=1_000_000)
+    prep.encoding = enc
     assert finish(prep, text) == "Summary.\n\nKey identifiers: OPS-4471; config/settings.toml"
     prep = prep_for(lines, in_budget=1_000, replaced=replaced + 10, window=1_000_000)
+    prep.encoding = enc
     assert finish(prep, text) == "Summary.\n\nKey identifiers: OPS-4471; config/settings.toml; #12"
+
+
+# -- _fit: one call's input, exactly (in an encoding where every byte is one token) ----------------------
+def fit_parts(enc: str, partial: str) -> tuple[int, int]:
+    """(the input's size with no line, CUT_NOTE's size) in `enc`."""
+    return count_text(engine._summary_input(partial, [""]), enc), count_text(CUT_NOTE, enc)
+
+
+def test_fit_cuts_a_lone_line_to_exactly_the_room_left(byte_encoding):
+    partial, line = "Earlier summary.", "[user] " + "x" * 2_000
+    base, note = fit_parts(byte_encoding, partial)
+    assert note == len(CUT_NOTE.encode()) and note != count_text(CUT_NOTE)  # counted in the call's encoding
+    body, used = engine._fit(partial, [line], 1_000, byte_encoding)
+    assert used == 1 and body == engine._summary_input(partial, [line[: 1_000 - base - note] + CUT_NOTE])
+    assert count_text(body, byte_encoding) == 1_000  # to the token
+
+
+@pytest.mark.parametrize("extra_base, cut", [(0, False), (1, True)])
+def test_fit_cuts_a_previous_summary_over_three_quarters_to_half(byte_encoding, extra_base, cut):
+    # Budget 1,000: the input with no line may take 750 (3/4) and keep the summary whole; 751 cuts it to 500.
+    base_empty, note = fit_parts(byte_encoding, "")
+    filler = 750 + extra_base - (base_empty - len("(none)"))
+    partial = "s" * filler
+    assert fit_parts(byte_encoding, partial)[0] == 750 + extra_base
+    body, used = engine._fit(partial, ["[user] " + "y" * 2_000], 1_000, byte_encoding)
+    prev = body.split("<previous-summary>\n", 1)[1].split("\n</previous-summary>", 1)[0]
+    assert prev == ("s" * 500 if cut else partial)  # half the budget, in the call's encoding
+    assert count_text(body, byte_encoding) == 1_000 and used == 1
+
+
+def over_count(monkeypatch, extras: list[int]) -> list[int]:
+    """Make the engine count each input holding a cut line `extras[i]` tokens more than
+    it is, the i-th time (then exactly): a join that tokenizes longer than its parts.
+    Returns the true sizes counted."""
+    real, seen = engine.count_text, []
+
+    def count(text, encoding="cl100k_base"):
+        n = real(text, encoding)
+        if text.startswith("<previous-summary>") and text.endswith(CUT_NOTE + "\n</new-turns>"):
+            seen.append(n)
+            return n + (extras[len(seen) - 1] if len(seen) <= len(extras) else 0)
+        return n
+
+    monkeypatch.setattr(engine, "count_text", count)
+    return seen
+
+
+@pytest.mark.parametrize("extras, deeper", [
+    ([2], 4),  # over by 2: the retry keeps a margin of at least 4
+    ([10], 10),  # over by 10: 10 deeper
+    ([10, 20], 20),  # still over by 10 after the first retry: the margins add up to 20
+    ([5_000], None),  # a margin larger than the room: the line is cut to nothing
+])
+def test_a_cut_line_that_still_overshoots_is_cut_deeper(monkeypatch, byte_encoding, extras, deeper):
+    partial, line = "Earlier summary.", "[user] " + "x" * 2_000
+    base, note = fit_parts(byte_encoding, partial)
+    seen = over_count(monkeypatch, extras)
+    body, used = engine._fit(partial, [line], 1_000, byte_encoding)
+    kept = line[: max(0, 1_000 - base - note - deeper)] if deeper is not None else ""
+    assert used == 1 and body == engine._summary_input(partial, [kept + CUT_NOTE])
+    assert len(seen) == len(extras) + 1  # one count per try
+
+
+def test_fit_gives_up_after_64_tries_with_one_line(monkeypatch, byte_encoding):
+    seen = over_count(monkeypatch, [100_000] * 100)  # never fits
+    with pytest.raises(OcwError) as ei:
+        engine._fit("S", ["[user] " + "x" * 2_000], 1_000, byte_encoding)
+    # 64 tries: the line whole (not counted here), then 63 cuts
+    assert str(ei.value) == "could not fit a summarizer call into its window" and len(seen) == 63
+
+
+@pytest.mark.parametrize("over, used", [
+    (0, 10),  # all ten fit
+    (200, 8),  # 200 over: the last two lines' 200 cover it exactly; no third goes
+    (201, 7),  # one more: a third goes
+    (408, 5),  # six would fit (their separators count too), but lines go by their own counts: five stay
+])
+def test_lines_that_do_not_fit_go_by_their_own_counts(byte_encoding, over, used):
+    lines = [f"[user] {i} " + "z" * (100 - len(f"[user] {i} ")) for i in range(10)]
+    assert {count_text(x, byte_encoding) for x in lines} == {100}
+    budget = count_text(engine._summary_input("S", lines), byte_encoding) - over
+    body, got = engine._fit("S", lines, budget, byte_encoding)
+    assert got == used and body == engine._summary_input("S", lines[:used])
+
+
+def test_many_lines_over_the_room_go_in_one_step(byte_encoding):
+    lines = [f"[user] line {i:03d} " + "q" * 80 for i in range(100)]  # 97 must go: more than 64 tries could take
+    budget = count_text(engine._summary_input("S", lines[:3]), byte_encoding)
+    body, used = engine._fit("S", lines, budget, byte_encoding)
+    # 97 lines and their 97 separators over: the lines' own counts cover that only once 99 have gone,
+    # so one stays (separators are not counted, see above) — in one step, not 99 tries
+    assert used == 1 and body == engine._summary_input("S", lines[:1])
