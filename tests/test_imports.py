@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from jupyter_client import KernelManager
+
+from test_kernel import Kernel
 
 PKG = Path(__file__).resolve().parent.parent / "ocw"
 HEAVY = ("duckdb", "httpx", "httpcore")
@@ -30,19 +31,8 @@ def kernel_env(tmp_path) -> dict:
     return env
 
 
-def run(kc, code: str) -> str:
-    msg_id = kc.execute(code)
-    out = []
-    while True:
-        m = kc.get_iopub_msg(timeout=60)
-        if m["parent_header"].get("msg_id") != msg_id:
-            continue
-        if m["msg_type"] == "stream":
-            out.append(m["content"]["text"])
-        if m["msg_type"] == "error":
-            raise AssertionError("\n".join(m["content"]["traceback"]))
-        if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
-            return "".join(out)
+def run(k: Kernel, code: str) -> str:
+    return k.run(code).stdout
 
 
 LOADED = "import sys, json; print(json.dumps(sorted(m for m in {mods} if m in sys.modules)))".format(mods=HEAVY)
@@ -50,22 +40,17 @@ LOADED = "import sys, json; print(json.dumps(sorted(m for m in {mods} if m in sy
 
 @pytest.mark.timeout(120)
 def test_load_ext_in_a_warm_kernel_imports_neither_duckdb_nor_httpx(tmp_path):
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(env=kernel_env(tmp_path))
-    kc = km.client()
-    kc.start_channels()
+    k = Kernel(kernel_env(tmp_path), str(tmp_path / "kernel.log"))
     try:
-        kc.wait_for_ready(timeout=60)
-        run(kc, "import IPython, ipykernel, traitlets")  # warm: what any kernel has
-        assert json.loads(run(kc, LOADED)) == []
-        run(kc, "%load_ext ocw")
-        run(kc, "%ocw help")
-        assert json.loads(run(kc, LOADED)) == []
-        run(kc, "%%chat\nhello")  # the control: a turn needs the store, so DuckDB loads now
-        assert "duckdb" in json.loads(run(kc, LOADED))
+        run(k, "import IPython, ipykernel, traitlets")  # warm: what any kernel has
+        assert json.loads(run(k, LOADED)) == []
+        run(k, "%load_ext ocw")
+        run(k, "%ocw help")
+        assert json.loads(run(k, LOADED)) == []
+        run(k, "%%chat\nhello")  # the control: a turn needs the store, so DuckDB loads now
+        assert "duckdb" in json.loads(run(k, LOADED))
     finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+        k.close()
 
 
 def imports_of(path: Path) -> set[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import threading
 import time
 
@@ -91,6 +92,18 @@ class Kernel:
         if ok is True:
             assert r.ok, (r.stdout, r.stderr, r.errors)
         return r
+
+    def drain(self, seconds: float) -> list[dict]:
+        """iopub messages that arrive in `seconds` with no execution asked for (a comm
+        updated from another thread, say); kept in `all` too."""
+        got, deadline = [], time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                got.append(self.kc.get_iopub_msg(timeout=0.2))
+            except queue.Empty:
+                continue
+        self.all += got
+        return got
 
     def py(self, expr: str):
         """Evaluate an expression in the kernel; JSON back."""

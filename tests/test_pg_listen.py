@@ -19,6 +19,7 @@ import ocw
 from ocw import events as ev
 from ocw.pg_listen import wait_ready
 from ocw.widgets import ContextWidget
+from test_kernel import Kernel
 
 WRITER = textwrap.dedent("""
     import json, sys, ocw
@@ -127,67 +128,24 @@ def test_a_deleted_session_is_left_for_the_next_command(shared, pg_url):
 
 
 # -- two real kernels -------------------------------------------------------------------------------
-class Kernel:
-    def __init__(self, env, log):
-        from jupyter_client import KernelManager
-
-        self.km = KernelManager(kernel_name="python3")
-        self.km.start_kernel(env=env, stdout=log, stderr=log)
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=60)
-        self.iopub: list[dict] = []
-
-    def run(self, code: str, timeout: float = 60) -> str:
-        msg_id = self.kc.execute(code)
-        out = []
-        while True:
-            m = self.kc.get_iopub_msg(timeout=timeout)
-            self.iopub.append(m)
-            if m["parent_header"].get("msg_id") != msg_id:
-                continue
-            if m["msg_type"] == "stream":
-                out.append(m["content"]["text"])
-            if m["msg_type"] == "error":
-                raise AssertionError("\n".join(m["content"]["traceback"]))
-            if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
-                return "".join(out)
-
-    def drain(self, seconds: float) -> list[dict]:
-        """iopub messages that arrive with no execution asked for."""
-        got, deadline = [], time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            try:
-                got.append(self.kc.get_iopub_msg(timeout=0.2))
-            except Exception:
-                continue
-        self.iopub += got
-        return got
-
-    def stop(self):
-        self.kc.stop_channels()
-        self.km.shutdown_kernel(now=True)
-
-
 @pytest.mark.timeout(240)
 def test_a_kernels_widget_refreshes_when_another_kernel_chats(pg_url, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("OCW_") and k not in (
         "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
     env.update(OCW_DB=pg_url, JPY_SESSION_NAME="team.ipynb", OCW_PROVIDER="offline")
-    log = open(tmp_path / "kernels.log", "w")
-    a = Kernel(env, log)
-    b = Kernel(env, log)
+    a = Kernel(env, str(tmp_path / "kernel-a.log"))
+    b = Kernel(env, str(tmp_path / "kernel-b.log"))
     try:
         a.run("%load_ext ocw")
         a.run("%%chat\nhello from kernel A")
         a.run("%context")
-        first = a.run("import ocw; print(ocw.current_session().occupancy()['total'])")
-        comms = [m["content"]["comm_id"] for m in a.iopub if m["msg_type"] == "comm_open"
+        first = a.run("import ocw; print(ocw.current_session().occupancy()['total'])").stdout
+        comms = [m["content"]["comm_id"] for m in a.all if m["msg_type"] == "comm_open"
                  and "total" in m["content"].get("data", {}).get("state", {})]
         assert comms, "kernel A opened no context widget"
         b.run("%load_ext ocw")
         b.run("%%chat\nand hello from kernel B, in the same notebook's session")
-        b_total = int(b.run("import ocw; print(ocw.current_session().occupancy()['total'])"))
+        b_total = int(b.run("import ocw; print(ocw.current_session().occupancy()['total'])").stdout)
         assert b_total > int(first)
         # Kernel A runs nothing: its widget's comm is updated by the listener.
         updates = []
@@ -199,8 +157,7 @@ def test_a_kernels_widget_refreshes_when_another_kernel_chats(pg_url, tmp_path):
                     if "total" in state:
                         updates.append(state["total"])
         assert b_total in updates, (updates, b_total)
-        assert int(a.run("import ocw; print(len(ocw.current_session().branch()))")) == 4
+        assert int(a.run("import ocw; print(len(ocw.current_session().branch()))").stdout) == 4
     finally:
-        a.stop()
-        b.stop()
-        log.close()
+        a.close()
+        b.close()
