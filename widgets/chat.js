@@ -334,6 +334,11 @@ function render({ model, el, experimental, host, signal }) {
     busyWith = "";
     update();
   }
+  /** Ask the kernel for `kind` while busy with `what`; busy ends however it goes. */
+  function busyRequest(what, kind, content) {
+    begin(what);
+    return request(kind, content).finally(end);
+  }
 
   function runCommand(command, args) {
     const typed = input.value;
@@ -344,11 +349,8 @@ function render({ model, el, experimental, host, signal }) {
     }
     showAlert("");
     input.value = "";
-    begin(command.name);
-    request("chat_run", { name: command.name, args })
-      .then(() => end())
+    busyRequest(command.name, "chat_run", { name: command.name, args })
       .catch((err) => {
-        end();
         restore(typed);
         if (err.response && err.response.no_session) showAlert(L().chat_no_session);
         else failed(err);
@@ -360,11 +362,8 @@ function render({ model, el, experimental, host, signal }) {
     showAlert("");
     input.value = "";
     closeMenu(false);
-    begin("send");
-    request("chat_send", { text: value })
-      .then(() => end())
+    busyRequest("send", "chat_send", { text: value })
       .catch((err) => {
-        end();
         restore(value);
         failed(err);
       });
@@ -421,23 +420,11 @@ function render({ model, el, experimental, host, signal }) {
     const item = confirmTarget;
     closeConfirm();
     if (!item || refuseWhileBusy()) return;
-    begin("rewind");
-    request("chat_rewind", { node_id: item.end_id })
-      .then(() => end())
-      .catch((err) => {
-        end();
-        failed(err);
-      });
+    busyRequest("rewind", "chat_rewind", { node_id: item.end_id }).catch(failed);
   });
   function switchBranch(branch) {
     if (refuseWhileBusy()) return;
-    begin("branch");
-    request("chat_branch", { node_id: branch.id })
-      .then(() => end())
-      .catch((err) => {
-        end();
-        failed(err);
-      });
+    busyRequest("branch", "chat_branch", { node_id: branch.id }).catch(failed);
   }
   let keepAnchor = null; // while older messages load: the scroll position to keep
   listen(older, "click", () => {
