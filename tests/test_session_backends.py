@@ -52,8 +52,8 @@ def cstore(store):
 
 
 def test_another_kernels_writes_are_seen_by_sync(store):
-    """The test of the same name in test_session.py, on both backends: a second Store
-    writes; the first one's sync (the rev read) sees HEAD, the sample and the totals."""
+    """On both backends: a second Store (another kernel) writes; the first one's sync
+    (the rev read) sees HEAD, the sample and the totals."""
     s1 = store.create_session(model="gpt-4o", context_window=5000, name="shared")
     s1.append("user", "from one")
     two = ocw.Store(store.path)
