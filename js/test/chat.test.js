@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import widget, { CLOSE_MS, matchCommands, menuQuery, parseCommand } from "../../widgets/chat.js";
 import SLASH_MENU from "./slash_menu.json";
+import { fakeModel as makeModel } from "./fake_model.js";
 import UI_LABELS from "./ui_labels.json";
 
 const WIDGETS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "widgets");
@@ -49,31 +50,7 @@ function fakeModel(initial = {}) {
     ring: "anywidget:ring-1",
     ...initial,
   };
-  const listeners = new Map();
-  const model = {
-    get: (k) => state[k],
-    set(k, v) {
-      const old = state[k];
-      state[k] = v;
-      if (old !== v) model.trigger(`change:${k}`);
-    },
-    on(name, fn) {
-      if (!listeners.has(name)) listeners.set(name, []);
-      listeners.get(name).push(fn);
-    },
-    off(name, fn) {
-      const fns = listeners.get(name) || [];
-      const i = fns.indexOf(fn);
-      if (i >= 0) fns.splice(i, 1);
-    },
-    trigger(name) {
-      for (const fn of [...(listeners.get(name) || [])]) fn();
-    },
-    save_changes() {},
-    send() {},
-    listenerCount: () => [...listeners.values()].reduce((n, fns) => n + fns.length, 0),
-  };
-  return model;
+  return makeModel(state);
 }
 
 /** experimental.invoke as anywidget provides it: a promise per request, rejected when its

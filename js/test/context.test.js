@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import widget, { colorClass, formatInt, formatPercent } from "../../widgets/context.js";
 // Python's UI_LABELS (ocw/widgets.py), the one source of the widget's words; tests/test_widgets.py
 // fails if this copy differs from it.
+import { fakeModel as makeModel } from "./fake_model.js";
 import UI_LABELS from "./ui_labels.json";
 
 const WIDGETS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "widgets");
@@ -35,37 +36,7 @@ function fakeModel(initial = {}) {
     labels: UI_LABELS.en,
     ...initial,
   };
-  const listeners = new Map();
-  const model = {
-    sent: [],
-    saves: 0,
-    get: (k) => state[k],
-    set(k, v) {
-      const old = state[k];
-      state[k] = v;
-      if (old !== v) model.trigger(`change:${k}`);
-    },
-    on(name, fn) {
-      if (!listeners.has(name)) listeners.set(name, []);
-      listeners.get(name).push(fn);
-    },
-    off(name, fn) {
-      const fns = listeners.get(name) || [];
-      const i = fns.indexOf(fn);
-      if (i >= 0) fns.splice(i, 1);
-    },
-    trigger(name) {
-      for (const fn of [...(listeners.get(name) || [])]) fn();
-    },
-    save_changes() {
-      model.saves += 1;
-    },
-    send(content) {
-      model.sent.push(content);
-    },
-    listenerCount: () => [...listeners.values()].reduce((n, fns) => n + fns.length, 0),
-  };
-  return model;
+  return makeModel(state);
 }
 
 let el;
