@@ -28,7 +28,7 @@ const ITEMS = [
     thinking: "" },
 ];
 
-/** A fake anywidget model: get/set/on/off/save_changes/send, Backbone-like events. */
+/** The fake model (fake_model.js) holding this widget's traitlets, `initial` on top. */
 function fakeModel(initial = {}) {
   const state = {
     session_id: "s1",

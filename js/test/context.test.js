@@ -14,7 +14,7 @@ const WIDGETS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "widge
 const SOURCE = readFileSync(join(WIDGETS, "context.js"), "utf8");
 const CSS = readFileSync(join(WIDGETS, "context.css"), "utf8");
 
-/** A fake anywidget model: get/set/on/off/save_changes/send, Backbone-like events. */
+/** The fake model (fake_model.js) holding this widget's traitlets, `initial` on top. */
 function fakeModel(initial = {}) {
   const state = {
     session_id: "s1",
