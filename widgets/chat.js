@@ -714,12 +714,16 @@ function render({ model, el, experimental, host, signal }) {
     if (menuState === "open") syncMenu();
   }
 
-  for (const name of CONVERSATION) model.on(`change:${name}`, onConversation);
-  model.on("change:streaming", onStreaming);
-  model.on("change:busy", update);
-  model.on("change:session_name", update);
-  model.on("change:commands", onCommands);
-  model.on("comm_live_update", onCommLive);
+  // Every model event the widget follows, in one table: on here, off in the cleanup.
+  const modelEvents = [
+    ...CONVERSATION.map((name) => [`change:${name}`, onConversation]),
+    ["change:streaming", onStreaming],
+    ["change:busy", update],
+    ["change:session_name", update],
+    ["change:commands", onCommands],
+    ["comm_live_update", onCommLive],
+  ];
+  for (const [event, fn] of modelEvents) model.on(event, fn);
   onConversation();
   scrollDown();
 
@@ -734,12 +738,7 @@ function render({ model, el, experimental, host, signal }) {
   }
 
   return () => {
-    for (const name of CONVERSATION) model.off(`change:${name}`, onConversation);
-    model.off("change:streaming", onStreaming);
-    model.off("change:busy", update);
-    model.off("change:session_name", update);
-    model.off("change:commands", onCommands);
-    model.off("comm_live_update", onCommLive);
+    for (const [event, fn] of modelEvents) model.off(event, fn);
     clearTimeout(closeTimer);
     for (const c of [...inflight]) c.abort(new Error("closed"));
     for (const dispose of disposers.splice(0)) dispose();
