@@ -18,18 +18,10 @@ from ocw.context.engine import plan_chunks, plan_compaction
 from ocw.graph import SUMMARY_NAME
 from ocw.providers import OpenAIProvider
 from ocw.render import normalize_content
-from ocw.sessions import Store
 from ocw.tokens import count_message
 from ocw.turn import run_turn
 
 FILLER = "The team reviewed the ingestion pipeline and weighed throughput against latency once more. "
-
-
-@pytest.fixture
-def gstore(tmp_path):
-    s = Store(str(tmp_path / "guards.duckdb"))
-    yield s
-    s.close()
 
 
 def add_turns(s, start: int, n: int, size: int = 20) -> list[str]:
@@ -62,8 +54,8 @@ def state(store, s) -> tuple:
 
 
 # -- the summary-not-smaller guard, with the old summary in the replaced size -------------------------
-def test_a_summary_exactly_as_large_as_what_it_replaces_is_refused(gstore, fake_summarizer):
-    s = gstore.create_session(context_window=16_000, system_prompt="You are careful.")
+def test_a_summary_exactly_as_large_as_what_it_replaces_is_refused(store, fake_summarizer):
+    s = store.create_session(context_window=16_000, system_prompt="You are careful.")
     add_turns(s, 0, 60)
     first = s.compact(provider=fake_summarizer("First summary: the ingestion pipeline review. " + "word " * 40))
     assert first.outcome == "succeeded"
@@ -78,12 +70,12 @@ def test_a_summary_exactly_as_large_as_what_it_replaces_is_refused(gstore, fake_
     count = summary_tokens(enc)
 
     # Exactly as large as what it replaces: refused, and nothing is written.
-    before = state(gstore, s)
+    before = state(store, s)
     same = padded("Second summary.", plan.replaced_tokens, count)
     r = s.compact(provider=fake_summarizer(same))
     assert r.outcome == "failed" and "not smaller" in r.error, r.error
     assert f"{plan.replaced_tokens:,}" in r.error
-    assert state(gstore, s) == before and s.active_summary().id == old.id
+    assert state(store, s) == before and s.active_summary().id == old.id
 
     # One token smaller: kept as it is (no room for a facts list), although it is
     # larger than the folded turns alone.
@@ -96,19 +88,19 @@ def test_a_summary_exactly_as_large_as_what_it_replaces_is_refused(gstore, fake_
     assert s.compaction_count == 2
 
 
-def test_a_summary_one_token_over_what_it_replaces_is_refused(gstore, fake_summarizer):
-    s = gstore.create_session(context_window=16_000, system_prompt="You are careful.")
+def test_a_summary_one_token_over_what_it_replaces_is_refused(store, fake_summarizer):
+    s = store.create_session(context_window=16_000, system_prompt="You are careful.")
     add_turns(s, 0, 40)
     plan = plan_compaction(s.rendered_history(), s.context_window)
-    before = state(gstore, s)
+    before = state(store, s)
     r = s.compact(provider=fake_summarizer(padded("Summary.", plan.replaced_tokens + 1, summary_tokens(s.encoding.name))))
     assert r.outcome == "failed" and "not smaller" in r.error
-    assert state(gstore, s) == before
+    assert state(store, s) == before
 
 
 # -- 3 automatic failures in a row pause automatic compaction; manual ones never count -----------------
-def test_three_automatic_failures_pause_and_manual_failures_do_not_count(gstore, fake_summarizer):
-    s = gstore.create_session(context_window=16_000, system_prompt="You are careful.")
+def test_three_automatic_failures_pause_and_manual_failures_do_not_count(store, fake_summarizer):
+    s = store.create_session(context_window=16_000, system_prompt="You are careful.")
     add_turns(s, 0, 40)
     failing = fake_summarizer(raises=RuntimeError("provider down"))
     for _ in range(5):  # manual failures, more than the limit
@@ -138,8 +130,8 @@ def over_the_line(store) -> object:
     return s
 
 
-def test_turns_stop_compacting_after_three_automatic_failures_in_a_row(gstore, turn_provider, refserver):
-    s = over_the_line(gstore)
+def test_turns_stop_compacting_after_three_automatic_failures_in_a_row(store, turn_provider, refserver):
+    s = over_the_line(store)
     # Three failed manual compactions first: they do not bring the pause nearer.
     for _ in range(3):
         refserver.script_summary(status=500)
@@ -183,8 +175,8 @@ def test_chunks_take_lines_up_to_exactly_their_room():
 
 # -- the turn's threshold: 80 % of the window, at exactly 80 % too -----------------------------------
 @pytest.mark.parametrize("tokens, compacts", [(1599, False), (1600, True), (1601, True)])
-def test_a_turn_compacts_at_exactly_80_percent(gstore, turn_provider, refserver, tokens, compacts):
-    s = gstore.create_session(model="gpt-4o-mini", provider="openai", context_window=2000,
+def test_a_turn_compacts_at_exactly_80_percent(store, turn_provider, refserver, tokens, compacts):
+    s = store.create_session(model="gpt-4o-mini", provider="openai", context_window=2000,
                               system_prompt="You are a helpful assistant.")
     add_turns(s, 0, 12, size=5)
     occ = s.occupancy()
