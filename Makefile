@@ -44,17 +44,17 @@ test: install test-js
 
 demo: install
 ifeq ($(HEADLESS),1)
-	$(PY) -m ocw.demo --headless
+	$(PY) -m ocw.notebook.demo --headless
 else
-	$(PY) -m ocw.demo --port $(PORT)
+	$(PY) -m ocw.notebook.demo --port $(PORT)
 endif
 
 # `make bench`: issue 14's figures at 10k / 100k / 1M messages (~10 min on 2 cores), then
-# many writers on DuckDB and PostgreSQL (ocw.bench_pg); `make bench QUICK=1`: tiny sizes.
+# many writers on DuckDB and PostgreSQL (ocw.bench.pg); `make bench QUICK=1`: tiny sizes.
 comma := ,
 bench: install
 	$(PY) -m ocw.bench all $(if $(QUICK),--quick)
-	$(PY) -m ocw.bench_pg $(if $(QUICK),--turns 20 --writers 1$(comma)2)
+	$(PY) -m ocw.bench.pg $(if $(QUICK),--turns 20 --writers 1$(comma)2)
 
 # Mutation testing of the pure core (slow, so not part of `make test`): mutmut plants
 # small bugs one at a time and reports the ones the unit tests miss. Narrow it with

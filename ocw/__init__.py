@@ -6,25 +6,25 @@ from __future__ import annotations
 
 __version__ = "0.2.0"
 
-from .errors import OcwError  # noqa: E402
+from ocw.text.errors import OcwError  # noqa: E402
 # Import the submodule now, so that importing it later (the magics do) cannot
-# rebind `ocw.config` from the function below to the module.
-from . import config as _config_module  # noqa: E402,F401
+# rebind `ocw.notebook.config` from the function below to the module.
+from ocw.notebook import config as _config_module  # noqa: E402,F401
 
 
 def __getattr__(name):
     # Lazy: importing ocw (and `%load_ext ocw`) must stay cheap — no DuckDB, no
     # httpx, no tokenizer, no widgets — until something is used.
     if name == "Store":
-        from .sessions import Store
+        from ocw.conversation.sessions import Store
 
         return Store
     if name == "Session":
-        from .session import Session
+        from ocw.conversation.session import Session
 
         return Session
     if name == "tool":
-        from .tools import tool
+        from ocw.conversation.tools import tool
 
         return tool
     raise AttributeError(name)
@@ -32,7 +32,7 @@ def __getattr__(name):
 
 def current_session():
     """The session the notebook's %%chat cells use (None before the first one)."""
-    from .magics import get_runtime
+    from ocw.notebook.magics import get_runtime
 
     rt = get_runtime()
     return rt.current_session() if rt is not None else None
@@ -40,7 +40,7 @@ def current_session():
 
 def config():
     """The live `Ocw` configuration of this kernel (same object as %config Ocw)."""
-    from .magics import get_runtime
+    from ocw.notebook.magics import get_runtime
 
     rt = get_runtime()
     if rt is None:
@@ -51,7 +51,7 @@ def config():
 def chat():
     """The chat widget for the current session (the same as `%chat`): the conversation,
     its graph, a composer with slash commands, and the ring."""
-    from .magics import get_runtime
+    from ocw.notebook.magics import get_runtime
 
     rt = get_runtime()
     if rt is None:
@@ -60,13 +60,13 @@ def chat():
 
 
 def load_ipython_extension(ipython):
-    from .magics import load_ipython_extension as _load
+    from ocw.notebook.magics import load_ipython_extension as _load
 
     _load(ipython)
 
 
 def unload_ipython_extension(ipython):
-    from .magics import unload_ipython_extension as _unload
+    from ocw.notebook.magics import unload_ipython_extension as _unload
 
     _unload(ipython)
 

@@ -31,18 +31,18 @@ def ocw_shell(tmp_path):
     tmp_path/ocw.duckdb, no @ocw.tool left from other tests; all undone after."""
     from IPython.core.interactiveshell import InteractiveShell
 
-    import ocw.magics
-    import ocw.tools
-    from ocw.magics import get_runtime
+    import ocw.notebook.magics
+    import ocw.conversation.tools
+    from ocw.notebook.magics import get_runtime
 
     shell = InteractiveShell.instance()
     if "ocw" in shell.extension_manager.loaded:
         shell.extension_manager.unload_extension("ocw")
     if get_runtime() is not None:  # loaded by hand, not through %load_ext
-        ocw.magics.unload_ipython_extension(shell)
+        ocw.notebook.magics.unload_ipython_extension(shell)
     shell.config.pop("Ocw", None)
-    saved = dict(ocw.tools._REGISTERED)
-    ocw.tools._REGISTERED.clear()
+    saved = dict(ocw.conversation.tools._REGISTERED)
+    ocw.conversation.tools._REGISTERED.clear()
     before = set(shell.user_ns)
     shell.extension_manager.load_extension("ocw")
     rt = get_runtime()
@@ -54,8 +54,8 @@ def ocw_shell(tmp_path):
         shell.config.pop("Ocw", None)
         for k in set(shell.user_ns) - before:
             shell.user_ns.pop(k, None)
-        ocw.tools._REGISTERED.clear()
-        ocw.tools._REGISTERED.update(saved)
+        ocw.conversation.tools._REGISTERED.clear()
+        ocw.conversation.tools._REGISTERED.update(saved)
 
 
 # -- notebook surface (issue 5): env-configured shells, a DuckDB reader -----------
@@ -88,13 +88,13 @@ def openai_env(ocw_env, refserver, monkeypatch):
 
 
 def _reset_ocw(shell) -> None:
-    import ocw.magics
+    import ocw.notebook.magics
 
     if "ocw" in shell.extension_manager.loaded:
         shell.extension_manager.unload_extension("ocw")
-    if ocw.magics.get_runtime() is not None:  # loaded by hand, not through %load_ext
-        ocw.magics.unload_ipython_extension(shell)
-    ocw.magics._state.clear()
+    if ocw.notebook.magics.get_runtime() is not None:  # loaded by hand, not through %load_ext
+        ocw.notebook.magics.unload_ipython_extension(shell)
+    ocw.notebook.magics._state.clear()
     shell.config.pop("Ocw", None)  # what %config Ocw.x = ... merged into the shell's config
 
 
@@ -103,7 +103,7 @@ def ip(ocw_env):
     """A real IPython InteractiveShell (the process-wide singleton, terminal-style:
     replies stream as text) with `%load_ext ocw` done on a fresh OCW_DB. Request
     env fixtures (openai_env, monkeypatch.setenv) *before* this one. Unloaded after,
-    with ocw.magics._state reset, so nothing leaks into the next test."""
+    with ocw.notebook.magics._state reset, so nothing leaks into the next test."""
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
@@ -129,7 +129,7 @@ def read_ocw_db(path) -> dict:
     kernel that holds the file, then lets go). Nodes in insertion order."""
     import json
 
-    from ocw.sessions import Store
+    from ocw.conversation.sessions import Store
 
     st = Store(str(path))
     try:
@@ -196,7 +196,7 @@ class FakeSummarizer:
 
     def complete(self, messages, system=None, max_tokens=None):
         from ocw.providers.base import Reply, Usage
-        from ocw.tokens import count_message, count_text
+        from ocw.text.tokens import count_message, count_text
 
         text = "\n".join(b.get("text", "") for m in messages for b in m["content"] if b.get("type") == "text")
         prompt = count_text(system or "", self.encoding) + sum(

@@ -1,7 +1,7 @@
 """Fixtures for the PostgreSQL store: a real server the tests start themselves.
 
 `pg_cluster` (once per test run) runs initdb + pg_ctl in a temporary folder
-(ocw/pg_cluster.py) and stops it at the end; `pg_url` is a fresh empty
+(ocw/store/postgres/cluster.py) and stops it at the end; `pg_url` is a fresh empty
 database on it for one test. If the server cannot start, every test that
 needs it FAILS with the reason — it never skips (CI installs PostgreSQL).
 """
@@ -16,7 +16,7 @@ _names = itertools.count(1)
 
 @pytest.fixture(scope="session")
 def pg_cluster():
-    from ocw.pg_cluster import Cluster, ClusterError
+    from ocw.store.postgres.cluster import Cluster, ClusterError
 
     cluster = Cluster()
     try:

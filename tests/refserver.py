@@ -99,7 +99,7 @@ from typing import Any
 import pytest
 
 from ocw.providers.base import SUMMARY_MARKER
-from ocw.tokens import count_text
+from ocw.text.tokens import count_text
 
 AUTH_HEADERS = ("authorization", "x-api-key", "api-key", "proxy-authorization")
 PROBE_PATHS = ("/props", "/v1/models", "/api/show", "/api/ps", "/api/v0/models")

@@ -21,7 +21,7 @@ DuckDB file holding a conversation) and measures, rather than assumes:
 
 Every row must have all of them at zero; the summary test at the end prints the
 counts for the closing note. The API's rule: a bad argument raises
-`ocw.errors.InvalidArgument` (a ValueError); a bad database path raises
+`ocw.text.errors.InvalidArgument` (a ValueError); a bad database path raises
 `BadDatabasePath`, a foreign or newer file `ForeignDatabase` / `NewerSchema`
 (all StoreErrors, all OcwErrors). `record_usage` follows the compaction-count
 rules: a value that is not a valid provider sample is ignored (returns False,
@@ -43,11 +43,10 @@ import pytest
 from IPython.core.error import UsageError
 
 import ocw
-from ocw import migrations
-from ocw.errors import (BadDatabasePath, ForeignDatabase, InvalidArgument, NewerSchema, OcwError,
-                        SessionNotFound, StoreError)
-from ocw.magics import get_runtime
-from ocw.store import DUCKDB_CONFIG
+from ocw.store.duckdb import migrations
+from ocw.text.errors import BadDatabasePath, ForeignDatabase, InvalidArgument, NewerSchema, OcwError, SessionNotFound, StoreError
+from ocw.notebook.magics import get_runtime
+from ocw.store.duckdb.store import DUCKDB_CONFIG
 
 RESULTS: dict[str, dict] = {}
 MEASURES = ("traceback", "silent", "half_write", "data_loss", "foreign", "model", "unclear")

@@ -9,7 +9,12 @@ import re
 import pytest
 
 from ocw import bench
-from ocw.bench import build, cli, fresh, growth, report, turns
+from ocw.bench import build
+from ocw.bench import cli
+from ocw.bench import fresh
+from ocw.bench import growth
+from ocw.bench import report
+from ocw.bench import turns
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +191,7 @@ def test_a_fresh_process_reports_its_open(store, tmp_path):
 
 
 def test_growth_is_measured_against_a_twin(tmp_path):
-    from ocw.sessions import Store
+    from ocw.conversation.sessions import Store
 
     pair = []
     for label in ("c", "t"):

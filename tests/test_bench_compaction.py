@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from ocw import bench_compaction as bench
+from ocw.bench import compaction as bench
 from ocw.bench.build import node_id
 
 
@@ -44,7 +44,7 @@ def test_quick_run_prints_the_table(tmp_path):
 
 
 def test_build_session_matches_what_the_session_counts(tmp_path):
-    from ocw.sessions import Store
+    from ocw.conversation.sessions import Store
 
     store = Store(str(tmp_path / "b.duckdb"))
     try:

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 import ocw
-from ocw import bench_pg
+from ocw.bench import pg as bench_pg
 
 
 @pytest.mark.timeout(600)

@@ -6,16 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ocw.context.calibration import (
-    blend,
-    calibration,
-    effective_window,
-    learn_window,
-    learned_window,
-    positive_int,
-    window_source,
-    with_samples,
-)
+from ocw.context.calibration import blend, calibration, effective_window, learn_window, learned_window, positive_int, window_source, with_samples
 
 
 @pytest.mark.parametrize("v, ok", [(1, True), (256, True), (0, False), (-1, False), (True, False), (1.0, False),

@@ -14,10 +14,10 @@ import pytest
 from IPython.core.error import UsageError
 
 import ocw
-import ocw.store
-import ocw.tools
-from ocw.errors import StoreError
-from ocw.magics import get_runtime
+import ocw.store.duckdb.store
+import ocw.conversation.tools
+from ocw.text.errors import StoreError
+from ocw.notebook.magics import get_runtime
 
 
 def run(shell, cell, capsys):
@@ -143,10 +143,10 @@ def test_file_away_and_create_are_one_transaction(ip, store_dump, monkeypatch, c
     rt = get_runtime()
     before = store_dump(rt.store)
 
-    real = ocw.store.json.dumps
+    real = ocw.store.duckdb.store.json.dumps
 
     class FailingJson:
-        loads = staticmethod(ocw.store.json.loads)  # reading stays as it was
+        loads = staticmethod(ocw.store.duckdb.store.json.loads)  # reading stays as it was
 
         @staticmethod
         def dumps(value, *a, **kw):
@@ -154,7 +154,7 @@ def test_file_away_and_create_are_one_transaction(ip, store_dump, monkeypatch, c
                 raise StoreError("disk full while creating the session")
             return real(value, *a, **kw)
 
-    monkeypatch.setattr(ocw.store, "json", FailingJson)
+    monkeypatch.setattr(ocw.store.duckdb.store, "json", FailingJson)
     msg = one_line_error(ip, how, capsys)
     assert "disk full" in msg
     monkeypatch.undo()
@@ -189,7 +189,7 @@ def test_kept_tool_steps_keep_the_switch(oip, openai_env, capsys):
         srv.script(status=500, times=3)
         one_line_error(oip, "%%chat --model gpt-4.1\ncall ping", capsys)
     finally:
-        ocw.tools._REGISTERED.pop("ping", None)  # no tool definition left for later tests
+        ocw.conversation.tools._REGISTERED.pop("ping", None)  # no tool definition left for later tests
     s = ocw.current_session()
     assert s.model == "gpt-4.1" and [s.node(n)["role"] for n in s.branch()][-2:] == ["assistant", "tool"]
 
@@ -202,7 +202,7 @@ def test_a_refused_database_leaves_the_old_store_working(ip, tmp_path, monkeypat
     it), the runtime opens the new store before it lets go of the old one."""
     import duckdb
 
-    from ocw import ownership
+    from ocw.store.duckdb import ownership
 
     ok(ip, "%%chat\nhello", capsys)
     rt = get_runtime()

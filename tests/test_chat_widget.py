@@ -17,14 +17,14 @@ import pytest
 from anywidget.experimental import _ANYWIDGET_COMMANDS
 
 import ocw
-import ocw.chat_widget as chat_widget_module
-from ocw.chat_items import branch_items, message_items, summary_items, time_label
-from ocw.chat_widget import ChatWidget
-from ocw.commands import COMMANDS, slash_menu
-from ocw.errors import InvalidArgument, OcwError
-from ocw.magics import get_runtime
-from ocw.safe_html import markdown_html
-from ocw.widgets import ContextWidget
+import ocw.widgets.chat as chat_widget_module
+from ocw.widgets.chat_items import branch_items, message_items, summary_items, time_label
+from ocw.widgets.chat import ChatWidget
+from ocw.notebook.commands import COMMANDS, slash_menu
+from ocw.text.errors import InvalidArgument, OcwError
+from ocw.notebook.magics import get_runtime
+from ocw.text.safe_html import markdown_html
+from ocw.widgets.ring import ContextWidget
 
 ROOT = Path(__file__).resolve().parents[1]
 TURN = "the loader reads events.parquet, joins the orders table and retries after 30 s timeouts. " * 12
@@ -80,8 +80,8 @@ def test_requests_are_commands_named_apart_from_the_widgets_methods():
 def test_the_js_tests_use_pythons_slash_menu():
     copy = json.loads((ROOT / "js" / "test" / "slash_menu.json").read_text(encoding="utf-8"))
     assert copy == slash_menu("en"), (
-        "js/test/slash_menu.json differs from ocw.commands.slash_menu('en'); regenerate it with: "
-        ".venv/bin/python -c \"import json; from ocw.commands import slash_menu; "
+        "js/test/slash_menu.json differs from ocw.notebook.commands.slash_menu('en'); regenerate it with: "
+        ".venv/bin/python -c \"import json; from ocw.notebook.commands import slash_menu; "
         "print(json.dumps(slash_menu('en'), ensure_ascii=False, indent=2))\" > js/test/slash_menu.json")
 
 
@@ -127,16 +127,16 @@ def test_chat_magic_and_ocw_chat_open_one_widget_with_its_ring(ip, capsys):
 
 
 def test_ocw_chat_before_load_ext_says_what_to_do(ocw_env):
-    import ocw.magics
+    import ocw.notebook.magics
 
-    saved = dict(ocw.magics._state)
-    ocw.magics._state.clear()
+    saved = dict(ocw.notebook.magics._state)
+    ocw.notebook.magics._state.clear()
     try:
         with pytest.raises(OcwError) as err:
             ocw.chat()
         assert err.value.user_message() == "ocw is not loaded — run %load_ext ocw first"
     finally:
-        ocw.magics._state.update(saved)
+        ocw.notebook.magics._state.update(saved)
 
 
 # -- sending -----------------------------------------------------------------------------------
@@ -172,7 +172,7 @@ def test_a_message_goes_the_chat_path_and_streams_as_sanitized_html(oip, refserv
 
 def test_the_stream_is_throttled_like_chat_cells(monkeypatch):
     """The first piece shows at once; then at most one render per 50 ms, and at least four
-    times the last render's cost apart (ocw.magics._StreamView's rule)."""
+    times the last render's cost apart (ocw.notebook.magics._StreamView's rule)."""
     clock = [100.0]
     monkeypatch.setattr(chat_widget_module.time, "monotonic", lambda: clock[0])
     renders = []
@@ -339,8 +339,8 @@ def test_a_widget_that_cannot_read_never_breaks_a_cell(small, monkeypatch, caplo
     turns(small, 1)
     w = ocw.chat()
     before = list(w.messages)
-    from ocw.errors import StoreBusy
-    from ocw.session import Session
+    from ocw.text.errors import StoreBusy
+    from ocw.conversation.session import Session
 
     def busy(self, *a, **k):
         raise StoreBusy("the file is busy")
@@ -525,10 +525,10 @@ def test_a_kernel_without_ocws_session_keeps_the_widget_empty(ip):
 
 
 def test_the_widgets_words_come_from_the_one_table():
-    """widgets/chat.js has no word table of its own: every label is Python's (ocw.ui_text),
+    """widgets/chat.js has no word table of its own: every label is Python's (ocw.text.ui_text),
     and the no-session alert is the same sentence %compact prints."""
-    from ocw.i18n import text
-    from ocw.ui_text import UI_LABELS
+    from ocw.text.i18n import text
+    from ocw.text.ui_text import UI_LABELS
 
     src = (ROOT / "widgets" / "chat.js").read_text(encoding="utf-8")
     src = re.sub(r"^\s*//.*$", "", src, flags=re.M)  # the comments may quote them
@@ -550,7 +550,7 @@ def test_another_kernels_turn_shows_up_without_a_command(pg_url):
     import textwrap
     import time
 
-    from ocw.pg_listen import wait_ready
+    from ocw.store.postgres.listen import wait_ready
 
     store = ocw.Store(pg_url)
     try:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ocw.errors import StoreError
-from ocw.sessions import Store
+from ocw.text.errors import StoreError
+from ocw.conversation.sessions import Store
 
 FILLER = "The team reviewed the ingestion pipeline and weighed throughput against latency once more. "
 

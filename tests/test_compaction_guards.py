@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import pytest
 
-from ocw.compaction import auto_compact_paused
+from ocw.conversation.compaction import auto_compact_paused
 from ocw.context.engine import plan_chunks, plan_compaction
-from ocw.graph import SUMMARY_NAME
+from ocw.context.graph import SUMMARY_NAME
 from ocw.providers import OpenAIProvider
-from ocw.render import normalize_content
-from ocw.tokens import count_message
-from ocw.turn import run_turn
+from ocw.context.render import normalize_content
+from ocw.text.tokens import count_message
+from ocw.conversation.turn import run_turn
 
 FILLER = "The team reviewed the ingestion pipeline and weighed throughput against latency once more. "
 

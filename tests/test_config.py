@@ -7,9 +7,9 @@ from IPython.core.error import UsageError
 from traitlets import TraitError
 
 import ocw
-import ocw.magics
-from ocw.config import Ocw, SecretStr, parse_auto_compact
-from ocw.errors import ConfigError, OcwError
+import ocw.notebook.magics
+from ocw.notebook.config import Ocw, SecretStr, parse_auto_compact
+from ocw.text.errors import ConfigError, OcwError
 
 
 def fresh(monkeypatch, **env) -> Ocw:
@@ -125,7 +125,7 @@ def test_the_key_is_a_real_string_with_a_hidden_repr(ocw_env):
 def test_the_environment_key_reaches_the_provider(openai_env, dummy_key, ocw_env):
     """Regression: the `api_key` trait defaulted to '' (not None), which masked
     OPENAI_API_KEY — no request through %%chat ever carried the key."""
-    from ocw.runtime import Runtime
+    from ocw.notebook.runtime import Runtime
 
     rt = Runtime(config=Ocw())
     try:
@@ -151,7 +151,7 @@ def test_a_key_set_after_an_auth_error_is_used_by_the_next_cell(openai_env, monk
 
 
 def test_ocw_config_is_the_live_configurable_even_after_importing_the_module(ip, capsys):
-    import ocw.config  # noqa: F401  (rebound ocw.config to the module before the fix)
+    import ocw.notebook.config  # noqa: F401  (rebound ocw.notebook.config to the module before the fix)
 
     cfg = ocw.config()
     assert isinstance(cfg, Ocw) and cfg in ip.configurables
@@ -162,7 +162,7 @@ def test_ocw_config_is_the_live_configurable_even_after_importing_the_module(ip,
 
 
 def test_ocw_config_without_the_extension_says_what_to_do(ocw_env):
-    ocw.magics._state.clear()
+    ocw.notebook.magics._state.clear()
     with pytest.raises(OcwError) as e:
         ocw.config()
     assert "%load_ext ocw" in e.value.user_message()

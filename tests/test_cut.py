@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ocw.context.cut import (MIN_MESSAGES, MIN_TAIL_MESSAGES, TAIL_HOLDS_ALL, TOO_SHORT, Cut, default_tail_budget,
-                            find_cut_index)
+from ocw.context.cut import MIN_MESSAGES, MIN_TAIL_MESSAGES, TAIL_HOLDS_ALL, TOO_SHORT, Cut, default_tail_budget, find_cut_index
 
 
 def msg(i: int, tokens: int, role: str = "user", text: str | None = None, blocks: list | None = None) -> dict:

@@ -1,4 +1,4 @@
-"""Handing the file over between kernels (ocw/db.py, issue 14): a busy holder yields on
+"""Handing the file over between kernels (ocw/store/duckdb/db.py, issue 14): a busy holder yields on
 its own caller's next use, a process that yielded lets the waiter in before queueing
 again, and a small WAL is handed over unmerged (a large one checkpointed)."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import threading
 import time
 
 import ocw
-from ocw import db as dbm
-from ocw.db import Db
+from ocw.store.duckdb import db as dbm
+from ocw.store.duckdb.db import Db
 
 
 def test_a_busy_holder_hands_over_on_its_callers_next_use(tmp_db, monkeypatch):

@@ -1,6 +1,6 @@
 """`make demo` (issues 5 and 12).
 
-Headless: `python -m ocw.demo --headless --out DIR` executes the quickstart notebook in a
+Headless: `python -m ocw.notebook.demo --headless --out DIR` executes the quickstart notebook in a
 real kernel on the offline model and prints where the executed copy is.
 
 Interactive (issue 12, item 2): `make demo` opens a fresh, output-free copy of the notebook
@@ -27,7 +27,7 @@ import pytest
 
 import nbformat
 
-from ocw import demo
+from ocw.notebook import demo
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,12 +12,12 @@ import threading
 
 import pytest
 
-import ocw.session
+import ocw.conversation.session
 from ocw.context import engine
-from ocw.compaction import AUTO_FAILURE_LIMIT, auto_compact_paused
-from ocw.errors import CompactionInProgress, OcwError, StoreError
-from ocw.render import block_text
-from ocw.sessions import Store
+from ocw.conversation.compaction import AUTO_FAILURE_LIMIT, auto_compact_paused
+from ocw.text.errors import CompactionInProgress, OcwError, StoreError
+from ocw.context.render import block_text
+from ocw.conversation.sessions import Store
 
 FILLER = "The team reviewed the ingestion pipeline and weighed throughput against latency once more. "
 NO_OP = "Context is already compacted; no older messages to fold."
@@ -233,7 +233,7 @@ def test_failed_outcomes_leave_the_store_byte_for_byte(estore, fake_summarizer, 
         def boom(meta):
             raise StoreError("disk full while compacting")
 
-        monkeypatch.setattr(ocw.session.count_rules, "count_own_compaction", boom)
+        monkeypatch.setattr(ocw.conversation.session.count_rules, "count_own_compaction", boom)
         fake, expect = fake_summarizer("A fine summary."), "disk full while compacting"
     else:
         kwargs, expect = FAILURES[kind]
@@ -436,7 +436,7 @@ def test_prepare_builds_the_input_without_writing_or_calling(estore, fake_summar
     assert flat == list(range(len(prep.lines)))
     assert len(prep.chunks) > 1
     # the estimates bound the real size of each line
-    from ocw.tokens import count_text
+    from ocw.text.tokens import count_text
 
     for line, est in zip(prep.lines, prep.estimates):
         assert count_text("\n\n" + line, prep.encoding) <= est + 1
@@ -578,7 +578,7 @@ def test_end_to_end_with_the_offline_provider(estore):
 def test_fit_always_fits_and_always_progresses():
     import random
 
-    from ocw.tokens import count_text
+    from ocw.text.tokens import count_text
 
     rng = random.Random(5)
     words = ["alpha", "beta", "\n", "  ", "γ", "数据", "{x}", "[tool]", "a", "ok."]

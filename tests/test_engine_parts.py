@@ -12,22 +12,10 @@ from __future__ import annotations
 import pytest
 
 from ocw.context import engine
-from ocw.context.engine import (
-    CUT_NOTE,
-    SUMMARY_SYSTEM,
-    Plan,
-    Prepared,
-    facts_budget,
-    finish,
-    plan_compaction,
-    prepare,
-    summarize,
-    summary_budget,
-    transcript_line,
-)
-from ocw.errors import OcwError
-from ocw.graph import SUMMARY_NAME
-from ocw.tokens import FRAME_TOKENS, count_message, count_text
+from ocw.context.engine import CUT_NOTE, SUMMARY_SYSTEM, Plan, Prepared, facts_budget, finish, plan_compaction, prepare, summarize, summary_budget, transcript_line
+from ocw.text.errors import OcwError
+from ocw.context.graph import SUMMARY_NAME
+from ocw.text.tokens import FRAME_TOKENS, count_message, count_text
 
 ENC = "o200k_base"  # not the default encoding: a count that forgets its encoding is caught
 

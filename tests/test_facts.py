@@ -5,7 +5,7 @@ import pytest
 
 from ocw.context.engine import FACTS_MAX, facts_budget
 from ocw.context.facts import FACTS_HEADER, append_facts, extract_identifiers, missing_identifiers
-from ocw.tokens import count_text
+from ocw.text.tokens import count_text
 
 ENC = "cl100k_base"
 

@@ -15,7 +15,7 @@ import pytest
 from IPython.core.error import UsageError
 
 import ocw
-from ocw.magics import get_runtime
+from ocw.notebook.magics import get_runtime
 
 TOOL_CELL = '''
 import ocw
@@ -53,7 +53,7 @@ def tools_shell(oip, openai_env, capsys):
     res = oip.run_cell(TOOL_CELL)
     assert res.error_in_exec is None
     yield oip
-    ocw.tools._REGISTERED.pop("stamp", None)
+    ocw.conversation.tools._REGISTERED.pop("stamp", None)
 
 
 @pytest.mark.parametrize("steps", [1, 2])

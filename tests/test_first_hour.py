@@ -176,7 +176,7 @@ def test_ocws_own_failure_reason_is_chinese_in_a_chinese_message(ocw_loaded):
         chat(k, f"Turn {i}: notes on the garden plan.")
     # The summarizer answers nothing: a failure reason in ocw's own words.
     k.run("from ocw.providers.base import Reply, Usage\n"
-          "p = ocw.magics.get_runtime().provider_for(ocw.current_session())\n"
+          "p = ocw.notebook.magics.get_runtime().provider_for(ocw.current_session())\n"
           "p.complete = lambda *a, **kw: Reply(content=[{'type': 'text', 'text': ''}], usage=Usage(10, 0, 0))")
     k.run("%config Ocw.lang = 'zh'")
     try:

@@ -1,11 +1,11 @@
-"""ocw/context/focus.py, the pure rules a focus (`%compact -- keep the file paths`)
+"""ocw/text/focus.py, the pure rules a focus (`%compact -- keep the file paths`)
 steers the offline summarizer and the facts pass with: each rule at its edges.
 (Through the magics: tests/test_parity.py.)"""
 from __future__ import annotations
 
 import pytest
 
-from ocw.context import focus
+from ocw.text import focus
 
 
 def test_clean_is_one_trimmed_line():

@@ -1,8 +1,8 @@
-"""The pure branch arithmetic (ocw/graph.py): node rows, walks, running totals, the
+"""The pure branch arithmetic (ocw/context/graph.py): node rows, walks, running totals, the
 active-summary rule."""
 from __future__ import annotations
 
-from ocw.graph import SUMMARY_NAME, Node, active_summary, chain_totals, is_summary, walk_up
+from ocw.context.graph import SUMMARY_NAME, Node, active_summary, chain_totals, is_summary, walk_up
 
 
 def chain(ids, parent=None, tokens=10, start_seq=1, epoch=0):

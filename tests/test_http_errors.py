@@ -20,14 +20,7 @@ import pytest
 from refserver import user
 
 import ocw.providers.http as http
-from ocw.errors import (
-    BadRequest,
-    MalformedResponse,
-    ProviderConnectionError,
-    ProviderTimeout,
-    RateLimitError,
-    ServerError,
-)
+from ocw.text.errors import BadRequest, MalformedResponse, ProviderConnectionError, ProviderTimeout, RateLimitError, ServerError
 from ocw.providers import AnthropicProvider, OpenAIProvider
 
 KEY = "sk-test-0123456789abcdefghij"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ocw.context.engine import CompactionResult
-from ocw.i18n import normalize_lang, system_message
+from ocw.text.i18n import normalize_lang, system_message
 
 FINISHED = {"summarised_count": 12, "tokens_before": 800, "tokens_after": 300}
 

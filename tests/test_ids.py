@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ocw import ids
+from ocw.store import ids
 
 
 def test_shape_and_order():

@@ -4,8 +4,8 @@
   about half of its time before); the first `%%chat` does — the control that
   proves the check can see an import.
 - The context engine is pure of the session: nothing under `ocw.context`
-  imports `ocw.session`; the store modules import neither `ocw.session` nor the
-  `ocw.sessions` façade (the store is rows in, rows out).
+  imports `ocw.conversation.session`; the store modules import neither `ocw.conversation.session` nor the
+  `ocw.conversation.sessions` façade (the store is rows in, rows out).
 """
 from __future__ import annotations
 
@@ -72,19 +72,19 @@ def imports_of(path: Path) -> set[str]:
 
 def test_the_context_engine_does_not_import_the_session():
     for path in sorted((PKG / "context").glob("*.py")):
-        found = {m for m in imports_of(path) if m in ("ocw.session", "ocw.sessions", "ocw.compaction")}
+        found = {m for m in imports_of(path) if m in ("ocw.conversation.session", "ocw.conversation.sessions", "ocw.conversation.compaction")}
         assert not found, f"{path.name} imports {found}"
 
 
 @pytest.mark.parametrize("module", ["store.py", "db.py", "migrations.py", "graph.py", "tail.py"])
 def test_the_store_modules_do_not_import_the_session(module):
-    found = {m for m in imports_of(PKG / module) if m in ("ocw.session", "ocw.sessions", "ocw.compaction")}
+    found = {m for m in imports_of(PKG / module) if m in ("ocw.conversation.session", "ocw.conversation.sessions", "ocw.conversation.compaction")}
     assert not found, f"{module} imports {found}"
 
 
 def test_importing_the_store_and_the_engine_loads_no_session_at_run_time():
-    code = ("import sys, ocw.store, ocw.context.engine, ocw.context.cut, ocw.context.occupancy;"
-            "print([m for m in ('ocw.session', 'ocw.sessions') if m in sys.modules])")
+    code = ("import sys, ocw.store.duckdb.store, ocw.context.engine, ocw.context.cut, ocw.context.occupancy;"
+            "print([m for m in ('ocw.conversation.session', 'ocw.conversation.sessions') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -94,6 +94,6 @@ def test_the_ast_check_sees_an_import():
     probe = PKG / "context" / "_probe_import_check.py"
     probe.write_text("from ..session import Session\n")
     try:
-        assert "ocw.session" in imports_of(probe)
+        assert "ocw.conversation.session" in imports_of(probe)
     finally:
         probe.unlink()

@@ -13,11 +13,11 @@ import logging
 
 import pytest
 
-from ocw.errors import ContextOverflowError, StoreError
+from ocw.text.errors import ContextOverflowError, StoreError
 from ocw.providers.base import Reply, Usage
-from ocw.sessions import Store
-from ocw.tokens import count_message
-from ocw.turn import run_turn
+from ocw.conversation.sessions import Store
+from ocw.text.tokens import count_message
+from ocw.conversation.turn import run_turn
 
 WORDS = "The nightly load of orders_2024.csv finished in 41 s with no errors. "
 

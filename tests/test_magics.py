@@ -20,9 +20,9 @@ import pytest
 from IPython.core.error import UsageError
 
 import ocw
-import ocw.magics
-from ocw.errors import AuthError
-from ocw.i18n import MESSAGES
+import ocw.notebook.magics
+from ocw.text.errors import AuthError
+from ocw.text.i18n import MESSAGES
 
 DUMMY_KEY = "sk-dummy-KEY-0123456789abcdef"  # what tests/conftest.py's openai_env sets
 
@@ -364,12 +364,12 @@ def test_typed_error_is_one_line_and_debug_shows_the_traceback(openai_env, monke
 def test_load_twice_is_harmless_and_unload_removes_the_magics(oip, openai_env, capsys):
     mm = oip.magics_manager
     configurables = [c for c in oip.configurables if type(c).__name__ == "Ocw"]
-    runtime = ocw.magics.get_runtime()
+    runtime = ocw.notebook.magics.get_runtime()
     res, out, err = run(oip, "%load_ext ocw", capsys)
     assert res.error_in_exec is None
     ocw.load_ipython_extension(oip)  # by hand, too
     assert [c for c in oip.configurables if type(c).__name__ == "Ocw"] == configurables
-    assert ocw.magics.get_runtime() is runtime
+    assert ocw.notebook.magics.get_runtime() is runtime
     openai_env.script(text="still works")
     assert "still works" in chat(oip, "hi", capsys)
 
@@ -380,7 +380,7 @@ def test_load_twice_is_harmless_and_unload_removes_the_magics(oip, openai_env, c
         for name in names:
             assert name not in mm.magics[kind], name
     assert not [c for c in oip.configurables if type(c).__name__ == "Ocw"]
-    assert ocw.magics.get_runtime() is None and ocw.current_session() is None
+    assert ocw.notebook.magics.get_runtime() is None and ocw.current_session() is None
     res, out, err = run(oip, "%compact", capsys)
     assert "not found" in one_line_usage_error(res, err, out)
     res, out, err = run(oip, "%%chat\nhello", capsys)
@@ -512,7 +512,7 @@ def _interrupt_case(shell, srv, capsys, start_interrupt):
 
 
 def test_interrupt_from_the_stream_callback_stores_nothing(oip, openai_env, monkeypatch, capsys):
-    real = ocw.magics._StreamView.on_text
+    real = ocw.notebook.magics._StreamView.on_text
     calls = {"n": 0, "armed": False}
 
     def on_text(self, delta):
@@ -522,14 +522,14 @@ def test_interrupt_from_the_stream_callback_stores_nothing(oip, openai_env, monk
             calls["armed"] = False
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(ocw.magics._StreamView, "on_text", on_text)
+    monkeypatch.setattr(ocw.notebook.magics._StreamView, "on_text", on_text)
     _interrupt_case(oip, openai_env, capsys, lambda: calls.update(n=0, armed=True))
 
 
 def test_interrupt_main_thread_while_streaming_stores_nothing(oip, openai_env, monkeypatch, capsys):
     """The stop button's real mechanism: SIGINT semantics on the main thread, raised
     wherever it is (socket read, SSE parsing, the display), not in our callback."""
-    real = ocw.magics._StreamView.on_text
+    real = ocw.notebook.magics._StreamView.on_text
     state = {"armed": False}
 
     def on_text(self, delta):
@@ -538,7 +538,7 @@ def test_interrupt_main_thread_while_streaming_stores_nothing(oip, openai_env, m
             state["armed"] = False
             threading.Timer(0.08, _thread.interrupt_main).start()
 
-    monkeypatch.setattr(ocw.magics._StreamView, "on_text", on_text)
+    monkeypatch.setattr(ocw.notebook.magics._StreamView, "on_text", on_text)
     _interrupt_case(oip, openai_env, capsys, lambda: state.update(armed=True))
 
 
@@ -597,7 +597,7 @@ def test_rewind_branch_new_sessions(ip, capsys):
 def test_ocw_help_lists_every_command_on_one_line(ip, capsys):
     res, out, err = run(ip, "%ocw help", capsys)
     lines = out.strip().splitlines()
-    from ocw.commands import COMMANDS
+    from ocw.notebook.commands import COMMANDS
 
     assert len(lines) == len(COMMANDS) == 16  # one line per command of the one table
     for cmd in ("%%chat", "%chat", "%compact", "%context", "%rewind", "%branch", "%new", "%sessions", "%session",
@@ -710,18 +710,18 @@ def test_the_database_is_closed_before_the_interpreter_exits(ocw_env, monkeypatc
     closing it while the process exits, and the process aborted ("terminate called
     after throwing an instance of ''", exit code 134) in about half the runs of a
     script that exits right after a %%chat. The runtime closes the file at exit."""
-    import ocw.runtime
+    import ocw.notebook.runtime
 
     registered = []
-    monkeypatch.setattr(ocw.runtime.atexit, "register", lambda f: registered.append(f))
-    monkeypatch.setattr(ocw.runtime.atexit, "unregister",
+    monkeypatch.setattr(ocw.notebook.runtime.atexit, "register", lambda f: registered.append(f))
+    monkeypatch.setattr(ocw.notebook.runtime.atexit, "unregister",
                         lambda f: registered.__setitem__(slice(None), [g for g in registered if g != f]))
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "ocw")
     try:
-        rt = ocw.magics.get_runtime()
+        rt = ocw.notebook.magics.get_runtime()
         hooks = [f for f in registered if getattr(f, "__self__", None) is rt]
         assert len(hooks) == 1
         shell.run_line_magic("sessions", "")
@@ -754,7 +754,7 @@ def test_exiting_right_after_a_turn_does_not_abort(tmp_path):
 
 
 def test_help_and_the_slash_menu_read_the_one_command_table(ip, capsys):
-    from ocw.commands import COMMANDS, slash_menu
+    from ocw.notebook.commands import COMMANDS, slash_menu
 
     run(ip, "%config Ocw.lang = 'zh'", capsys)
     res, out, err = run(ip, "%ocw help", capsys)

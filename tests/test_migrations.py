@@ -8,10 +8,10 @@ import duckdb
 import pytest
 
 import ocw
-from ocw import migrations
-from ocw.migrations import MIGRATIONS, SCHEMA_VERSION, current_version, migrate
-from ocw.store import DUCKDB_CONFIG
-from ocw.tokens import FRAME_TOKENS, get_encoding, render_message
+from ocw.store.duckdb import migrations
+from ocw.store.duckdb.migrations import MIGRATIONS, SCHEMA_VERSION, current_version, migrate
+from ocw.store.duckdb.store import DUCKDB_CONFIG
+from ocw.text.tokens import FRAME_TOKENS, get_encoding, render_message
 
 
 def columns(con, table):

@@ -6,10 +6,10 @@ import socket
 import pytest
 from refserver import user
 
-from ocw.errors import ContextOverflowError
+from ocw.text.errors import ContextOverflowError
 from ocw.providers import SUMMARY_MARKER, OfflineProvider, make_provider
 from ocw.providers.offline import identifiers
-from ocw.tokens import count_message, count_text
+from ocw.text.tokens import count_message, count_text
 
 TOOLS = [
     {"name": "list_variables", "description": "List the kernel's variables", "input_schema": {"type": "object", "properties": {}}},

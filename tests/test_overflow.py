@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from ocw.errors import BadRequest, ContextOverflowError, RateLimitError, ServerError
+from ocw.text.errors import BadRequest, ContextOverflowError, RateLimitError, ServerError
 from ocw.providers.overflow import OverflowInfo, parse_overflow, says_overflow
 from ocw.providers.wire_errors import error_for_payload, error_for_status
-from ocw.secrets import Secret
+from ocw.text.secrets import Secret
 
 LLAMA_SERVER = ('{"error":{"code":400,"message":"request (2108 tokens) exceeds the available context size (2048 tokens), '
                 'try increasing it","type":"exceed_context_size_error","n_prompt_tokens":2108,"n_ctx":2048}}')

@@ -16,10 +16,10 @@ import duckdb
 import pytest
 
 import ocw
-from ocw import migrations
-from ocw.errors import BadDatabasePath, ForeignDatabase, InvalidArgument, NewerSchema, OcwError, StoreError
-from ocw.migrations import MIGRATIONS, SCHEMA_VERSION
-from ocw.store import DUCKDB_CONFIG
+from ocw.store.duckdb import migrations
+from ocw.text.errors import BadDatabasePath, ForeignDatabase, InvalidArgument, NewerSchema, OcwError, StoreError
+from ocw.store.duckdb.migrations import MIGRATIONS, SCHEMA_VERSION
+from ocw.store.duckdb.store import DUCKDB_CONFIG
 
 
 def fingerprint(path) -> dict:

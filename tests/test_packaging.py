@@ -45,10 +45,10 @@ def test_wheel_carries_widget_assets_and_works_in_a_fresh_venv(tmp_path):
         z.extractall(_site_packages(env_dir))
 
     probe = (
-        "import ocw, ocw.widgets as w, pathlib;"
+        "import ocw, ocw.widgets.ring as w, pathlib;"
         "x = w.ContextWidget();"
         "print(pathlib.Path(ocw.__file__).resolve());"
-        "print(ocw._static.asset('context.js').resolve());"
+        "print(ocw.widgets._static.asset('context.js').resolve());"
         "print('export default' in x._esm, len(x._css) > 100, repr(x))"
     )
     r = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, timeout=120,

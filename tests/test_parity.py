@@ -12,7 +12,8 @@ import re
 from IPython.core.error import UsageError
 
 import ocw
-from ocw.context import compaction_log, focus
+from ocw.context import compaction_log
+from ocw.text import focus
 from ocw.context.facts import FACTS_HEADER
 
 STATUS = re.compile(r"^context (\d+) % · ([\d,]+) / ([\d,]+) · (auto-compact at (\d+) %|auto-compact off) · "
@@ -199,7 +200,7 @@ def test_the_log_is_written_with_the_summary_or_not_at_all(store, fake_summarize
 
 
 def test_summary_html_is_sanitized(store, fake_summarizer):
-    from ocw import summary_view
+    from ocw.notebook import summary_view
 
     s = store.create_session(context_window=4000)
     for i in range(8):

@@ -16,9 +16,9 @@ import psycopg
 import pytest
 
 import ocw
-from ocw import events as ev
-from ocw.pg_listen import wait_ready
-from ocw.widgets import ContextWidget
+from ocw.context import events as ev
+from ocw.store.postgres.listen import wait_ready
+from ocw.widgets.ring import ContextWidget
 from test_kernel import Kernel
 
 WRITER = textwrap.dedent("""
@@ -123,7 +123,7 @@ def test_a_deleted_session_is_left_for_the_next_command(shared, pg_url):
         conn.execute("DELETE FROM sessions WHERE id = %s", [s.id])
     time.sleep(1.0)  # the listener saw it and did not crash
     assert store.backend._listener._thread.is_alive()
-    with pytest.raises(ocw.errors.StoreError, match="vanished"):
+    with pytest.raises(ocw.text.errors.StoreError, match="vanished"):
         s.sync()
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import ocw
-from ocw import pg_url as urls
-from ocw.errors import BadDatabasePath, StoreError
+from ocw.store.postgres import url as urls
+from ocw.text.errors import BadDatabasePath, StoreError
 
 PASSWORD = "Pa55-w0rd-of-alice-9f3k"  # long enough to be a secret (8+ characters)
 _n = itertools.count(1)
@@ -113,8 +113,8 @@ def test_pgpassword_from_the_environment(role, clean_env, monkeypatch):
     store = ocw.Store(url)
     store.create_session(name="x")
     store.close()
-    # The environment's password is masked in log records too (ocw/secrets.py).
-    from ocw import secrets
+    # The environment's password is masked in log records too (ocw/text/secrets.py).
+    from ocw.text import secrets
 
     assert secrets.scrub(f"connecting with {PASSWORD}") == "connecting with <redacted>"
 
@@ -155,7 +155,7 @@ def test_a_service_file(role, clean_env, monkeypatch, how):
 
 
 def test_an_unreachable_server_is_one_line_and_no_file(clean_env):
-    from ocw.pg_cluster import free_port
+    from ocw.store.postgres.cluster import free_port
 
     port = free_port()
     with pytest.raises(StoreError) as e:
@@ -187,7 +187,7 @@ def test_a_bad_port_is_one_line(clean_env):
 def test_no_driver_is_one_line_saying_how_to_install_it(tmp_path):
     code = ("import sys; sys.modules['psycopg'] = None\n"
             "import ocw\n"
-            "from ocw.errors import OcwError\n"
+            "from ocw.text.errors import OcwError\n"
             "try:\n"
             f"    ocw.Store('postgresql://bob:{PASSWORD}@127.0.0.1:5/team')\n"
             "except OcwError as e:\n"
@@ -230,7 +230,7 @@ def test_config_doctor_and_repr_show_user_host_database_only(role, clean_env, ip
 def test_ocw_db_from_the_environment(role, clean_env, monkeypatch):
     user, db, port = role
     monkeypatch.setenv("OCW_DB", f"postgresql://{user}:{PASSWORD}@127.0.0.1:{port}/{db}")
-    from ocw.config import Ocw
+    from ocw.notebook.config import Ocw
 
     cfg = Ocw()
     assert repr(cfg.db) == f"'postgresql://{user}@127.0.0.1:{port}/{db}'"
@@ -253,7 +253,7 @@ def test_a_refused_config_value_says_why_without_the_password(clean_env, ip, cap
 
 def test_the_log_filter_masks_a_url_password(clean_env, caplog):
     urls.checked(f"postgresql://bob:{PASSWORD}@h/x")  # remembered as a Secret
-    from ocw.pg_conn import driver
+    from ocw.store.postgres.conn import driver
 
     driver()  # imports psycopg (its loggers exist now) and installs the filter on them
     names = ["ocw"] + sorted(n for n in logging.Logger.manager.loggerDict

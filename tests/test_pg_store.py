@@ -10,9 +10,9 @@ import time
 import psycopg
 import pytest
 
-from ocw.errors import ForeignDatabase, NewerSchema, StoreError
-from ocw.pg_schema import SCHEMA_VERSION
-from ocw.pg_store import PostgresStore
+from ocw.text.errors import ForeignDatabase, NewerSchema, StoreError
+from ocw.store.postgres.schema import SCHEMA_VERSION
+from ocw.store.postgres.store import PostgresStore
 from test_store_contract import msgs, new_session, summary
 
 
@@ -205,7 +205,7 @@ def test_ocw_can_live_in_its_own_schema_beside_other_tables(pg_url):
     b = PostgresStore(url)
     new_session(b)
     b.close()
-    assert sql(pg_url, "SELECT id FROM ocw.sessions") == [("s1",)] and objects(pg_url) == [("invoices",)]
+    assert sql(pg_url, "SELECT id FROM ocw.conversation.sessions") == [("s1",)] and objects(pg_url) == [("invoices",)]
 
 
 # -- connections --------------------------------------------------------------------------------------
@@ -216,7 +216,7 @@ def kill_ocw_connections(url) -> int:
 
 
 def test_a_connection_dropped_between_cells_is_replaced(pg, pg_url, monkeypatch):
-    from ocw import pg_conn
+    from ocw.store.postgres import conn as pg_conn
 
     new_session(pg)
     monkeypatch.setattr(pg_conn, "CHECK_AFTER", 0.0)  # as if the kernel sat idle for a while
@@ -227,7 +227,7 @@ def test_a_connection_dropped_between_cells_is_replaced(pg, pg_url, monkeypatch)
 
 
 def test_a_connection_dropped_mid_burst_is_one_line_then_replaced(pg, pg_url, monkeypatch):
-    from ocw import pg_conn
+    from ocw.store.postgres import conn as pg_conn
 
     new_session(pg)
     monkeypatch.setattr(pg_conn, "CHECK_AFTER", 1e9)  # kept connections are trusted: the control

@@ -7,19 +7,10 @@ import pytest
 from refserver import pool_connections, user
 
 import ocw.providers.http as http
-from ocw.errors import (
-    AuthError,
-    BadRequest,
-    ContextOverflowError,
-    MalformedResponse,
-    ProviderConnectionError,
-    ProviderTimeout,
-    RateLimitError,
-    ServerError,
-)
+from ocw.text.errors import AuthError, BadRequest, ContextOverflowError, MalformedResponse, ProviderConnectionError, ProviderTimeout, RateLimitError, ServerError
 from ocw.providers import AnthropicProvider, make_provider
 from ocw.providers.anthropic import CONTINUE_TEXT, to_wire, to_wire_tools
-from ocw.tokens import count_text
+from ocw.text.tokens import count_text
 
 TOOLS = [{"name": "list_variables", "description": "List kernel variables", "input_schema": {"type": "object", "properties": {}}}]
 

@@ -11,19 +11,10 @@ import pytest
 from refserver import pool_connections, user
 
 import ocw.providers.http as http
-from ocw.errors import (
-    AuthError,
-    BadRequest,
-    ContextOverflowError,
-    MalformedResponse,
-    ProviderConnectionError,
-    ProviderTimeout,
-    RateLimitError,
-    ServerError,
-)
+from ocw.text.errors import AuthError, BadRequest, ContextOverflowError, MalformedResponse, ProviderConnectionError, ProviderTimeout, RateLimitError, ServerError
 from ocw.providers import OpenAIProvider, make_provider
 from ocw.providers.openai import parse_arguments, to_wire_messages, to_wire_tools
-from ocw.tokens import count_text
+from ocw.text.tokens import count_text
 
 TOOLS = [{"name": "read_file", "description": "Read a file", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
 

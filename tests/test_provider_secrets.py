@@ -8,7 +8,7 @@ import pytest
 from refserver import user
 
 import ocw.providers.http as http
-from ocw.errors import AuthError, ProviderError
+from ocw.text.errors import AuthError, ProviderError
 from ocw.providers import AnthropicProvider, OpenAIProvider, make_provider
 
 KEY = "sk-test-SECRET123456"

@@ -11,15 +11,7 @@ import pytest
 from refserver import user
 
 import ocw.providers.http as http
-from ocw.errors import (
-    BadRequest,
-    ContextOverflowError,
-    MalformedResponse,
-    ProviderConnectionError,
-    ProviderTimeout,
-    RateLimitError,
-    ServerError,
-)
+from ocw.text.errors import BadRequest, ContextOverflowError, MalformedResponse, ProviderConnectionError, ProviderTimeout, RateLimitError, ServerError
 from ocw.providers import AnthropicProvider, OpenAIProvider
 
 LONG = "hello world " * 1100  # ~2200 tokens for ocw's estimate

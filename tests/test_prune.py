@@ -17,7 +17,7 @@ import pytest
 import ocw
 from ocw.context import prune as prune_rules
 from ocw.providers.offline import OfflineProvider
-from ocw.tokens import count_message
+from ocw.text.tokens import count_message
 
 TOOL = '''
 import ocw

@@ -19,9 +19,9 @@ import pytest
 from refserver import user
 
 import ocw.providers.http as http
-from ocw.errors import ContextOverflowError
+from ocw.text.errors import ContextOverflowError
 from ocw.providers import AnthropicProvider, OpenAIProvider
-from ocw.tokens import count_text
+from ocw.text.tokens import count_text
 
 LONG = "hello world " * 1100  # ~5,500 tokens for these servers, ~2,200 for ocw's estimate
 TOOLS = [{"name": "f", "description": "d", "input_schema": {"type": "object", "properties": {}}}]

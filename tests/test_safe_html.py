@@ -15,8 +15,10 @@ from types import SimpleNamespace
 import pytest
 from IPython.utils.capture import capture_output
 
-from ocw import magics, report, safe_html
-from ocw.safe_html import display_bundle, markdown_html, plain_text, tool_call_bundle
+from ocw.notebook import magics
+from ocw.notebook import report
+from ocw.text import safe_html
+from ocw.text.safe_html import display_bundle, markdown_html, plain_text, tool_call_bundle
 
 @pytest.fixture(autouse=True)
 def shell():

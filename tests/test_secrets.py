@@ -1,4 +1,4 @@
-"""ocw.secrets: keys long enough to be secrets are masked whole, short dummy keys
+"""ocw.text.secrets: keys long enough to be secrets are masked whole, short dummy keys
 never mask anything, and no key reaches a log line of ocw, httpx or httpcore."""
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import logging
 import pytest
 from refserver import user
 
-import ocw.secrets as secrets
-from ocw.errors import ContextOverflowError
+import ocw.text.secrets as secrets
+from ocw.text.errors import ContextOverflowError
 from ocw.providers import AnthropicProvider, OpenAIProvider
 from ocw.providers.http import Secret as ReexportedSecret
-from ocw.secrets import LOG_FILTER, Secret, install_log_filter, scrub_values
+from ocw.text.secrets import LOG_FILTER, Secret, install_log_filter, scrub_values
 
 REAL_KEY = "sk-proj-Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7"
 SERVER_WORDS = "request (2076 tokens) exceeds the available context size (2048 tokens), try increasing it"

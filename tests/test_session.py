@@ -7,10 +7,10 @@ import json
 import pytest
 
 import ocw
-import ocw.branch_view
-import ocw.session
-from ocw.errors import OcwError, StoreError
-from ocw.tokens import FRAME_TOKENS, get_encoding, render_message
+import ocw.conversation.branch_view
+import ocw.conversation.session
+from ocw.text.errors import OcwError, StoreError
+from ocw.text.tokens import FRAME_TOKENS, get_encoding, render_message
 
 ENCODING_OF = {"gpt-4o": "o200k_base", "gpt-4": "cl100k_base", "my-local-llama": "cl100k_base"}
 
@@ -186,13 +186,13 @@ def test_each_message_is_counted_once(sess, monkeypatch):
         sess.append("user" if i % 2 == 0 else "assistant", f"message number {i} with some words 数据")
     sess.occupancy()  # the system prompt is counted (once) here
     calls = []
-    real = ocw.branch_view.count_message
+    real = ocw.conversation.branch_view.count_message
 
     def counting(role, blocks, *a, **k):
         calls.append(role)
         return real(role, blocks, *a, **k)
 
-    for module in (ocw.session, ocw.branch_view):  # wherever a count could happen
+    for module in (ocw.conversation.session, ocw.conversation.branch_view):  # wherever a count could happen
         if hasattr(module, "count_message"):
             monkeypatch.setattr(module, "count_message", counting)
         if hasattr(module, "count_text"):
@@ -509,7 +509,7 @@ def test_tool_result_cap_change_keeps_the_recount_exact(store):
 def test_content_cache_is_bounded_and_history_still_complete(store, monkeypatch):
     """A long-lived kernel keeps only recent messages parsed in memory; the rest
     are read back from the file, so rendered_history is still whole and exact."""
-    monkeypatch.setattr(ocw.branch_view, "CONTENT_CACHE", 3)
+    monkeypatch.setattr(ocw.conversation.branch_view, "CONTENT_CACHE", 3)
     s = store.create_session(model="gpt-4o", context_window=100_000, system_prompt="x")
     for i in range(10):
         s.append("user" if i % 2 == 0 else "assistant", f"message number {i}")

@@ -6,7 +6,7 @@ import copy
 import pytest
 
 from ocw.context.snip import snip
-from ocw.sessions import Store
+from ocw.conversation.sessions import Store
 
 
 def m(i, tokens, role="user", blocks=None, name=None):

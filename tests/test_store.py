@@ -11,8 +11,8 @@ import duckdb
 import pytest
 
 import ocw
-from ocw.errors import InvalidArgument, OcwError, SessionNotFound, StoreBusy, StoreError
-from ocw.store import DUCKDB_CONFIG, default_db_path
+from ocw.text.errors import InvalidArgument, OcwError, SessionNotFound, StoreBusy, StoreError
+from ocw.store.duckdb.store import DUCKDB_CONFIG, default_db_path
 
 
 # -- where the file lives -----------------------------------------------------------
@@ -274,7 +274,7 @@ def test_the_connection_is_kept_between_cells_at_human_pace(tmp_db):
 
 
 def test_an_idle_wal_is_checkpointed_by_the_reaper_not_the_caller(tmp_db, monkeypatch):
-    from ocw.db import Db
+    from ocw.store.duckdb.db import Db
 
     monkeypatch.setattr(Db, "CHECKPOINT_BYTES", 0)  # any WAL counts as large
     store = ocw.Store(tmp_db, checkpoint_idle=0.05)

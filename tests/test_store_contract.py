@@ -1,6 +1,6 @@
 """The store-level suite, run against both backends: a DuckDB file and a real
 PostgreSQL server (tests/pg_server.py starts it). Rows in, rows out: every
-method of the interface (ocw/store_api.py), its transaction boundaries, and
+method of the interface (ocw/store/api.py), its transaction boundaries, and
 the invariants the sessions rely on."""
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import threading
 
 import pytest
 
-from ocw.errors import StoreError
-from ocw.graph import SUMMARY_NAME
-from ocw.pg_store import PostgresStore
-from ocw.store import DuckDBStore
-from ocw.store_api import METHODS, StoreBackend
+from ocw.text.errors import StoreError
+from ocw.context.graph import SUMMARY_NAME
+from ocw.store.postgres.store import PostgresStore
+from ocw.store.duckdb.store import DuckDBStore
+from ocw.store.api import METHODS, StoreBackend
 
 
 @pytest.fixture(params=["duckdb", "postgresql"])
@@ -382,7 +382,7 @@ PG_MODULES = ("store_api.py", "pg_store.py", "pg_conn.py", "pg_schema.py", "pg_l
 def test_the_postgres_store_modules_do_not_import_the_session(module):
     from test_imports import PKG, imports_of
 
-    found = {m for m in imports_of(PKG / module) if m in ("ocw.session", "ocw.sessions", "ocw.compaction")}
+    found = {m for m in imports_of(PKG / module) if m in ("ocw.conversation.session", "ocw.conversation.sessions", "ocw.conversation.compaction")}
     assert not found, f"{module} imports {found}"
     # ...and no driver at import time: psycopg is imported inside functions only.
     import ast

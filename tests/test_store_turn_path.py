@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 import ocw
-from ocw.store import DUCKDB_CONFIG
+from ocw.store.duckdb.store import DUCKDB_CONFIG
 
 
 class Counting:

@@ -10,18 +10,8 @@ import pytest
 import tiktoken
 import tiktoken.load
 
-from ocw import tokens
-from ocw.tokens import (
-    count_for_model,
-    FRAME_TOKENS,
-    count_message,
-    count_text,
-    encoding_for_model,
-    get_encoding,
-    render_block,
-    render_message,
-    truncate_to_tokens,
-)
+from ocw.text import tokens
+from ocw.text.tokens import count_for_model, FRAME_TOKENS, count_message, count_text, encoding_for_model, get_encoding, render_block, render_message, truncate_to_tokens
 
 SAMPLES = [
     "hello world",

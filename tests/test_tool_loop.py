@@ -13,9 +13,9 @@ import pytest
 import ocw
 from IPython.core.error import UsageError
 
-from ocw.render import render_blocks
-from ocw.store import DUCKDB_CONFIG
-from ocw.tokens import count_message, count_text
+from ocw.context.render import render_blocks
+from ocw.store.duckdb.store import DUCKDB_CONFIG
+from ocw.text.tokens import count_message, count_text
 
 KINDS = ["openai", "anthropic"]
 

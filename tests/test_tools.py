@@ -9,10 +9,11 @@ import pytest
 from IPython.utils.capture import capture_output
 
 import ocw
-from ocw import builtin_tools, report
-from ocw.errors import ToolError
-from ocw.tools import Tool, ToolRegistry, registered, render_result
-from ocw.turn import unpaired_tool_blocks_as_text
+from ocw.conversation import builtin_tools
+from ocw.notebook import report
+from ocw.text.errors import ToolError
+from ocw.conversation.tools import Tool, ToolRegistry, registered, render_result
+from ocw.conversation.turn import unpaired_tool_blocks_as_text
 
 
 def schema_of(fn) -> dict:
@@ -108,8 +109,8 @@ def test_the_decorator_registers_and_keeps_the_function_callable():
         assert registered()["double"] is double and registered()["triple_it"].description == "Three times x."
         assert Tool(lambda: 1, name="no_doc").description == "Call no_doc."
     finally:
-        ocw.tools.unregister("double")
-        ocw.tools.unregister("triple_it")
+        ocw.conversation.tools.unregister("double")
+        ocw.conversation.tools.unregister("triple_it")
     assert "double" not in registered()
 
 
@@ -160,7 +161,7 @@ def call(name, input=None, id="call_1"):
 @pytest.fixture
 def registry():
     saved = registered()
-    ocw.tools._REGISTERED.clear()
+    ocw.conversation.tools._REGISTERED.clear()
 
     @ocw.tool
     def add(a: int, b: float = 0.5) -> float:
@@ -193,8 +194,8 @@ def registry():
         print("working on it")
 
     yield ToolRegistry()
-    ocw.tools._REGISTERED.clear()
-    ocw.tools._REGISTERED.update(saved)
+    ocw.conversation.tools._REGISTERED.clear()
+    ocw.conversation.tools._REGISTERED.update(saved)
 
 
 def test_a_good_call_returns_its_value_as_text(registry):

@@ -14,9 +14,9 @@ import psycopg
 import pytest
 
 import ocw
-from ocw.cli import main
-from ocw.sessions import open_backend
-from ocw.transfer import snapshot
+from ocw.notebook.cli import main
+from ocw.conversation.sessions import open_backend
+from ocw.store.transfer import snapshot
 
 USER = "Tell me about the garden plan: " + "tomatoes basil peppers " * 40
 
@@ -157,7 +157,7 @@ def test_another_session_of_the_same_name_is_refused(pg_url, tmp_path, capsys):
 
 @pytest.mark.parametrize("case", ["no file", "same", "unknown session", "unreachable", "bad url"])
 def test_bad_arguments_are_one_line_and_copy_nothing(case, pg_url, tmp_path, capsys):
-    from ocw.pg_cluster import free_port
+    from ocw.store.postgres.cluster import free_port
 
     a = str(tmp_path / "a.duckdb")
     st = ocw.Store(a)

@@ -1,4 +1,4 @@
-"""Issue 5: the turn loop (ocw/turn.py) against the loopback server, below the magics.
+"""Issue 5: the turn loop (ocw/conversation/turn.py) against the loopback server, below the magics.
 
 What a turn stores and when: nothing until the reply is complete, then the user
 message and the reply together; automatic compaction at the threshold before the
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from ocw.errors import ContextOverflowError, ProviderConnectionError, ServerError
+from ocw.text.errors import ContextOverflowError, ProviderConnectionError, ServerError
 from ocw.providers import OpenAIProvider
-from ocw.turn import run_turn
+from ocw.conversation.turn import run_turn
 
 SYSTEM = "You are a helpful assistant."
 USER = "Please keep notes about the garden plan: " + "tomatoes basil " * 45  # ~100 tokens
@@ -155,7 +155,7 @@ def test_reactive_compaction_at_most_once_per_turn(sess, provider, refserver):
 
 
 def test_an_empty_message_is_refused_before_anything_happens(sess, provider, refserver):
-    from ocw.errors import OcwError
+    from ocw.text.errors import OcwError
 
     with pytest.raises(OcwError):
         run_turn(sess, "   \n", provider)
@@ -196,7 +196,7 @@ def test_snip_after_a_compaction_that_ran_says_so(sess, provider, refserver):
                  "only (still kept in the session)."),
 ])
 def test_snip_texts_in_both_languages(lang, compacted, text):
-    from ocw.i18n import text as i18n_text
+    from ocw.text.i18n import text as i18n_text
 
     n = 1 if compacted else 2
     assert i18n_text("snipped" if compacted else "snipped_uncompacted", lang, n=n, s="s" if n != 1 else "") == text

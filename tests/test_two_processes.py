@@ -27,7 +27,7 @@ WORKER = textwrap.dedent(
     r"""
     import json, os, random, sys, time
     import ocw
-    from ocw.tokens import get_encoding
+    from ocw.text.tokens import get_encoding
 
     path, name, tag, go, done_me, done_other, turns, bound = sys.argv[1:9]
     turns, bound = int(turns), float(bound)

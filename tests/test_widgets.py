@@ -1,4 +1,4 @@
-"""ocw.widgets.ContextWidget: traitlets mirror the session's events; the browser's
+"""ocw.widgets.ring.ContextWidget: traitlets mirror the session's events; the browser's
 only action ({action: "compact", session_id}) runs the notebook's compact path."""
 from __future__ import annotations
 
@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 
 import ocw
-from ocw import events as ev
-from ocw._static import asset
-from ocw.events import EventBus
-from ocw.i18n import system_message
-from ocw.widgets import UI_LABELS, ContextWidget, ui_labels
+from ocw.context import events as ev
+from ocw.widgets._static import asset
+from ocw.context.events import EventBus
+from ocw.text.i18n import system_message
+from ocw.widgets.ring import UI_LABELS, ContextWidget, ui_labels
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 # -- sessions -----------------------------------------------------------------------
 class FakeSession:
-    """Exactly the interface the widget relies on (see ocw/widgets.py)."""
+    """Exactly the interface the widget relies on (see ocw/widgets/ring.py)."""
 
     def __init__(self, sid: str = "s_fake", name: str = "default", window: int = 8000):
         self.id = sid
@@ -472,11 +472,11 @@ def test_css_follows_jupyterlab_themes():
 # -- issue 12: one source of words, live language ---------------------------------------------
 def test_the_js_tests_use_exactly_pythons_labels():
     """widgets/context.js has no word table; its tests read js/test/ui_labels.json, which
-    must be Python's UI_LABELS exactly (regenerate it from ocw.widgets.UI_LABELS)."""
+    must be Python's UI_LABELS exactly (regenerate it from ocw.widgets.ring.UI_LABELS)."""
     copy = json.loads((ROOT / "js" / "test" / "ui_labels.json").read_text(encoding="utf-8"))
     assert copy == UI_LABELS, (
-        "js/test/ui_labels.json differs from ocw.widgets.UI_LABELS; regenerate it with: .venv/bin/python -c "
-        "\"import json, ocw.widgets as w; print(json.dumps(w.UI_LABELS, ensure_ascii=False, indent=2))\" "
+        "js/test/ui_labels.json differs from ocw.widgets.ring.UI_LABELS; regenerate it with: .venv/bin/python -c "
+        "\"import json, ocw.widgets.ring as w; print(json.dumps(w.UI_LABELS, ensure_ascii=False, indent=2))\" "
         "> js/test/ui_labels.json")
     src = asset("context.js").read_text(encoding="utf-8")
     assert "DEFAULT_LABELS" not in src and "Compact now" not in src

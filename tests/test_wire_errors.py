@@ -12,23 +12,10 @@ import json
 
 import pytest
 
-from ocw.errors import (
-    AuthError,
-    BadRequest,
-    ContextOverflowError,
-    ProviderTimeout,
-    RateLimitError,
-    ServerError,
-)
+from ocw.text.errors import AuthError, BadRequest, ContextOverflowError, ProviderTimeout, RateLimitError, ServerError
 from ocw.providers.overflow import OverflowInfo, parse_overflow
-from ocw.providers.wire_errors import (
-    error_for_payload,
-    error_for_status,
-    request_id_of,
-    retry_after_of,
-    server_message,
-)
-from ocw.secrets import Secret
+from ocw.providers.wire_errors import error_for_payload, error_for_status, request_id_of, retry_after_of, server_message
+from ocw.text.secrets import Secret
 
 LONG = "x" * 299 + "yz"  # 301 characters: the 300th is "y"
 

@@ -1,4 +1,4 @@
-// ocw chat widget — the browser side of ocw.chat_widget.ChatWidget.
+// ocw chat widget — the browser side of ocw.widgets.chat.ChatWidget.
 //
 // One self-contained ES module (anywidget loads it from a Blob URL: no imports).
 // Python owns the state: the conversation, the graph, the system messages and
@@ -8,7 +8,7 @@
 // message and the text typed is kept, never lost.
 //
 // Safety: the only innerHTML this module sets from data is an `html` field or
-// `streaming`, which the kernel produced with ocw.safe_html (the %%chat
+// `streaming`, which the kernel produced with ocw.text.safe_html (the %%chat
 // renderer). Everything else — user text, tool output, previews — is textContent.
 //
 // The slash menu follows seed 004 exactly: it opens upward while the input
@@ -472,7 +472,7 @@ function render({ model, el, experimental, host, signal }) {
     }
     if (typeof item.html === "string" && item.html) {
       const body = h("div", "ocw-msg-html");
-      body.innerHTML = item.html; // the kernel's sanitized HTML (ocw.safe_html), nothing else
+      body.innerHTML = item.html; // the kernel's sanitized HTML (ocw.text.safe_html), nothing else
       node.append(body);
     } else if (item.text) {
       node.append(text("div", "ocw-msg-text", item.text));

@@ -1,4 +1,4 @@
-// ocw context widget — the browser side of ocw.widgets.ContextWidget.
+// ocw context widget — the browser side of ocw.widgets.ring.ContextWidget.
 //
 // One self-contained ES module (anywidget loads it from a Blob URL, so it has
 // no imports at all). Python owns the state: the session publishes occupancy
@@ -6,7 +6,7 @@
 // only shows them and sends actions back ({action: "compact", session_id}).
 // It never computes occupancy; it formats numbers and a percent from `ratio`.
 //
-// Every word it shows comes from Python in the `labels` traitlet (ocw.widgets.
+// Every word it shows comes from Python in the `labels` traitlet (ocw.widgets.ring.
 // UI_LABELS, the one source); a key missing there shows as the key itself.
 // When the kernel goes away (restart, shutdown) the widget manager marks the
 // model's comm dead and triggers "comm_live_update": the view then says it is

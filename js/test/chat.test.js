@@ -1,4 +1,4 @@
-// Drives widgets/chat.js (the browser side of ocw.chat_widget.ChatWidget) in jsdom with a
+// Drives widgets/chat.js (the browser side of ocw.widgets.chat.ChatWidget) in jsdom with a
 // fake anywidget model, a fake experimental.invoke (whose answers each test controls) and a
 // fake host. Every rule of seed 004's slash menu has a test here.
 import { readFileSync } from "node:fs";
@@ -14,7 +14,7 @@ const WIDGETS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "widge
 const CSS = readFileSync(join(WIDGETS, "chat.css"), "utf8");
 const SOURCE = readFileSync(join(WIDGETS, "chat.js"), "utf8");
 
-// The table ocw.commands.slash_menu("en") sends: a checked copy (tests/test_chat_widget.py
+// The table ocw.notebook.commands.slash_menu("en") sends: a checked copy (tests/test_chat_widget.py
 // fails if it differs from Python's), so these tests run against the real command table.
 const COMMANDS = SLASH_MENU;
 

@@ -17,6 +17,6 @@ from __future__ import annotations
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .cli import main as _main
+    from ocw.bench.cli import main as _main
 
     return _main(argv)

@@ -9,7 +9,7 @@ message in ten is a ~2,000-token tool output answering the assistant's tool
 call just before it, each call with a unique id. 1M messages build in well
 under a minute.
 
-Node ids have the shape and order of the ids ocw makes (ocw/ids.py: "n_", the
+Node ids have the shape and order of the ids ocw makes (ocw/store/ids.py: "n_", the
 time in ms, a random part): message i is i ms younger than message i − 1, and
 the whole history is older than the turns appended after the build.
 """
@@ -20,8 +20,8 @@ import json
 import random
 import time
 
-from ..render import render_blocks
-from ..tokens import count_message, get_encoding
+from ocw.context.render import render_blocks
+from ocw.text.tokens import count_message, get_encoding
 
 TOOL_EVERY = 10  # one message in ten is a tool output (the one before it, its call)
 TOOL_TOKENS = 2000
@@ -67,7 +67,7 @@ def _id_times(n: int) -> int:
 
 def node_id(salt: str, i: int, t0: int) -> str:
     """The id the builder gives message i: "n_", 16 hex digits of ((t0 + i) ms << 20 |
-    20 bits of md5(salt + i)) — ocw/ids.py's shape (the SQL below computes the same)."""
+    20 bits of md5(salt + i)) — ocw/store/ids.py's shape (the SQL below computes the same)."""
     rand = int(hashlib.md5(f"{salt}{i}".encode()).hexdigest()[:5], 16)
     return f"n_{((t0 + i) << 20) | rand:016x}"
 

@@ -4,7 +4,7 @@ Runs the measurements in one process (and the fresh / paced / kernel child
 processes they need), then prints the tables and issue 14's targets. `all`
 runs every section at full size (10k / 100k / 1M messages, 2,000
 back-to-back and 300 human-paced turns) and the compaction-prepare benchmark
-(ocw.bench_compaction); `--quick` runs tiny sizes in well under a minute, for
+(ocw.bench.compaction); `--quick` runs tiny sizes in well under a minute, for
 the tests. Exit status 0 unless a check of correctness failed (a recount that
 disagrees, a lost turn); an unmet timing target is printed, not an error.
 """
@@ -16,9 +16,13 @@ import sys
 import tempfile
 import time
 
-from . import fresh, growth, kernels, paced, report
-from .build import TOOL_EVERY, build_session, compact_to_tail
-from .turns import Floor, Watch, naive_runs, stats, time_turns
+from ocw.bench import fresh
+from ocw.bench import growth
+from ocw.bench import kernels
+from ocw.bench import paced
+from ocw.bench import report
+from ocw.bench.build import TOOL_EVERY, build_session, compact_to_tail
+from ocw.bench.turns import Floor, Watch, naive_runs, stats, time_turns
 
 FULL = dict(sizes=(10_000, 100_000, 1_000_000), b2b=2000, paced=300, naive_runs=5, naive_runs_large=3,
             open_small=1000, open_tail=300, open_runs=5, growth_size=100_000, growth_rounds=100, kernel_turns=300)
@@ -33,7 +37,7 @@ def _log(msg: str) -> None:
 
 
 def run_turns(cfg: dict, d: str, model: str, res: dict) -> None:
-    from ocw.sessions import Store
+    from ocw.conversation.sessions import Store
 
     sizes = sorted(cfg["sizes"])
     built = {}
@@ -81,7 +85,7 @@ def run_turns(cfg: dict, d: str, model: str, res: dict) -> None:
 def run_open(cfg: dict, d: str, model: str, res: dict) -> None:
     """A compacted session of `open_small` messages and one of the largest size (the
     turn benchmark's, if it ran), each a summary + `open_tail` messages."""
-    from ocw.sessions import Store
+    from ocw.conversation.sessions import Store
 
     large_n = max(cfg["sizes"])
     cases = []
@@ -98,7 +102,7 @@ def run_open(cfg: dict, d: str, model: str, res: dict) -> None:
 
 
 def run_growth(cfg: dict, d: str, model: str, res: dict) -> None:
-    from ocw.sessions import Store
+    from ocw.conversation.sessions import Store
 
     pair = []
     for label in ("growth", "twin"):
@@ -173,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         sections = SECTIONS if args.bench == "all" else (args.bench,)
         rc = 0 if ok(run(sections, quick=args.quick, model=args.model, **overrides)) else 1
     if args.bench in ("compaction", "all"):
-        from .. import bench_compaction
+        from ocw.bench import compaction as bench_compaction
 
         rc = max(rc, bench_compaction.main(["--model", args.model] + (["--quick"] if args.quick else [])))
     return rc

@@ -38,10 +38,10 @@ def child(path: str, name: str, model: str) -> dict:
 
     import duckdb  # noqa: F401  imports excluded: a kernel pays them whatever the size
 
-    import ocw.session  # noqa: F401
-    import ocw.store  # noqa: F401
-    from ocw.sessions import Store
-    from ocw.tokens import encoding_for_model, get_encoding
+    import ocw.conversation.session  # noqa: F401
+    import ocw.store.duckdb.store  # noqa: F401
+    from ocw.conversation.sessions import Store
+    from ocw.text.tokens import encoding_for_model, get_encoding
 
     get_encoding(encoding_for_model(model).name)  # the tokenizer's tables: same at any size
     gc.collect()

@@ -30,7 +30,7 @@ import os
 import random
 import statistics
 
-from .build import TOOL_TOKENS, summary_text, words
+from ocw.bench.build import TOOL_TOKENS, summary_text, words
 
 ROUND_TURNS = 8  # messages appended between two compactions (one of them a ~2k-token job log)
 KEEP_RECENT = 1000  # tokens each compaction keeps verbatim

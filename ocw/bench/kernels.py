@@ -1,7 +1,7 @@
 """Two kernels on one file: two processes appending turns at once.
 
 DuckDB lets one process at a time open a file; ocw's `Db` hands the connection
-over when another process waits (ocw/db.py). Each worker process opens ONE
+over when another process waits (ocw/store/duckdb/db.py). Each worker process opens ONE
 Store for its whole life, opens its session, loads the tokenizer, says it is
 ready, waits for the start signal, then runs `turns` turns (count + append +
 occupancy) back to back — the contended worst case. Measured three ways: one
@@ -24,10 +24,10 @@ def worker(path: str, name: str, tag: str, go: str, turns: int) -> dict:
     """Runs in a worker process (`python -m ocw.bench.kernels PATH NAME TAG GO TURNS`)."""
     import random
 
-    from ocw.sessions import Store
-    from ocw.tokens import get_encoding
+    from ocw.conversation.sessions import Store
+    from ocw.text.tokens import get_encoding
 
-    from .turns import Watch, one_turn, turn_message
+    from ocw.bench.turns import Watch, one_turn, turn_message
 
     store = Store(path)
     s = store.open_session(name)
@@ -77,7 +77,7 @@ def _throughput(outs: list[dict]) -> float:
 
 
 def _chain_ok(path: str, name: str, expect: int) -> bool:
-    from ocw.sessions import Store
+    from ocw.conversation.sessions import Store
 
     store = Store(path)
     try:
@@ -92,9 +92,9 @@ def _chain_ok(path: str, name: str, expect: int) -> bool:
 
 def run(turns: int, *, model: str = "gpt-4o", tmpdir: str | None = None, base: int = 1000) -> dict:
     """One process alone, two on two sessions, two on one session: figures."""
-    from ocw.sessions import Store
+    from ocw.conversation.sessions import Store
 
-    from .build import build_session
+    from ocw.bench.build import build_session
 
     with tempfile.TemporaryDirectory(prefix="ocw-bench-kernels-", dir=tmpdir) as d:
         path = os.path.join(d, "kernels.duckdb")

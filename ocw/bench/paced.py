@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from .turns import PAUSE
+from ocw.bench.turns import PAUSE
 
 PERIOD = PAUSE + 0.05  # a turn of < 50 ms still leaves a pause ≥ PAUSE before the next
 WARMUP = 3  # untimed paced turns first (the process's first turns load code)
@@ -27,15 +27,15 @@ def worker(kind: str, path: str, name: str, turns: int, start_at: float) -> dict
     KIND is `ocw` (a session of the store at PATH) or `floor` (a raw DuckDB file)."""
     import random
 
-    from .turns import Floor, Watch, one_turn, turn_message
+    from ocw.bench.turns import Floor, Watch, one_turn, turn_message
 
     if kind == "floor":
         floor = Floor(path)
         step, close = floor.turn, floor.close
         db = None
     else:
-        from ocw.sessions import Store
-        from ocw.tokens import get_encoding
+        from ocw.conversation.sessions import Store
+        from ocw.text.tokens import get_encoding
 
         store = Store(path)
         s = store.open_session(name)
@@ -44,7 +44,7 @@ def worker(kind: str, path: str, name: str, turns: int, start_at: float) -> dict
         counter = iter(range(10**9))
         step = lambda: one_turn(s, *turn_message(rng, next(counter)))  # noqa: E731
         close, db = store.close, store.db
-    from .fresh import _vm
+    from ocw.bench.fresh import _vm
 
     watch, late, spans = Watch(), 0, []
     rss0 = _vm("VmRSS")

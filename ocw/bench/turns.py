@@ -4,11 +4,11 @@ physical floor beside it, and the naive recount it replaces.
 - A turn is count + append + `occupancy()`: `Session.append` counts the new
   message and writes it (one durable transaction), then the ring's figure is
   read. Timed back to back, and human-paced: after a pause longer than any idle
-  timeout of ocw/db.py, so whatever an idle connection does (checkpoint, close,
+  timeout of ocw/store/duckdb/db.py, so whatever an idle connection does (checkpoint, close,
   hand-over) has had its chance to happen before the turn — as between cells.
   The garbage collector stays on.
 - The floor: a raw durable DuckDB transaction on its own file, with a held
-  connection and the same settings ocw's connection uses (ocw/db.py): insert a
+  connection and the same settings ocw's connection uses (ocw/store/duckdb/db.py): insert a
   ~300-byte row, update one row, commit. Nothing ocw does per turn can be
   cheaper than that.
 - Naive: re-tokenize every message of the rendered history (reading it is not
@@ -25,11 +25,11 @@ import random
 import statistics
 import time
 
-from ..render import render_blocks
-from ..tokens import FRAME_TOKENS, get_encoding, render_message
-from .build import words
+from ocw.context.render import render_blocks
+from ocw.text.tokens import FRAME_TOKENS, get_encoding, render_message
+from ocw.bench.build import words
 
-PAUSE = 0.6  # seconds between human-paced turns: longer than any idle timeout of ocw/db.py
+PAUSE = 0.6  # seconds between human-paced turns: longer than any idle timeout of ocw/store/duckdb/db.py
 NAIVE_FULL_MAX = 200_000  # above this many messages, naive is timed on a fraction and scaled
 NAIVE_STRIDE = 7  # ... every 7th message (7 is prime to the 10-message cycle: every kind is sampled)
 FLOOR_ROW_BYTES = 300
@@ -102,7 +102,7 @@ class Floor:
     def __init__(self, path: str):
         import duckdb
 
-        from ..db import DUCKDB_CONFIG, connection_settings
+        from ocw.store.duckdb.db import DUCKDB_CONFIG, connection_settings
 
         self.path = path
         self.con = duckdb.connect(path, config=DUCKDB_CONFIG)

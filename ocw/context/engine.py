@@ -8,7 +8,7 @@ Invariants, and why they hold:
   the old summary's text plus only the newly folded turns.
 - Pure of the store: the engine plans (`plan_compaction`, `prepare`), asks
   the summarizer (`summarize`) and checks the result (`finish`); it returns
-  text and never writes. The caller (ocw/compaction.py) persists in one
+  text and never writes. The caller (ocw/conversation/compaction.py) persists in one
   transaction, so every failure leaves the file as it was.
 - A summary must be smaller than what it replaces, or it is rejected: a
   compaction that grows the context is a failure, not a success.
@@ -24,16 +24,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .. import events as ev
-from ..errors import OcwError
-from ..graph import SUMMARY_NAME
-from ..i18n import system_message
-from ..providers.base import FOCUS_CLOSE, FOCUS_OPEN, SUMMARY_MARKER
-from ..render import block_text
-from ..tokens import FRAME_TOKENS, count_message, count_text, render_block, truncate_to_tokens
-from .cut import TOO_SHORT as CUT_TOO_SHORT, find_cut_index
-from .facts import append_facts
-from .focus import clean as clean_focus
+from ocw.context import events as ev
+from ocw.text.errors import OcwError
+from ocw.context.graph import SUMMARY_NAME
+from ocw.text.i18n import system_message
+from ocw.providers.base import FOCUS_CLOSE, FOCUS_OPEN, SUMMARY_MARKER
+from ocw.context.render import block_text
+from ocw.text.tokens import FRAME_TOKENS, count_message, count_text, render_block, truncate_to_tokens
+from ocw.context.cut import TOO_SHORT as CUT_TOO_SHORT, find_cut_index
+from ocw.context.facts import append_facts
+from ocw.text.focus import clean as clean_focus
 
 FACTS_MAX = 2048  # tokens for identifiers the summary omits (see facts_budget) ...
 FACTS_WINDOW_DIVISOR = 16  # ... at most 1/16 of the session's window ...

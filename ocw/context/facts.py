@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from ..tokens import count_text
-from .focus import focused_first
+from ocw.text.tokens import count_text
+from ocw.text.focus import focused_first
 
 _PATTERNS = [
     r"https?://[^\s<>\"'`)\]]+",  # URLs

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 
-from ..tokens import count_message, count_text
+from ocw.text.tokens import count_message, count_text
 
 MIN_FREED_SHARE = 0.05  # a prune that frees less than this share of the window is not worth a generation
 ARGS_CHARS = 120  # the arguments shown in a stub, at most

@@ -9,7 +9,7 @@ tool_use without its tool_result or a tool_result without its tool_use.
 """
 from __future__ import annotations
 
-from ..graph import SUMMARY_NAME
+from ocw.context.graph import SUMMARY_NAME
 
 
 def _pinned(msg: dict) -> bool:

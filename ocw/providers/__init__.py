@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import importlib
 
-from .registry import NAMES as PROVIDERS  # noqa: F401  (the names, in order)
-from .registry import PROVIDERS as REGISTRY, info, resolve_key
+from ocw.providers.registry import NAMES as PROVIDERS  # noqa: F401  (the names, in order)
+from ocw.providers.registry import PROVIDERS as REGISTRY, info, resolve_key
 
 DEFAULT_MODELS = {name: p.default_model for name, p in REGISTRY.items()}
 KEY_ENV = {name: p.key_env for name, p in REGISTRY.items() if p.key_env}

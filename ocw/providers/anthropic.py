@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import AuthError
-from .base import Reply, StreamCallback, Usage
-from .http import HTTPProvider, request_id_of
-from .openai import parse_arguments
+from ocw.text.errors import AuthError
+from ocw.providers.base import Reply, StreamCallback, Usage
+from ocw.providers.http import HTTPProvider, request_id_of
+from ocw.providers.openai import parse_arguments
 
 MESSAGES_PATH = "/v1/messages"
 

@@ -85,7 +85,7 @@ class Provider(Protocol):
     ) -> Reply:
         """Stream one reply; call on_event for each delta; return the whole message.
 
-        Raises an ocw.errors.ProviderError subclass on failure. A KeyboardInterrupt
+        Raises an ocw.text.errors.ProviderError subclass on failure. A KeyboardInterrupt
         during the stream closes the response at once and propagates.
         """
         ...

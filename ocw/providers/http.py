@@ -28,7 +28,7 @@ Rules (DESIGN.md §7):
   an over-long streamed prompt) is asked again once without streaming, to
   learn the real error or get the reply (``_resend_unstreamed``).
 - Every error carries status, request id and body text, with the API key
-  scrubbed out of all of them (``ocw.secrets``).
+  scrubbed out of all of them (``ocw.text.secrets``).
 """
 from __future__ import annotations
 
@@ -43,28 +43,12 @@ from typing import Any, Iterator
 
 import httpx
 
-from ..errors import (
-    BadRequest,
-    MalformedResponse,
-    ProviderConnectionError,
-    ProviderError,
-    ProviderTimeout,
-    RateLimitError,
-    ServerError,
-)
-from ..secrets import Secret, install_log_filter
-from . import probe
-from .base import Reply, StreamCallback
-from .sse import SSEDecoder, SSEEvent
-from .wire_errors import (  # noqa: F401  (re-exported: ocw.providers.http.* keeps working)
-    MAX_BODY_CHARS,
-    error_for_payload,
-    error_for_status,
-    parse_retry_after,
-    request_id_of,
-    retry_after_of,
-    server_message,
-)
+from ocw.text.errors import BadRequest, MalformedResponse, ProviderConnectionError, ProviderError, ProviderTimeout, RateLimitError, ServerError
+from ocw.text.secrets import Secret, install_log_filter
+from ocw.providers import probe
+from ocw.providers.base import Reply, StreamCallback
+from ocw.providers.sse import SSEDecoder, SSEEvent
+from ocw.providers.wire_errors import MAX_BODY_CHARS, error_for_payload, error_for_status, parse_retry_after, request_id_of, retry_after_of, server_message
 
 log = logging.getLogger("ocw.providers")
 

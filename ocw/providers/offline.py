@@ -20,10 +20,10 @@ import math
 import re
 from collections import Counter
 
-from ..errors import ContextOverflowError
-from ..tokens import count_message, count_text, encoding_for_model, render_block, truncate_to_tokens
-from ..context import focus as focus_rules
-from .base import FOCUS_CLOSE, FOCUS_OPEN, SUMMARY_MARKER, Reply, StreamCallback, Usage
+from ocw.text.errors import ContextOverflowError
+from ocw.text.tokens import count_message, count_text, encoding_for_model, render_block, truncate_to_tokens
+from ocw.text import focus as focus_rules
+from ocw.providers.base import FOCUS_CLOSE, FOCUS_OPEN, SUMMARY_MARKER, Reply, StreamCallback, Usage
 
 PREFIX = "(offline model) "
 DEFAULT_CONTEXT_WINDOW = 8192
@@ -115,7 +115,7 @@ def _is_context_block(block: dict) -> bool:
     Consecutive user-role messages travel merged into one (the summary renders as a
     user message), so after a compaction that folded everything the last message
     starts with the summary; the question is what follows it."""
-    from ..turn import SUMMARY_PREFIX  # lazily: ocw.turn imports the providers' layer
+    from ocw.conversation.turn import SUMMARY_PREFIX  # lazily: ocw.conversation.turn imports the providers' layer
 
     text = block.get("text", "") if block.get("type") == "text" else ""
     return text.startswith((SUMMARY_PREFIX, "[system note] "))
@@ -156,7 +156,7 @@ class OfflineProvider:
 
     def prompt_tokens(self, messages: list[dict], system: str | None = None, tools: list[dict] | None = None) -> int:
         """What a request costs: the system prompt, the tool definitions (as real
-        providers bill them) and every message, all by ocw.tokens rules — so that
+        providers bill them) and every message, all by ocw.text.tokens rules — so that
         its usage equals ocw's own estimate and the calibration stays 1.0."""
         n = count_message("system", [{"type": "text", "text": system}], self.encoding) if system else 0
         if tools:
@@ -296,7 +296,7 @@ class OfflineProvider:
         verbatim after them. A summary never grows past half the transcript
         (with a small floor): compaction must shrink the context, not pad it.
 
-        A `focus` (what the user asked to keep, ocw/context/focus.py) ranks first
+        A `focus` (what the user asked to keep, ocw/text/focus.py) ranks first
         the sentences that share its terms or hold identifiers of the kinds it
         names, and keeps those identifiers before any other.
         """

@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import AuthError
-from .base import Reply, StreamCallback, Usage
-from .http import HTTPProvider, request_id_of
+from ocw.text.errors import AuthError
+from ocw.providers.base import Reply, StreamCallback, Usage
+from ocw.providers.http import HTTPProvider, request_id_of
 
 CHAT_PATH = "/chat/completions"
 

@@ -27,17 +27,9 @@ from typing import Any
 
 import httpx
 
-from ..errors import (
-    AuthError,
-    BadRequest,
-    ContextOverflowError,
-    ProviderError,
-    ProviderTimeout,
-    RateLimitError,
-    ServerError,
-)
-from ..secrets import Secret
-from .overflow import is_rate_limit_text, parse_overflow, says_overflow
+from ocw.text.errors import AuthError, BadRequest, ContextOverflowError, ProviderError, ProviderTimeout, RateLimitError, ServerError
+from ocw.text.secrets import Secret
+from ocw.providers.overflow import is_rate_limit_text, parse_overflow, says_overflow
 
 MAX_BODY_CHARS = 8000  # error bodies kept on the exception
 OVERFLOW_STATUSES = frozenset({400, 413, 422})

@@ -1,0 +1,108 @@
+"""One compaction of a session: read → threshold → summarize → persist → refresh.
+
+The engine (ocw/context/engine.py) is pure of the store: it plans, asks the
+summarizer and checks the text. This is where a session meets it:
+- No-op is decided before any LLM call, so "nothing to compact" never emits
+  `compaction_started` and never reaches the summarizer.
+- All or nothing: the only write is `Session._persist_summary`, one
+  transaction (summary + supersede + generation + count + calibration); every
+  failure before or inside it leaves the session exactly as it was.
+- One compaction at a time per session (`compact_lock`); three automatic
+  failures in a row pause automatic compaction for the session.
+"""
+from __future__ import annotations
+
+from ocw.context import events as ev
+from ocw.context.engine import CompactionResult, finish, plan_compaction, prepare, summarize
+from ocw.text.errors import CompactionInProgress, OcwError
+from ocw.text.i18n import text as i18n_text
+
+AUTO_FAILURE_LIMIT = 3
+
+
+def _default_provider(session):
+    provider = getattr(session, "provider", None)
+    if provider is None:
+        from ocw.providers import make_provider
+
+        provider = make_provider("offline", context_window=session.context_window)
+    return provider
+
+
+def _summarizer_window(provider, session) -> int:
+    """The smaller of the summarizer's own window (if it states one) and the session's."""
+    own = getattr(provider, "context_window", None)
+    return min(own, session.context_window) if own else session.context_window
+
+
+def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "manual",
+            provider=None, focus: str | None = None) -> CompactionResult:
+    if keep_recent_tokens is not None and (
+        not isinstance(keep_recent_tokens, int) or isinstance(keep_recent_tokens, bool) or keep_recent_tokens < 0
+    ):
+        raise OcwError(f"keep_recent_tokens must be a whole number ≥ 0, not {keep_recent_tokens!r}")
+    if not session.compact_lock.acquire(blocking=False):
+        raise CompactionInProgress(i18n_text("busy", getattr(session, "lang", None)))
+    try:
+        return _compact_locked(session, keep_recent_tokens, trigger, provider, focus)
+    finally:
+        session.compaction_running = False
+        session.compact_lock.release()
+
+
+def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) -> CompactionResult:
+    session.sync()
+    # "X" of "X → Y" is the figure the ring showed just before (measured or calibrated).
+    tokens_before = session.occupancy()["total"]
+    head, generation = session.head, session.generation
+    plan = plan_compaction(session.rendered_history(), session.context_window, keep_recent_tokens,
+                           session.calibration)
+    if isinstance(plan, tuple):  # decided before any LLM call: no compaction_started, no summarizer call
+        kind, reason = plan
+        payload = {"no_op": True, "no_op_kind": kind, "reason": reason, "trigger": trigger,
+                   "tokens_before": tokens_before, "tokens_after": tokens_before}
+        session.events.emit(ev.COMPACTION_FINISHED, payload)
+        return CompactionResult("no_op", trigger, tokens_before=tokens_before, tokens_after=tokens_before,
+                                reason=reason, payload=payload)
+
+    provider = provider or _default_provider(session)
+    prep = prepare(plan, provider, window=_summarizer_window(provider, session), calibration=session.calibration,
+                   encoding=session.encoding.name, focus=focus)
+    session.compaction_running = True
+    session.events.emit(ev.COMPACTION_STARTED, {"trigger": trigger, "tokens_before": tokens_before})
+    try:
+        text, _ = summarize(provider, prep)
+        text = finish(prep, text)
+        record = {"trigger": trigger, "before": tokens_before, "folded": len(plan.new_messages),
+                  "focus": prep.focus or None}
+        summary_id = session._persist_summary(text, plan.boundary_id, head, generation,
+                                              usage_samples=prep.usage_samples, record=record)
+    except BaseException as e:  # KeyboardInterrupt included: nothing was persisted
+        error = e.user_message() if isinstance(e, OcwError) else (str(e) or e.__class__.__name__)
+        if trigger == "auto":
+            session.auto_compact_failures += 1
+        payload = {"error": error, "trigger": trigger}
+        key = "err_interrupted" if isinstance(e, KeyboardInterrupt) else getattr(e, "key", None)
+        if key:  # ocw's own words: the message can say them in the user's language
+            payload.update(error_key=key, error_params=getattr(e, "params", {}))
+        session.events.emit(ev.COMPACTION_FAILED, payload)
+        if not isinstance(e, Exception):
+            raise
+        return CompactionResult("failed", trigger, tokens_before=tokens_before, tokens_after=tokens_before,
+                                reason=error, error=error, summarizer_calls=prep.calls, payload=payload)
+    session.auto_compact_failures = 0
+    session.compaction_running = False
+    after = session.occupancy()
+    payload = {"summarised_count": len(plan.new_messages), "tokens_before": tokens_before,
+               "tokens_after": after["total"], "summary_id": summary_id, "trigger": trigger}
+    if prep.focus:
+        payload["focus"] = prep.focus
+    session.events.emit(ev.COMPACTION_FINISHED, payload)
+    session._publish()
+    return CompactionResult("succeeded", trigger, summarised_count=len(plan.new_messages),
+                            tokens_before=tokens_before, tokens_after=after["total"], summary_id=summary_id,
+                            summarizer_calls=prep.calls, payload=payload)
+
+
+def auto_compact_paused(session) -> bool:
+    return session.auto_compact_failures >= AUTO_FAILURE_LIMIT

@@ -1,0 +1,377 @@
+"""One agent turn: prepare → maybe compact → request (stream) → persist → refresh.
+
+What a turn stores, and why:
+- Nothing until the first reply is complete. The user message and the reply
+  are appended together in one transaction, so a failed request, an overflow
+  that cannot be recovered, or the stop button mid-stream leaves the session
+  exactly as it was (the partial text stays visible in the cell only).
+- In a tool loop each finished step is stored as it completes: the assistant's
+  tool calls together with their results, so the branch never holds a call
+  without its result, and compaction between steps sees real history.
+- The provider's usage is recorded against the HEAD the request produced.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ocw.context.cut import default_tail_budget
+from ocw.conversation.compaction import auto_compact_paused
+from ocw.context.engine import CompactionResult
+from ocw.context.snip import snip
+from ocw.text.checks import repaired
+from ocw.text.errors import ContextOverflowError, EmptyReply, OcwError
+from ocw.context.graph import SUMMARY_NAME
+from ocw.text.i18n import text as i18n_text
+from ocw.context.render import normalize_content
+from ocw.store.ids import new_id
+from ocw.conversation.tools import no_tools_result
+from ocw.text.tokens import count_message, render_block
+
+SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"
+log = logging.getLogger("ocw")
+
+
+@dataclass
+class TurnResult:
+    text: str = ""
+    node_ids: list[str] = field(default_factory=list)
+    usage: object = None
+    compactions: list[CompactionResult] = field(default_factory=list)
+    snipped: int = 0
+    retried_after_overflow: bool = False
+    tool_steps: int = 0
+    step_limit_reached: bool = False
+    interrupted: bool = False
+
+
+def to_provider_messages(history: list[dict]) -> tuple[str, list[dict]]:
+    """Rendered history → (system prompt, provider messages). The summary travels
+    as a user message; a tool-role message carries its results as a user message;
+    a system note in mid-conversation becomes user text (Anthropic allows no other)."""
+    system_parts: list[str] = []
+    out: list[dict] = []
+    for i, m in enumerate(history):
+        role, content = m["role"], m["content"]
+        if role == "system" and i == 0 and "id" not in m:
+            system_parts.append("\n".join(b.get("text", "") for b in content))
+            continue
+        if role == "llm" and m.get("name") == SUMMARY_NAME:
+            text = SUMMARY_PREFIX + "\n".join(b.get("text", "") for b in content)
+            role, content = "user", [{"type": "text", "text": text}]
+        elif role == "system":
+            role, content = "user", [{"type": "text", "text": "[system note] " + "\n".join(b.get("text", "") for b in content)}]
+        elif role in ("tool", "llm"):
+            role = "user"
+        if out and out[-1]["role"] == role:
+            out[-1] = {"role": role, "content": out[-1]["content"] + list(content)}
+        else:
+            out.append({"role": role, "content": list(content)})
+    return "\n\n".join(p for p in system_parts if p), out
+
+
+def learn_window(session, tokens: int, source: str, *, reported: bool = False, lang: str = "en") -> str | None:
+    """Tell the session a window the server reported or stated; returns the one-time
+    system line announcing it when the window ocw plans with changed, else None."""
+    before = session.context_window
+    if not session.learn_window(tokens, source, reported=reported):
+        return None
+    return i18n_text("window_learned", lang, window=f"{session.context_window:,}", source=source,
+                     before=f"{before:,}")
+
+
+def unpaired_tool_blocks_as_text(history: list[dict]) -> list[dict]:
+    """A tool call must be answered by the next message and a result must answer a
+    call of the message before it, or the provider rejects the request (OpenAI:
+    "messages with role 'tool' must be a response to a preceding message with
+    'tool_calls'"). ocw stores them in pairs, but HEAD moved by %branch/%rewind, or
+    an old session, can leave one alone: it then travels as plain text."""
+    def uses(m):
+        return {b["id"] for b in m["content"] if b.get("type") == "tool_use"} if m["role"] == "assistant" else set()
+
+    def answers(m):
+        return {b["tool_use_id"] for b in m["content"] if b.get("type") == "tool_result"} if m["role"] != "assistant" else set()
+
+    out = []
+    for i, m in enumerate(history):
+        prev = history[i - 1] if i else None
+        nxt = history[i + 1] if i + 1 < len(history) else None
+        called = uses(prev) if prev else set()
+        answered = answers(nxt) if nxt else set()
+        blocks, changed = [], False
+        for b in m["content"]:
+            t = b.get("type")
+            if t == "tool_result" and b.get("tool_use_id") not in called:
+                b, changed = {"type": "text", "text": f"[result of an earlier tool call] {b.get('content', '')}"}, True
+            elif t == "tool_use" and m["role"] == "assistant" and b.get("id") not in answered:
+                b, changed = {"type": "text", "text": f"[called {render_block(b)}; no result]"}, True
+            blocks.append(b)
+        out.append({**m, "content": blocks} if changed else m)
+    return out
+
+
+class Turn:
+    """Runs one `%%chat` cell against a session and a provider."""
+
+    def __init__(self, session, provider, *, threshold: float = 0.8, lang: str = "en",
+                 tools=None, max_steps: int = 8, max_output_tokens: int | None = None, prune: bool = True,
+                 on_text: Callable[[str], None] | None = None,
+                 on_system: Callable[[str], None] | None = None,
+                 on_tool: Callable[[dict, dict], None] | None = None):
+        self.session = session
+        self.provider = provider
+        self.threshold = threshold
+        self.lang = lang
+        self.tools = tools  # a ToolRegistry or None
+        self.max_steps = max_steps
+        self.max_output_tokens = max_output_tokens
+        self.prune = prune
+        self.on_text = on_text or (lambda s: None)
+        self.on_system = on_system or (lambda s: None)
+        self.on_tool = on_tool or (lambda call, result: None)
+        self.result = TurnResult()
+        self._overflow_retry_used = False
+        self._ids_in_use: set[str] = set()  # tool_use ids the model can see (kept unique)
+
+    # -- prepare --------------------------------------------------------------------
+    def _compact(self, trigger: str, keep_recent_tokens: int | None = None) -> CompactionResult | None:
+        s = self.session
+        if trigger == "auto" and auto_compact_paused(s):
+            return None
+        unsubscribe = s.events.subscribe(self._relay_compaction_event)
+        try:
+            res = s.compact(keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=self.provider)
+        finally:
+            unsubscribe()
+        self.result.compactions.append(res)
+        if trigger == "auto" and res.outcome == "failed" and auto_compact_paused(s):
+            self.on_system(i18n_text("auto_paused", self.lang))
+        return res
+
+    def _prune(self) -> bool:
+        """Stub old tool results (ocw/conversation/pruning.py); says so in one line. Returns whether it did."""
+        if not self.prune:
+            return False
+        done = self.session.prune_tool_output()
+        if done:
+            n = done["results"]
+            self.on_system(i18n_text("pruned", self.lang, n=n, s="s" if n != 1 else "",
+                                     before=f"{done['before']:,}", after=f"{done['after']:,}"))
+        return bool(done)
+
+    def _relay_compaction_event(self, name: str, payload: dict) -> None:
+        if name.startswith("compaction_"):
+            from ocw.text.i18n import system_message
+
+            self.on_system(system_message(name, payload, self.lang))
+
+    def _outgoing(self, pending: list[tuple], limit: int | None = None) -> tuple[str, list[dict]]:
+        """Rendered history plus the not-yet-stored messages of this turn, snipped to
+        `limit` calibrated tokens (default: the threshold's share of the window) if
+        compaction could not bring it under."""
+        s = self.session
+        history = s.rendered_history()
+        parts = s.occupancy_parts()
+        if history and history[0]["role"] == "system" and "id" not in history[0]:
+            history[0] = {**history[0], "tokens": parts["system"]}
+        enc = s.encoding.name
+        for role, content in pending:
+            blocks = normalize_content(content)
+            history.append({"role": role, "content": blocks, "tokens": count_message(role, blocks, enc)})
+        if limit is None:
+            limit = int(s.context_window * (self.threshold or 1.0))
+        # snip counts estimated tokens; the limit is in the model's (calibrated) ones.
+        budget = int(limit / s.calibration) - parts["tools"]
+        history, dropped = snip(history, max(1, budget))
+        self._snipped_now = bool(dropped)
+        self._sent_estimate = parts["tools"] + sum(m.get("tokens", 0) for m in history)
+        self._newest_estimate = history[-1].get("tokens", 0) + parts["system"] + parts["tools"] if history else 0
+        if dropped:
+            self.result.snipped += dropped
+            # Say "after compaction" only when one did shrink the context this turn.
+            compacted = any(c.outcome == "succeeded" for c in self.result.compactions)
+            self.on_system(i18n_text("snipped" if compacted else "snipped_uncompacted", self.lang,
+                                     n=dropped, s="s" if dropped != 1 else ""))
+        history = unpaired_tool_blocks_as_text(history)
+        self._ids_in_use |= {b["id"] for m in history for b in m["content"] if b.get("type") == "tool_use"}
+        return to_provider_messages(history)
+
+    def _budget_ratio(self, pending: list[tuple]) -> float:
+        """The turn budget (DESIGN.md §4): rendered history plus the new messages, over
+        the window, in calibrated tokens — the figures the ring shows."""
+        s = self.session
+        enc = s.encoding.name
+        extra = sum(count_message(r, normalize_content(c), enc) for r, c in pending)
+        return (s.occupancy()["total"] + extra * s.calibration) / s.context_window
+
+    # -- request ----------------------------------------------------------------------
+    def _request(self, pending: list[tuple]):
+        s = self.session
+        # The definitions count in the budget (the `tools` category): set them first.
+        tool_defs = self.tools.definitions() if self.tools else None
+        s.tool_definitions = tool_defs or []
+        if self.threshold and self._budget_ratio(pending) >= self.threshold:
+            # Old tool output goes first (no LLM call); a summary only if that is not enough.
+            if not self._prune() or self._budget_ratio(pending) >= self.threshold:
+                self._compact("auto")
+        failed = None  # the request the provider refused as too long
+        limit = None  # what the retry must fit, in calibrated tokens
+        while True:
+            system, messages = self._outgoing(pending, limit)
+            if failed is not None and ((system, messages) == failed or self._newest_too_big(limit)):
+                raise self._cannot_fit(limit)  # never send an identical (or hopeless) request twice
+            try:
+                return self.provider.stream(
+                    messages, system=system or None, tools=tool_defs or None,
+                    max_tokens=self.max_output_tokens, on_event=self._on_stream_event,
+                )
+            except ContextOverflowError as e:
+                if failed is not None:
+                    raise self._still_too_long(e) from None
+                failed = (system, messages)
+                self.result.retried_after_overflow = True
+                limit = self._recover_from_overflow(e)
+
+    def _recover_from_overflow(self, err: ContextOverflowError) -> int:
+        """Reactive compaction (DESIGN.md §4): learn what the server said, compact
+        harder than the automatic pass did, and return the size (calibrated tokens)
+        the retry must fit: 80 % of the window the server stated, or, when it stated
+        none, half the request that failed."""
+        s = self.session
+        sent = getattr(self, "_sent_estimate", 0)
+        if getattr(err, "prompt_tokens", None) and sent:
+            s.learn_calibration(err.prompt_tokens, sent)
+        if getattr(err, "limit", None):
+            self._learn_window(err.limit, i18n_text("source_overflow", self.lang))
+            limit = int(s.context_window * 0.8)
+        else:
+            failed_size = getattr(err, "prompt_tokens", None) or int(sent * s.calibration)
+            limit = max(1, min(int(s.context_window * 0.8), failed_size // 2))
+        self._compact("reactive", keep_recent_tokens=min(default_tail_budget(s.context_window), limit // 4))
+        return limit
+
+    def _learn_window(self, tokens: int, source: str) -> None:
+        note = learn_window(self.session, tokens, source, lang=self.lang)
+        if note:
+            self.on_system(note)
+
+    def _newest_too_big(self, limit: int | None) -> bool:
+        """The message being sent (with the system prompt and tools) alone exceeds what
+        the retry must fit: no compaction or snip can help."""
+        return limit is not None and int(getattr(self, "_newest_estimate", 0) * self.session.calibration) > limit
+
+    def _cannot_fit(self, limit: int | None) -> ContextOverflowError:
+        s = self.session
+        newest = int(getattr(self, "_newest_estimate", 0) * s.calibration)
+        if self._newest_too_big(limit):
+            return ContextOverflowError(
+                i18n_text("message_too_big", self.lang, tokens=f"{newest:,}", window=f"{s.context_window:,}"),
+                hint=i18n_text("message_too_big_hint", self.lang))
+        return self._still_too_long(None)
+
+    def _still_too_long(self, err) -> ContextOverflowError:
+        s = self.session
+        return ContextOverflowError(
+            i18n_text("still_too_long", self.lang, window=f"{s.context_window:,}"),
+            hint=i18n_text("still_too_long_hint", self.lang, keep=f"{max(1, s.context_window // 8)}"))
+
+    def _on_stream_event(self, kind: str, data) -> None:
+        if kind == "text":
+            data = repaired(data)
+            self.result.text += data
+            self.on_text(data)
+
+    # -- the turn -------------------------------------------------------------------------
+    def run(self, user_content) -> TurnResult:
+        s = self.session
+        s.sync()
+        pending: list[tuple] = [("user", user_content)]
+        steps = 0
+        try:
+            while True:
+                reply = self._request(pending)
+                steps += 1
+                calls = reply.tool_uses
+                if not calls and not reply.text.strip():  # nothing to show, nothing to store
+                    raise EmptyReply("the provider returned an empty reply (no text, no tool call)")
+                assistant = reply.content
+                if not calls:
+                    # One write: the turn and its usage sample (DESIGN.md §3: measured
+                    # against the HEAD this request produced).
+                    ids = s.append_many([*pending, ("assistant", repaired(assistant))],
+                                        usage=self._usage_to_record(reply))
+                    self.result.node_ids += ids
+                    self._note_missing_usage(reply)
+                    break
+                self._unique_ids(calls)
+                results = []
+                for call in calls:
+                    res = repaired(self.tools.run(call) if self.tools else no_tools_result(call))
+                    results.append(res)
+                    self.on_tool(call, res)
+                # The calls and their results land together: never one without the other.
+                # No usage sample here: the request measured the calls, not the results
+                # that now end the branch, so it would understate the next step's budget.
+                ids = s.append_many([*pending, ("assistant", repaired(assistant)), ("tool", results)])
+                self.result.node_ids += ids
+                pending = []
+                self.result.tool_steps = steps
+                if steps >= self.max_steps:
+                    self.result.step_limit_reached = True
+                    self.on_system(i18n_text("step_limit", self.lang, n=steps, limit=self.max_steps,
+                                             s="s" if steps != 1 else ""))
+                    break
+        except KeyboardInterrupt as e:
+            # The stop button: finished steps stay stored (call + results), the
+            # interrupted one is not. The caller says which.
+            self.result.interrupted = True
+            e.turn_result = self.result
+            raise
+        except OcwError as e:
+            # Finished tool steps stay stored; the error must say so, or running the
+            # cell again would repeat the tools' side effects unawares.
+            if self.result.tool_steps:
+                n = self.result.tool_steps
+                e.hint = (f"the {n} finished tool step{'s' if n != 1 else ''} of this turn "
+                          f"{'are' if n != 1 else 'is'} kept (calls with their results); running this cell again "
+                          "repeats them — to continue instead, ask again in a new %%chat cell (e.g. “continue”)")
+                e.turn_result = self.result
+            raise
+        self.result.usage = reply.usage
+        return self.result
+
+    def _unique_ids(self, calls: list[dict]) -> None:
+        """Give every call an id no other visible call has: some servers send none, or
+        reuse call_0 every step, and a repeated id would pair a result with the wrong call."""
+        for call in calls:
+            cid = call.get("id")
+            if not cid or cid in self._ids_in_use:
+                call["id"] = new_id("call_")
+            self._ids_in_use.add(call["id"])
+
+    def _usage_to_record(self, reply) -> int | None:
+        """The sample to store with the reply: input + output tokens, unless the request
+        was snipped (it measured less than the branch now holds; recording it would
+        make the next budget look small and automatic compaction never fire)."""
+        used = reply.usage.context_tokens if reply.usage else None
+        return None if getattr(self, "_snipped_now", False) else used
+
+    def _note_missing_usage(self, reply) -> None:
+        """A server that sends no usage is said once per session. The reply is stored by
+        now: nothing here may fail the cell."""
+        s = self.session
+        if (reply.usage and reply.usage.context_tokens is not None) or getattr(self.provider, "offline", False) \
+                or s.metadata.get("no_usage_noted"):
+            return
+        try:
+            s.set_metadata(no_usage_noted=True)
+        except OcwError as e:
+            log.warning("ocw: could not note the missing usage: %s", e)
+        self.on_system(i18n_text("no_usage", self.lang))
+
+
+def run_turn(session, user_content, provider, **kw) -> TurnResult:
+    if isinstance(user_content, str) and not user_content.strip():
+        raise OcwError("the message is empty", hint="write your message in the %%chat cell")
+    return Turn(session, provider, **kw).run(user_content)

@@ -1,0 +1,121 @@
+"""The one table of ocw's commands: magics, `%ocw help`, and the chat widget's slash menu.
+
+Every place that lists or dispatches a command reads this table, so the help,
+the menu and the magics cannot drift (seed 004: the slash commands that drive
+compaction). A command's `required` says whether it needs an argument: the
+slash menu runs an optional-argument command on selection or Enter, and fills
+the prefix and waits for one that needs its argument. The widget runs a slash
+command as its magic (`magic_call`), so both say and do the same thing; every
+slash command therefore needs a line magic (tests/test_chat_widget.py checks).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ocw.text.i18n import normalize_lang
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str  # the key, and the slash name (/compact)
+    usage: str  # how it is typed in a notebook
+    help: dict[str, str]  # what it does, per language
+    args: str = ""  # its arguments, as the slash menu shows them
+    required: bool = False  # an argument is required (the menu fills the prefix and waits)
+    slash: bool = True  # offered in the chat widget's slash menu
+    aliases: tuple[str, ...] = field(default=())  # other slash names (the seed's /clear is /new)
+    needs_session: bool = False  # with no session the widget says "Start a conversation first"
+
+    def magic_call(self, args: str = "") -> tuple[str, str]:
+        """(line magic, its line) that runs this command with `args`: the magic's name
+        and the literal words of `usage` after it (`%ocw doctor` -> ("ocw", "doctor"))."""
+        words = self.usage.split()
+        if not words[0].startswith("%") or words[0].startswith("%%"):
+            raise ValueError(f"{self.name} is not a line magic")
+        fixed = []
+        for w in words[1:]:
+            if not re.fullmatch(r"[a-z][a-z0-9-]*", w):
+                break  # [optional], NAME, --option: the arguments begin
+            fixed.append(w)
+        return words[0][1:], " ".join([*fixed, args.strip()]).strip()
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("chat", "%%chat [--session NAME] [--new] [--model M] [--provider P] [--tools]",
+            {"en": "send the cell to the model; the reply streams below. Outside code, {name}, {In[n]}, {Out[n]} "
+                   "and {Err} bring in a variable, a cell's source or result, the last error ({{ }}: literal braces)",
+             "zh": "把单元格内容发送给模型；回复在下方流式显示。代码之外，{name}、{In[n]}、{Out[n]}、{Err} "
+                   "分别引入变量、单元格源码或结果、最近的错误（{{ }} 表示字面花括号）"}, slash=False),
+    Command("compact", "%compact [keep_recent_tokens] [-- what to keep]",
+            {"en": "fold older turns into the rolling summary now; after --, what the summary must keep",
+             "zh": "立即把较早的对话折叠进滚动摘要；-- 之后写明摘要必须保留的内容"},
+            args="[keep_recent_tokens] [-- what to keep]", needs_session=True),
+    Command("summary", "%summary [--all]",
+            {"en": "the active summary, what it covers, when and by which trigger it was made, the compactions so far "
+                   "(--all: superseded summaries too)",
+             "zh": "当前摘要、覆盖范围、生成时间与触发方式，以及历次压缩（--all：也列出已被取代的摘要）"},
+            args="[--all]", needs_session=True),
+    Command("context", "%context [--text]",
+            {"en": "show the occupancy ring and breakdown panel (text table with --text)",
+             "zh": "显示上下文占用圆环和明细面板（--text 显示文本表格）"}),
+    Command("rewind", "%rewind [N | node_id]",
+            {"en": "move HEAD back N turns (default 1) or to a node; the next %%chat forks",
+             "zh": "把 HEAD 回退 N 轮（默认 1）或到某个节点；下一次 %%chat 会分叉"}, args="[N | node_id]",
+            needs_session=True),
+    Command("branch", "%branch [node_id]",
+            {"en": "list the branches, or switch HEAD to one",
+             "zh": "列出分支，或把 HEAD 切换到某个分支"}, args="[node_id]", needs_session=True),
+    Command("new", "%new [--name NAME]",
+            {"en": "start a fresh session for this notebook (the old one is kept)",
+             "zh": "为此笔记本开始一个新会话（旧会话会保留）"}, args="[--name NAME]", aliases=("clear",)),
+    Command("sessions", "%sessions [--delete NAME [--yes]]",
+            {"en": "list sessions with size and last use; --delete NAME says what it would delete, --yes deletes "
+                   "the session and everything of it",
+             "zh": "列出会话及其大小和最近使用时间；--delete NAME 说明将删除的内容，加 --yes 则删除该会话及其全部内容"},
+            args="[--delete NAME [--yes]]"),
+    Command("export", "%ocw export [--format md|json] [PATH]",
+            {"en": "write the branch as Markdown (summaries marked) or the whole session as JSON; default: beside "
+                   "the notebook",
+             "zh": "把当前分支导出为 Markdown（标出摘要）或把整个会话导出为 JSON；默认保存在笔记本旁边"},
+            args="[--format md|json] [PATH]", needs_session=True),
+    Command("session", "%session NAME",
+            {"en": "continue another stored session (by name or id) from now on",
+             "zh": "从现在起继续另一个已保存的会话（按名称或 id）"}, args="NAME", required=True),
+    Command("chat-widget", "%chat",
+            {"en": "the chat widget for the current session: conversation, graph, slash commands, ring "
+                   "(also ocw.chat())",
+             "zh": "当前会话的聊天组件：对话、分支图、斜杠命令、圆环（也可用 ocw.chat()）"}, slash=False),
+    Command("help", "%ocw help", {"en": "this list", "zh": "本列表"}),
+    Command("doctor", "%ocw doctor",
+            {"en": "provider, key present or not, base URL reachability, tokenizer, database, versions",
+             "zh": "服务商、密钥是否存在、基础 URL 是否可达、分词器、数据库、版本"}),
+    Command("tools", "%ocw tools", {"en": "the tools the model can call", "zh": "模型可以调用的工具"}, slash=False),
+    Command("allow-code", "%ocw allow-code",
+            {"en": "let the model run Python in this kernel (run_python), for the current session only",
+             "zh": "允许模型在此内核中运行 Python（run_python），仅限当前会话"}, slash=False),
+    Command("deny-code", "%ocw deny-code",
+            {"en": "take that back (a new session or a restarted kernel starts without it)",
+             "zh": "撤销上述许可（新会话或重启的内核默认不允许）"}, slash=False),
+)
+
+BY_NAME = {c.name: c for c in COMMANDS} | {a: c for c in COMMANDS for a in c.aliases}
+
+
+def help_lines(lang: str | None = None) -> list[str]:
+    """`%ocw help`: one line per command, usage then what it does."""
+    lang = normalize_lang(lang)
+    width = max(len(c.usage) for c in COMMANDS)
+    return [f"{c.usage.ljust(width)}  {c.help[lang]}" for c in COMMANDS]
+
+
+def slash_menu(lang: str | None = None) -> list[dict]:
+    """The chat widget's slash menu: name, arguments, whether one is required, help."""
+    lang = normalize_lang(lang)
+    out = []
+    for c in COMMANDS:
+        if c.slash:
+            for name in (c.name, *c.aliases):
+                out.append({"name": name, "args": c.args, "required": c.required, "help": c.help[lang],
+                            "needs_session": c.needs_session})
+    return out

@@ -1,0 +1,226 @@
+"""Plain-text views for the magics: the context table, branches, sessions,
+the doctor report, tool calls. No secrets: the doctor says whether a key is
+present, never its value."""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+
+from ocw.text import i18n
+
+
+
+def no_session(lang: str | None = None) -> str:
+    return i18n.text("no_session", lang)
+
+
+def context_table(session, lang: str | None = None) -> str:
+    """The breakdown as text (a terminal's `%context`), in the UI's language: the same
+    figures as the panel — rows that add up to the total, percents to 100.0."""
+    from ocw.text.ui_text import ui_labels
+
+    L = ui_labels(lang)
+    occ = session.occupancy()
+    w = occ["window"]
+
+    def row(label: str, value: str, rest: str = "") -> str:
+        return f"  {label:<18} {value:>9}" + (f"  {rest}" if rest else "")
+
+    lines = [L["table_title"].format(name=repr(occ["session_name"]), model=session.model)]
+    for cat, n in occ["breakdown"].items():
+        lines.append(row(L.get(f"cat_{cat}", cat), f"{n:,}", f"{occ['percents'][cat]:>5}%"))
+    lines.append(row(L["total"], f"{occ['total']:,}") + f" / {w:,} {L['tokens']} ({100 * occ['ratio']:.1f}%)")
+    if occ.get("window_source", "configured") != "configured":
+        lines.append(row(L["window_from"], f"{w:,}", occ["window_source"]))
+    if occ["reserve_ratio"]:
+        lines.append(row(L["reserve"], f"{occ['reserve']:,}", "(" + L["reserve_line"].format(
+            pct=f"{occ['reserve_ratio']:.0%}") + ")"))
+    else:
+        lines.append(row(L["reserve"], L["off"]))
+    pruned = occ.get("pruned")
+    if pruned:
+        lines.append(f"  {L['pruned']}: " + L["pruned_value"].format(n=f"{pruned['results']:,}",
+                                                                   tokens=f"{pruned['tokens']:,}"))
+    basis = L[occ["basis"]]
+    if occ.get("calibration"):
+        basis += f" ({L['calibration']} = {occ['calibration']:.2f}"
+        basis += f"; {L['rows_scaled']})" if occ.get("calibrated") else ")"
+    encoding = occ["encoding"] if occ.get("encoding_exact", True) else f"{occ['encoding']} ({L['estimate']})"
+    lines.append(f"  {L['basis']}: {basis}; {L['encoding']}: {encoding}")
+    count, inferred = occ["compaction_count"], occ.get("compaction_inferred", 0)
+    # only an inferred count is approximate: say so only then
+    lines.append(f"  {L['count']}: {count}" + (f" ({L['inferred_note'].format(n=inferred)})" if inferred else ""))
+    return "\n".join(lines)
+
+
+def status_line(session, lang: str | None = None) -> str:
+    """The quiet line after a %%chat reply: the ring's figure in one line
+    (`context 58 % · 12,345 / 21,000 · auto-compact at 80 % · 2 compactions`)."""
+    occ = session.occupancy()
+    ratio = occ["reserve_ratio"]
+    auto = (i18n.text("status_auto", lang, pct=round(100 * ratio)) if ratio
+            else i18n.text("status_auto_off", lang))
+    n = occ["compaction_count"]
+    line = i18n.text("status_line", lang, pct=round(100 * occ["ratio"]), used=f"{occ['total']:,}",
+                     window=f"{occ['window']:,}", auto=auto,
+                     count=i18n.text("status_count", lang, n=n, s="s" if n != 1 else ""))
+    if occ.get("pruned", {}).get("results"):
+        line += " · " + i18n.text("status_pruned", lang)
+    return line
+
+
+def branches_table(session) -> str:
+    """Every branch with what tells them apart (the chat widget's graph shows the same):
+    its length, its last message's time, where it leaves the current branch and a
+    preview of its first differing message."""
+    from ocw.widgets.chat_items import branch_items
+
+    rows = branch_items(session.branch_tree())
+    if not rows:
+        return "No messages yet."
+    lines = ["Branches (leaves of the conversation):"]
+    for b in rows:
+        if not b["leaf"]:
+            continue  # HEAD inside a branch: said below
+        mark = "*" if b["current"] else " "
+        line = f" {mark} {b['id']}  {b['length']:>4} messages  ends with {b['role']}  {b['time']}"
+        if not b["current"]:
+            where = f"after message {b['fork_depth']}" if b["fork_id"] else "from the start"
+            line += f"  forks {where}: “{b['preview']}”"
+        lines.append(line.rstrip())
+    if session.head is not None and not any(b["current"] and b["leaf"] for b in rows):
+        lines.append(f" * HEAD is at {session.head} (inside a branch; the next %%chat forks here)")
+    lines.append("Switch with %branch <id>.")
+    return "\n".join(lines)
+
+
+def sessions_table(rows: list[dict], current=None) -> str:
+    """One line per session. The name comes last and whole: a notebook's session is
+    named by its path, and two notebooks often differ only deep inside it, so any
+    cut could make two sessions look the same. Column widths follow the content."""
+    if not rows:
+        return "No sessions yet; start one with %%chat."
+    id_w = max(len("id"), *(len(str(r["id"])) for r in rows))
+    model_w = max(len("model"), *(len(str(r["model"])) for r in rows))
+    lines = [f"   {'id':<{id_w}}  {'model':<{model_w}}  {'messages':>8}  {'tokens':>9}  {'last use':<16}  name"]
+    for r in rows:
+        mark = "*" if current is not None and r["id"] == current.id else " "
+        last = r["updated_at"].strftime("%Y-%m-%d %H:%M") if r.get("updated_at") else "-"
+        lines.append(f" {mark} {str(r['id']):<{id_w}}  {str(r['model']):<{model_w}}  {r['messages']:>8,}  "
+                     f"{r['tokens']:>9,}  {last:<16}  {r['name']}")
+    return "\n".join(lines)
+
+
+def _version(pkg: str) -> str:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _reachable(base_url: str, timeout: float = 3.0) -> str:
+    import httpx
+
+    try:
+        r = httpx.get(base_url, timeout=timeout, follow_redirects=False)
+        return f"reachable (HTTP {r.status_code})"
+    except httpx.HTTPError as e:
+        return f"NOT reachable ({type(e).__name__})"
+
+
+def doctor(runtime) -> str:
+    from ocw.text.tokens import encoding_for_model, get_encoding
+
+    cfg = runtime.config
+    s = runtime.current_session()
+    provider = s.provider_name if s is not None else cfg.provider
+    model = s.model if s is not None else cfg.resolved_model()
+    lines = ["ocw doctor"]
+    lines.append(f"  provider:      {provider}" + (" (built in, no network, no key)" if provider == "offline" else ""))
+    lines.append(f"  model:         {model}")
+    from ocw.providers.registry import info, key_source, resolve_key
+
+    if info(provider).key_env:
+        present = bool(resolve_key(provider, cfg.api_key))
+        lines.append(f"  API key:       {'present' if present else 'MISSING'} ({key_source(provider, cfg.api_key)})")
+        url = cfg.base_url or info(provider).default_base_url
+        lines.append(f"  base URL:      {url} — {_reachable(url)}")
+    else:
+        lines.append("  API key:       not needed")
+        lines.append("  base URL:      none (offline)")
+    enc = encoding_for_model(model)
+    try:
+        get_encoding(enc.name)
+        status = "loaded offline"
+    except Exception as e:  # pragma: no cover - reported, not raised
+        status = f"FAILED to load: {e}"
+    lines.append(f"  tokenizer:     {enc.label} — {status}")
+    lines.append(f"  database:      {runtime.store.backend.describe()}")  # a URL: user, host, database only
+    if s is not None:
+        lines.append(f"  session:       {s.name!r} ({s.id}), window {s.context_window:,} tokens")
+    lines.append(f"  auto-compact:  {'off' if not cfg.auto_compact else f'at {cfg.auto_compact:.0%}'}; language {cfg.lang}")
+    reg = runtime.tools
+    if reg is not None and s is not None and reg.code_execution_enabled(s):
+        lines.append(f"  tools:         CODE EXECUTION IS ON for session {s.name!r} (run_python can run code in "
+                     "this kernel; %ocw deny-code turns it off)")
+    else:
+        lines.append("  tools:         read-only" + (" built-ins on" if cfg.tools else " built-ins off")
+                     + "; no code execution (%ocw allow-code turns it on for the current session)")
+    vers = ", ".join(f"{p} {_version(p)}" for p in ("ocw", "duckdb", "psycopg", "httpx", "tiktoken", "anywidget", "ipywidgets"))
+    lines.append(f"  versions:      Python {platform.python_version()}, {vers}")
+    return "\n".join(lines)
+
+
+def tools_table(registry, session=None, cap: int | None = None) -> str:
+    """What the model can see: each tool's name, arguments and first docstring line."""
+    if registry is None:
+        return "No tools: register one with @ocw.tool, or turn on the built-ins with %config Ocw.tools = True."
+    lines = ["Tools the model can call:"]
+    for d in registry.definitions():
+        schema = d.get("input_schema", {})
+        params = ", ".join(p + ("" if p in schema.get("required", []) else "?") for p in schema.get("properties", {}))
+        desc = d.get("description", "").splitlines()[0] if d.get("description") else ""
+        lines.append(f"  {d['name']}({params}) — {preview(desc, 100)}")
+    cap = cap or (session.tool_result_cap if session is not None else None)
+    if cap:
+        lines.append(f"Tool results over {cap:,} tokens are cut in what the model reads "
+                     "(%config Ocw.tool_result_cap); the store keeps them whole.")
+    if session is not None and registry.code_execution_enabled(session):
+        lines.append(f"Code execution is ON for session {session.name!r} (%ocw deny-code).")
+    return "\n".join(lines)
+
+
+_SECRET_NAMES = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+
+
+def redact(text: str) -> str:
+    """Replace the value of every secret-looking environment variable with [redacted]."""
+    for name, value in os.environ.items():
+        if len(value) >= 8 and any(k in name.upper() for k in _SECRET_NAMES) and value in text:
+            text = text.replace(value, "[redacted]")
+    return text
+
+
+def preview(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def show_tool_call(call: dict, result: dict, *, rich: bool) -> None:
+    """One compact line per call — name, arguments, a result preview — and the full
+    result one click away (a <details> element) in a notebook. Arguments and result are
+    untrusted text: shown escaped (safe_html.tool_call_bundle), never as markup."""
+    from ocw.text.safe_html import plain_text, tool_call_bundle
+
+    args = redact(json.dumps(call.get("input", {}), ensure_ascii=False))
+    status = "error" if result.get("is_error") else "ok"
+    content = redact(str(result.get("content", "")))
+    line = f"🔧 {call.get('name')}({preview(args, 120)}) → {status}: {preview(content)}"
+    if not rich:
+        print(plain_text(line))
+        return
+    from IPython.display import display
+
+    display(tool_call_bundle(line, content), raw=True)

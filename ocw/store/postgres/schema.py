@@ -1,0 +1,233 @@
+"""The PostgreSQL schema: numbered migrations, ocw's marker, and the constraints
+that hold the store's invariants whatever a client does.
+
+Invariants, enforced by the database itself (a buggy or older client cannot
+break them, and tests/test_pg_store.py tries):
+- Node rows are append-only: a trigger refuses every UPDATE of `nodes`
+  (recounts go to `node_counts`). Rows leave only with their session.
+- A node's parent is a node of the same session (a composite foreign key),
+  and a message's depth is its parent's plus one (a trigger).
+- HEAD is a message of the same session — never a summary, never another
+  session's node (a foreign key and a trigger); the store moves it only in
+  `append_nodes` and `update_session` (rewind, branch switch).
+- `occupancy_generation` and the compaction count in `metadata` never go
+  down (a trigger): a compaction, once committed, stays counted.
+- Every change of a session row sends `NOTIFY ocw_sessions, '<id> <rev>'`
+  at commit (a trigger), so other kernels' listeners sync (ocw/store/postgres/listen.py).
+
+`ocw_meta` marks the database as ocw's (`app = 'ocw'`) and records the schema
+version, the ocw that wrote it and the oldest ocw that reads it. `classify`
+refuses, before anything is written, a database (its current schema) that
+holds anything else, or a newer ocw's schema; the migration runs inside one
+transaction under an advisory lock, so two kernels opening a new database at
+once cannot both create it. Nothing here imports psycopg: it runs SQL on the
+connection it is given.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ocw.text.errors import ForeignDatabase
+from ocw.store.duckdb.ownership import marker_version
+
+MARKER = "ocw_meta"
+NOTIFY_CHANNEL = "ocw_sessions"
+MIGRATION_LOCK = 0x6F6377  # pg_advisory_xact_lock key while migrating ("ocw")
+
+
+def p001_initial(cur) -> None:
+    """Sessions, the append-only node DAG with depth and running totals, recounts,
+    and the triggers that hold the invariants (see the module doc)."""
+    cur.execute("""
+        CREATE TABLE sessions (
+            id text PRIMARY KEY,
+            name text NOT NULL UNIQUE,
+            provider text,
+            model text,
+            context_window integer,
+            system_prompt text,
+            head_id text,
+            occupancy_generation integer NOT NULL DEFAULT 0 CHECK (occupancy_generation >= 0),
+            metadata json NOT NULL DEFAULT '{}',
+            rev bigint NOT NULL DEFAULT 0,
+            count_epoch integer NOT NULL DEFAULT 0,
+            created_at timestamp NOT NULL DEFAULT localtimestamp,
+            updated_at timestamp NOT NULL DEFAULT localtimestamp
+        )""")
+    cur.execute("""
+        CREATE TABLE nodes (
+            seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+            id text PRIMARY KEY,
+            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            parent_id text,
+            role text NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool', 'llm')),
+            name text,
+            content text NOT NULL,
+            tokens integer NOT NULL,
+            encoding text,
+            depth integer,
+            cum_tokens bigint,
+            epoch integer,
+            cover_count integer,
+            supersedes text,
+            created_at timestamp NOT NULL DEFAULT localtimestamp,
+            UNIQUE (session_id, id),
+            FOREIGN KEY (session_id, parent_id) REFERENCES nodes (session_id, id),
+            CHECK (CASE WHEN role = 'llm' AND name = 'context/summary'
+                        THEN parent_id IS NOT NULL AND cover_count > 0 AND depth IS NULL
+                        ELSE depth >= 1 AND cum_tokens IS NOT NULL END)
+        )""")
+    cur.execute("CREATE INDEX nodes_session_seq ON nodes (session_id, seq)")
+    cur.execute("CREATE INDEX nodes_parent ON nodes (parent_id)")
+    cur.execute("""
+        CREATE TABLE node_counts (
+            node_id text NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+            epoch integer NOT NULL,
+            session_id text NOT NULL,
+            tokens integer,
+            depth integer,
+            cum_tokens bigint,
+            encoding text,
+            PRIMARY KEY (node_id, epoch)
+        )""")
+    cur.execute("CREATE INDEX node_counts_session ON node_counts (session_id)")
+    cur.execute("""
+        ALTER TABLE sessions ADD CONSTRAINT sessions_head_fk
+            FOREIGN KEY (id, head_id) REFERENCES nodes (session_id, id) DEFERRABLE INITIALLY DEFERRED""")
+    cur.execute("""
+        CREATE FUNCTION ocw_nodes_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            RAISE EXCEPTION 'ocw: node rows are append-only (node %)', OLD.id
+                USING ERRCODE = 'integrity_constraint_violation',
+                      HINT = 'recounts go to node_counts; HEAD moves on the session row';
+        END $$""")
+    cur.execute("CREATE TRIGGER nodes_append_only BEFORE UPDATE ON nodes"
+                " FOR EACH ROW EXECUTE FUNCTION ocw_nodes_append_only()")
+    cur.execute("""
+        CREATE FUNCTION ocw_nodes_depth() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE parent_depth integer;
+        BEGIN
+            IF NEW.role = 'llm' AND NEW.name = 'context/summary' THEN
+                RETURN NEW;
+            END IF;
+            IF NEW.parent_id IS NULL THEN
+                parent_depth := 0;
+            ELSE
+                SELECT depth INTO parent_depth FROM nodes WHERE id = NEW.parent_id;
+            END IF;
+            IF parent_depth IS NULL OR NEW.depth <> parent_depth + 1 THEN
+                RAISE EXCEPTION 'ocw: node % has depth %, its parent % is at depth %',
+                    NEW.id, NEW.depth, NEW.parent_id, parent_depth
+                    USING ERRCODE = 'integrity_constraint_violation';
+            END IF;
+            RETURN NEW;
+        END $$""")
+    cur.execute("CREATE TRIGGER nodes_depth BEFORE INSERT ON nodes FOR EACH ROW EXECUTE FUNCTION ocw_nodes_depth()")
+    cur.execute("""
+        CREATE FUNCTION ocw_sessions_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE head_role text; head_name text;
+        BEGIN
+            IF NEW.head_id IS NOT NULL AND NEW.head_id IS DISTINCT FROM OLD.head_id THEN
+                SELECT role, name INTO head_role, head_name FROM nodes WHERE id = NEW.head_id;
+                IF head_role = 'llm' AND head_name = 'context/summary' THEN
+                    RAISE EXCEPTION 'ocw: HEAD of session % cannot be the summary %', NEW.id, NEW.head_id
+                        USING ERRCODE = 'integrity_constraint_violation';
+                END IF;
+            END IF;
+            IF NEW.occupancy_generation < OLD.occupancy_generation THEN
+                RAISE EXCEPTION 'ocw: the occupancy generation of session % cannot go down (% -> %)',
+                    NEW.id, OLD.occupancy_generation, NEW.occupancy_generation
+                    USING ERRCODE = 'integrity_constraint_violation';
+            END IF;
+            IF coalesce((NEW.metadata ->> 'context_compaction_count')::bigint, 0)
+                    < coalesce((OLD.metadata ->> 'context_compaction_count')::bigint, 0) THEN
+                RAISE EXCEPTION 'ocw: the compaction count of session % cannot go down', NEW.id
+                    USING ERRCODE = 'integrity_constraint_violation';
+            END IF;
+            RETURN NEW;
+        END $$""")
+    cur.execute("CREATE TRIGGER sessions_guard BEFORE UPDATE ON sessions"
+                " FOR EACH ROW EXECUTE FUNCTION ocw_sessions_guard()")
+    cur.execute(f"""
+        CREATE FUNCTION ocw_sessions_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'DELETE' THEN
+                PERFORM pg_notify('{NOTIFY_CHANNEL}', OLD.id || ' -1');
+            ELSE
+                PERFORM pg_notify('{NOTIFY_CHANNEL}', NEW.id || ' ' || NEW.rev);
+            END IF;
+            RETURN NULL;
+        END $$""")
+    cur.execute("CREATE TRIGGER sessions_notify AFTER INSERT OR UPDATE OR DELETE ON sessions"
+                " FOR EACH ROW EXECUTE FUNCTION ocw_sessions_notify()")
+
+
+MIGRATIONS: list[Callable] = [
+    p001_initial,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+# The ocw release that first wrote each schema version of the PostgreSQL store.
+OCW_VERSION_OF_SCHEMA = {1: "0.2.0"}
+
+
+def _objects(cur) -> list[str]:
+    """Tables, views, sequences and functions in the connection's current schema."""
+    cur.execute("""
+        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'm', 'S', 'p', 'f')
+        UNION ALL
+        SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = current_schema()
+        ORDER BY 1""")
+    return [r[0] for r in cur.fetchall()]
+
+
+def classify(cur, where: str) -> int:
+    """The schema version of the database behind `cur` (0: new, nothing in it).
+    SELECTs only. ForeignDatabase or NewerSchema (one line) when it is not ocw's
+    to write."""
+
+    cur.execute("SELECT current_schema()")
+    schema = cur.fetchone()[0]
+    if schema is None:
+        raise ForeignDatabase(f"{where} has no schema to write to (search_path names none that exists)",
+                              hint="create the schema, or fix search_path in the URL's options")
+    names = _objects(cur)
+    if not names:
+        return 0
+    if MARKER in names:
+        cur.execute(f"SELECT key, value FROM {MARKER}")
+        version = marker_version(dict(cur.fetchall()), SCHEMA_VERSION, where, "PostgreSQL schema",
+                                 "another database")
+        if version is not None:
+            return version
+    shown = ", ".join(names[:4])
+    raise ForeignDatabase(f"{where} (schema {schema}) is another application's database (it holds {shown}); "
+                          "ocw did not write it and leaves it untouched",
+                          hint="point OCW_DB at an empty database, or give ocw its own schema "
+                               "(?options=-csearch_path%3Docw)")
+
+
+def migrate(conn, where: str) -> int:
+    """Bring the database up to SCHEMA_VERSION in one transaction; returns the
+    version it started from. Refuses a foreign or newer database before writing."""
+    from ocw import __version__
+
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
+        start = classify(cur, where)
+        if start == 0:
+            cur.execute(f"CREATE TABLE {MARKER} (key text PRIMARY KEY, value text NOT NULL)")
+            cur.execute(f"INSERT INTO {MARKER} VALUES ('app', 'ocw')")
+            cur.execute("CREATE TABLE schema_version (version integer PRIMARY KEY,"
+                        " applied_at timestamptz NOT NULL DEFAULT now())")
+        for number in range(start + 1, SCHEMA_VERSION + 1):
+            MIGRATIONS[number - 1](cur)
+            cur.execute("INSERT INTO schema_version (version) VALUES (%s)", [number])
+        if start < SCHEMA_VERSION:
+            for key, value in (("schema_version", str(SCHEMA_VERSION)), ("written_by", __version__),
+                               ("needs_ocw", OCW_VERSION_OF_SCHEMA[SCHEMA_VERSION])):
+                cur.execute(f"INSERT INTO {MARKER} VALUES (%s, %s)"
+                            " ON CONFLICT (key) DO UPDATE SET value = excluded.value", [key, value])
+    return start

@@ -1,0 +1,411 @@
+"""The chat widget: the conversation, the graph, a composer with slash commands, the ring.
+
+Python owns the state (DESIGN.md §1); widgets/chat.js shows it and asks for
+actions through anywidget's request/response commands. What holds, and why:
+- The widget does nothing the notebook's commands don't: a message goes through
+  `Runtime.chat` (the `%%chat` path), a slash command runs its own line magic
+  (`Command.magic_call`, from the one command table), a click in the graph runs
+  `%rewind <id>` or `%branch <id>`. So they say and do the same thing.
+- Every command answers: `{"ok": True, ...}` or `{"ok": False, "error": ...}`,
+  whatever went wrong (`_answer`), so a promise in the browser rejects with a
+  message instead of hanging on a kernel-side exception.
+- Model text reaches the browser only as `safe_html.markdown_html` output (the
+  `html` fields of ocw/widgets/chat_items.py, and `streaming`); the rest is plain text.
+- Reads cost what is shown: the tail page, one more page per "load older", the
+  branch tree only when HEAD moved by other means than an append (ocw/conversation/history.py).
+- The ring is the ContextWidget `%context` shows, held in `ring` and rendered by
+  the browser beside the composer (anywidget's host.getWidget): reused, not copied.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import logging
+import threading
+import time
+from typing import Any
+
+import anywidget
+import traitlets as t
+from anywidget.experimental import command
+
+from ocw.context import events as ev
+from ocw.widgets._static import asset
+from ocw.widgets.chat_items import branch_items, message_items, summary_items, tool_step
+from ocw.notebook.commands import BY_NAME, slash_menu
+from ocw.text.errors import OcwError
+from ocw.conversation.history import PAGE
+from ocw.text.i18n import normalize_lang, system_message
+from ocw.text.i18n import text as i18n_text
+from ocw.text.ui_text import ui_labels
+from ocw.widgets.ring import Localized, _weak_listener
+
+log = logging.getLogger("ocw")
+NOTES_KEPT = 50  # system messages kept per session in the widget (they are not stored)
+NOTE_KINDS = {ev.COMPACTION_STARTED: "started", ev.COMPACTION_FAILED: "failed"}
+
+
+def _answer(fn):
+    """An anywidget command that always answers: an error becomes {"ok": False, "error"}."""
+
+    @functools.wraps(fn)
+    def wrapper(self, msg, buffers):
+        try:
+            return {"ok": True, **(fn(self, msg if isinstance(msg, dict) else {}) or {})}, []
+        except OcwError as e:
+            return {"ok": False, "error": e.user_message(), **getattr(e, "answer", {})}, []
+        except KeyboardInterrupt:
+            from ocw.notebook.magics import interrupted_message
+
+            return {"ok": False, "error": interrupted_message(self._tool_steps)}, []
+        except Exception as e:  # noqa: BLE001 - reported to the browser, logged here
+            log.exception("ocw: the chat widget's %s failed", fn.__name__)
+            return {"ok": False, "error": f"{type(e).__name__}: {e}"}, []
+
+    return command(wrapper)
+
+
+class _Stream:
+    """A reply as it arrives, re-rendered as sanitized HTML no more often than `%%chat`
+    re-renders its output (ocw.notebook.magics._StreamView's rule: 50 ms, and at least four
+    times the last render's cost), so rendering stays a small share of the stream."""
+
+    def __init__(self, widget: "ChatWidget"):
+        from ocw.notebook.magics import _StreamView
+        from ocw.text.safe_html import markdown_html
+
+        self.w, self.text, self.render = widget, "", markdown_html
+        self.min_interval, self.share = _StreamView.MIN_INTERVAL, _StreamView.RENDER_SHARE
+        self._last, self._interval = 0.0, 0.0  # the first piece shows at once
+
+    def on_text(self, delta: str) -> None:
+        self.text += delta
+        if time.monotonic() - self._last > self._interval:
+            started = time.monotonic()
+            self.w.streaming = self.render(self.text)
+            self._last = time.monotonic()
+            self._interval = max(self.min_interval, self.share * (self._last - started))
+
+    def on_tool(self, call: dict, result: dict) -> None:
+        # The text so far stays above the call; the next step's text starts below it.
+        steps = list(self.w.stream_steps)
+        if self.text:
+            steps.append({"html": self.render(self.text)})
+        steps.append({"tool": tool_step(call, result)})
+        self.text = ""
+        with self.w.hold_sync():
+            self.w.stream_steps, self.w.streaming = steps, ""
+        self.w._tool_steps += 1
+
+    def on_system(self, text: str) -> None:
+        self.w._note("info", text)
+
+
+class ChatWidget(Localized, anywidget.AnyWidget):
+    """`ChatWidget(runtime, ring, session=None, lang="en")`: see the module docstring."""
+
+    _esm = asset("chat.js")
+    _css = asset("chat.css")
+
+    session_id = t.Unicode("", help='The attached session\'s id; "" = no session.').tag(sync=True)
+    session_name = t.Unicode("").tag(sync=True)
+    head = t.Unicode("", help="HEAD's node id.").tag(sync=True)
+    messages = t.List(help="The loaded messages of the branch, oldest first (ocw.widgets.chat_items).").tag(sync=True)
+    has_older = t.Bool(False, help="Older messages can be loaded.").tag(sync=True)
+    summary = t.Dict(help="The active summary's capsule (sanitized html, cover_count, time), or {}.").tag(sync=True)
+    capsules = t.List(help="Summaries over the branch for the graph (active or superseded).").tag(sync=True)
+    branches = t.List(help="Every branch: length, time, fork point, first differing message.").tag(sync=True)
+    notes = t.List(help="System messages: {id, kind, text, after} (after: HEAD then).").tag(sync=True)
+    pending = t.Unicode("", help="The user's message while its turn runs (not stored yet).").tag(sync=True)
+    streaming = t.Unicode("", help="The reply so far, as sanitized HTML.").tag(sync=True)
+    stream_steps = t.List(help="Finished steps of the running turn: {html} or {tool}.").tag(sync=True)
+    busy = t.Unicode("", help='What runs: "" (nothing), "send", or a command name.').tag(sync=True)
+    commands = t.List(help="The slash menu (ocw.notebook.commands.slash_menu).").tag(sync=True)
+    ring = anywidget.WidgetTrait().tag(sync=True)
+
+    def __init__(self, runtime: Any, ring: Any = None, session: Any = None, lang: str | None = "en",
+                 **kwargs: Any) -> None:
+        self._runtime = runtime
+        self._session: Any = None
+        self._unsubscribe = None
+        self._rows: list[dict] = []  # the loaded stored messages, oldest first
+        self._key = None  # (head, generation, summaries, epoch) the traitlets show
+        self._notes: list[tuple[dict, tuple | None]] = []  # every note, with the event it tells of
+        self._event_texts: list[str] = []  # compaction notes of the running command (said once)
+        self._in_turn = False
+        self._dirty = False
+        self._tool_steps = 0
+        self._next_note = 0
+        # A PostgreSQL store refreshes sessions from its listener thread (another kernel
+        # wrote): the widget's reads and notes are serialised with the kernel thread's.
+        self._lock = threading.RLock()
+        super().__init__(lang=normalize_lang(lang), ring=ring, **kwargs)
+        self.commands = slash_menu(self.lang)
+        if session is not None:
+            self.attach(session)
+
+    def _relabel(self, lang: str) -> None:
+        self.commands = slash_menu(lang)
+        self._notes = [(dict(n, text=system_message(*src, lang)) if src else n, src) for n, src in self._notes]
+        self._show_notes()
+
+    # -- session ----------------------------------------------------------------------
+    @property
+    def session(self) -> Any:
+        return self._session
+
+    def attach(self, session: Any) -> "ChatWidget":
+        """Follow `session`: its events, its branch (a new session starts a fresh view)."""
+        if session is self._session and self._unsubscribe is not None:
+            self._refresh()
+            return self
+        self.detach()
+        self._session = session
+        self._unsubscribe = session.events.subscribe(_weak_listener(self))
+        with self.hold_sync():
+            self.session_id, self.session_name = str(session.id), str(session.name or "")
+            self._refresh(force=True)
+        return self
+
+    def detach(self) -> None:
+        unsubscribe, self._unsubscribe = self._unsubscribe, None
+        if unsubscribe is not None:
+            unsubscribe()
+        self._session, self._rows, self._key, self._notes = None, [], None, []
+        with self.hold_sync():
+            self.session_id = self.session_name = self.head = ""
+            self.messages, self.capsules, self.branches, self.notes = [], [], [], []
+            self.summary, self.has_older = {}, False
+
+    def close(self) -> None:
+        unsubscribe, self._unsubscribe = getattr(self, "_unsubscribe", None), None
+        if unsubscribe is not None:
+            unsubscribe()
+        ring = self.ring
+        if ring is not None:
+            ring.close()
+        super().close()
+
+    def _on_event(self, name: str, payload: dict) -> None:
+        if self._session is None:
+            return
+        if name in (ev.COMPACTION_STARTED, ev.COMPACTION_FINISHED, ev.COMPACTION_FAILED):
+            kind = NOTE_KINDS.get(name) or ("no_op" if payload.get("no_op") else "finished")
+            text = self._note(kind, system_message(name, payload, self.lang), (name, payload))
+            self._event_texts.append(text)
+        elif name in (ev.OCCUPANCY_CHANGED, ev.HEAD_MOVED):
+            self._refresh()
+
+    def _note(self, kind: str, text: str, src: tuple | None = None) -> str:
+        """Add a system message after the current HEAD (a relayed compaction event the
+        widget already showed is said once)."""
+        if src is None and text in self._event_texts:
+            return text
+        with self._lock:
+            self._next_note += 1
+            note = {"id": self._next_note, "kind": kind, "text": text, "after": self.head}
+            self._notes = (self._notes + [(note, src)])[-NOTES_KEPT:]
+            self._show_notes()
+        return text
+
+    def _show_notes(self) -> None:
+        """The notes of the current branch: each was said after a message (HEAD then);
+        one said on another branch (before a rewind or a switch) is not shown here."""
+        s = self._session
+        shown = []
+        for note, _src in self._notes:
+            after = note["after"]
+            node = s._rows.get(after) if s is not None and after else None
+            if not after or (node is not None and s._on_branch(node)):
+                shown.append(note)
+        if shown != self.notes:
+            self.notes = shown
+
+    # -- reading the session ----------------------------------------------------------
+    def _refresh(self, force: bool = False) -> None:
+        """Show the branch as the session holds it now. It runs inside a turn's, a
+        magic's or a session switch's call chain: a failure to read is logged, never
+        raised into them (the widget shows its last state)."""
+        try:
+            with self._lock:
+                self._read(force)
+        except Exception:  # noqa: BLE001
+            log.exception("ocw: the chat widget could not read session %s", getattr(self._session, "id", "?"))
+
+    def _read(self, force: bool) -> None:
+        """The tail page (spliced onto what is loaded), the summaries if they changed,
+        the branch tree if HEAD moved other than by an append."""
+        s = self._session
+        if s is None:
+            return
+        if self._in_turn:  # the turn's end refreshes once, with its reply stored
+            self._dirty = True
+            return
+        key = (s.head, s.generation, len(s._summaries), s.epoch)
+        if key == self._key and not force:
+            return
+        old, old_head = self._key, self.head
+        rows, has_older = s.page(limit=PAGE)
+        ids = [r["id"] for r in self._rows]
+        if rows and rows[0]["id"] in ids:
+            rows, has_older = self._rows[:ids.index(rows[0]["id"])] + rows, (self._rows[0]["depth"] or 0) > 1
+        appended = old is not None and old[1:] == key[1:] and any(r["id"] == old_head for r in rows)
+        self._rows, self._key = rows, key
+        with self.hold_sync():
+            self.head = s.head or ""
+            self.messages = message_items(rows)
+            self.has_older = has_older
+            current = next((b for b in self.branches if b["current"]), None)
+            if appended and current is not None and current["leaf"] and current["id"] == old_head:
+                # Chatting on at a leaf: only the current branch grew (every fork point stays).
+                last = self.messages[-1] if self.messages else {}
+                self.branches = [dict(b, id=self.head, length=last.get("depth", 0), time=last.get("time", ""))
+                                 if b is current else b for b in self.branches]
+            else:
+                self.branches = branch_items(s.branch_tree())
+            if not appended or force:
+                self.summary, self.capsules = summary_items(s.branch_summaries())
+                self._show_notes()
+
+    def _turn_over(self) -> None:
+        with self.hold_sync():
+            self._in_turn = False
+            self.pending, self.streaming, self.stream_steps, self.busy = "", "", [], ""
+            self._dirty = False
+            self._refresh()
+
+    # -- browser -> Python ------------------------------------------------------------
+    # Commands are named chat_*: a command named like a Widget method (send!) would
+    # shadow it, and anywidget answers through widget.send.
+    @_answer
+    def chat_send(self, msg: dict) -> dict:
+        """Send a message: the `%%chat` path (Runtime.chat), the reply streamed in."""
+        text = msg.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise OcwError("the message is empty", hint="type a message, then press Enter")
+        if self._in_turn or self.busy:
+            raise OcwError(ui_labels(self.lang)["chat_busy_refused"])
+        self._runtime.config.check_environment()
+        sent = self._with_references(text)
+        stream = _Stream(self)
+        with self.hold_sync():
+            self._in_turn, self._tool_steps, self._event_texts = True, 0, []
+            self.pending, self.streaming, self.stream_steps, self.busy = text, "", [], "send"
+        try:
+            self._runtime.chat(sent, on_text=stream.on_text, on_system=stream.on_system, on_tool=stream.on_tool)
+        finally:
+            self._turn_over()
+        return {"head": self.head}
+
+    @_answer
+    def chat_run(self, msg: dict) -> dict:
+        """Run a slash command of the table: its line magic, its printed lines a note."""
+        name, args = msg.get("name"), msg.get("args") or ""
+        cmd = BY_NAME.get(name) if isinstance(name, str) else None
+        if cmd is None or not cmd.slash or not isinstance(args, str):
+            raise OcwError(f"/{name} is not a command", hint="type / to see the commands")
+        if self._in_turn or self.busy:
+            raise OcwError(ui_labels(self.lang)["chat_busy_refused"])
+        if cmd.needs_session and self._runtime.current_session() is None:
+            err = OcwError(i18n_text("no_session", self.lang))
+            err.answer = {"no_session": True}
+            raise err
+        if cmd.name == "context":  # the ring beside the composer opens its panel
+            if self.ring is not None:
+                self.ring.panel_open = True
+            return {}
+        return {"output": self._magic(cmd.name, *cmd.magic_call(args))}
+
+    @_answer
+    def chat_rewind(self, msg: dict) -> dict:
+        """A click on a message in the graph (confirmed in the browser): `%rewind <id>`."""
+        return {"output": self._magic("rewind", "rewind", self._node_id(msg))}
+
+    @_answer
+    def chat_branch(self, msg: dict) -> dict:
+        """A click on a branch in the graph: `%branch <id>`."""
+        return {"output": self._magic("branch", "branch", self._node_id(msg))}
+
+    @_answer
+    def chat_older(self, msg: dict) -> dict:
+        """Load the page of messages above the oldest loaded one."""
+        with self._lock:
+            s = self._session
+            if s is None or not self._rows:
+                return {"count": 0}
+            rows, has_older = s.page(before=self._rows[0]["id"], limit=PAGE)
+            self._rows = rows + self._rows
+            with self.hold_sync():
+                self.messages = message_items(self._rows)
+                self.has_older = has_older
+            return {"count": len(rows)}
+
+    def _with_references(self, text: str) -> str:
+        """{name}, {In[n]}, {Out[n]}, {Err} expanded as a `%%chat` cell expands them (its
+        own method), before anything is sent; a reference to nothing fails the send."""
+        from IPython.core.error import UsageError
+
+        shell = self._runtime.shell
+        magics = shell.magics_manager.registry.get("OcwMagics") if shell is not None else None
+        if magics is None or not hasattr(magics, "_expand_references"):
+            return text
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                text = magics._expand_references(text, None)
+        except UsageError as e:
+            raise OcwError(str(e)) from None
+        for line in out.getvalue().splitlines():
+            self._note("info", line)
+        return text
+
+    @staticmethod
+    def _node_id(msg: dict) -> str:
+        node = msg.get("node_id")
+        if not isinstance(node, str) or not node.startswith("n_") or not node[2:].isalnum():
+            raise OcwError(f"not a message id: {node!r}")
+        return node
+
+    def _magic(self, busy: str, magic: str, line: str) -> str:
+        """Run a line magic as `%magic line` would, its printed output kept (and shown
+        as a note unless a compaction event already said it)."""
+        from IPython.core.error import UsageError
+
+        shell = self._runtime.shell
+        fn = shell.find_line_magic(magic) if shell is not None else None
+        if fn is None:
+            raise OcwError(f"%{magic} is not available in this kernel", hint="run %load_ext ocw")
+        out = io.StringIO()
+        self._event_texts, self.busy = [], busy
+        try:
+            # The magic itself, not run_line_magic: that would expand $name and {expression}
+            # in what was typed, and a command's text is taken as typed.
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                fn(line)
+        except UsageError as e:
+            raise OcwError(str(e)) from None
+        finally:
+            self.busy = ""
+        text = out.getvalue().strip()
+        if text and text not in self._event_texts:
+            self._note("output", text)
+        return text
+
+    # -- text -------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        if not self.session_id:
+            return "<ocw chat: no session>"
+        depth = self.messages[-1]["depth"] if self.messages else 0
+        return f"<ocw chat: {self.session_name or self.session_id}, {depth} messages on the branch>"
+
+    def _repr_mimebundle_(self, **kwargs: Any):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data, metadata = bundle
+        data["text/plain"] = repr(self)
+        return data, metadata
+
+
+__all__ = ["ChatWidget"]
