@@ -4,7 +4,7 @@
 """
 from __future__ import annotations
 
-__version__ = "0.2.0"
+from ocw._version import __version__  # noqa: E402,F401
 
 from ocw.text.errors import OcwError  # noqa: E402
 # Import the submodule now, so that importing it later (the magics do) cannot
@@ -62,7 +62,15 @@ def chat():
 def load_ipython_extension(ipython):
     from ocw.notebook.magics import load_ipython_extension as _load
 
-    _load(ipython)
+    _load(ipython, make_widget=_make_widget)
+
+
+def _make_widget(kind, runtime):
+    # The root wires the layers: the notebook layer asks for widgets through this,
+    # and the widgets (ipywidgets, anywidget) are imported only when one is shown.
+    from ocw.widgets import make
+
+    return make(kind, runtime)
 
 
 def unload_ipython_extension(ipython):

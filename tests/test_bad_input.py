@@ -43,7 +43,7 @@ import pytest
 from IPython.core.error import UsageError
 
 import ocw
-from ocw.store.duckdb import migrations
+from ocw.store.duckdb import migrations, ownership
 from ocw.text.errors import BadDatabasePath, ForeignDatabase, InvalidArgument, NewerSchema, OcwError, SessionNotFound, StoreError
 from ocw.notebook.magics import get_runtime
 from ocw.store.duckdb.store import DUCKDB_CONFIG
@@ -78,7 +78,7 @@ os._exit(0)
 def _newer(d: Path) -> str:
     path = d / "future.duckdb"
     con = duckdb.connect(str(path), config=DUCKDB_CONFIG)
-    migrations.migrate(con)
+    ownership.migrate(con)
     con.execute("UPDATE ocw_meta SET value = '99' WHERE key = 'schema_version'")
     con.execute("UPDATE ocw_meta SET value = '9.1.0' WHERE key = 'needs_ocw'")
     con.close()

@@ -18,7 +18,7 @@ from anywidget.experimental import _ANYWIDGET_COMMANDS
 
 import ocw
 import ocw.widgets.chat as chat_widget_module
-from ocw.widgets.chat_items import branch_items, message_items, summary_items, time_label
+from ocw.notebook.items import branch_items, message_items, summary_items, time_label
 from ocw.widgets.chat import ChatWidget
 from ocw.notebook.commands import COMMANDS, slash_menu
 from ocw.text.errors import InvalidArgument, OcwError
@@ -172,7 +172,7 @@ def test_a_message_goes_the_chat_path_and_streams_as_sanitized_html(oip, refserv
 
 def test_the_stream_is_throttled_like_chat_cells(monkeypatch):
     """The first piece shows at once; then at most one render per 50 ms, and at least four
-    times the last render's cost apart (ocw.notebook.magics._StreamView's rule)."""
+    times the last render's cost apart (ocw.notebook.streaming.StreamView's rule)."""
     clock = [100.0]
     monkeypatch.setattr(chat_widget_module.time, "monotonic", lambda: clock[0])
     renders = []

@@ -3,13 +3,11 @@
 - In a warm kernel, `%load_ext ocw` imports neither DuckDB nor httpx (they cost
   about half of its time before); the first `%%chat` does — the control that
   proves the check can see an import.
-- The context engine is pure of the session: nothing under `ocw.context`
-  imports `ocw.conversation.session`; the store modules import neither `ocw.conversation.session` nor the
-  `ocw.conversation.sessions` façade (the store is rows in, rows out).
+- Importing the store and the engine loads no session at run time (the static
+  rule, imports one way down the layers, is tests/test_layers.py).
 """
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
@@ -53,35 +51,6 @@ def test_load_ext_in_a_warm_kernel_imports_neither_duckdb_nor_httpx(tmp_path):
         k.close()
 
 
-def imports_of(path: Path) -> set[str]:
-    """Absolute module names a source file imports (relative imports resolved)."""
-    tree = ast.parse(path.read_text())
-    parts = path.relative_to(PKG.parent).with_suffix("").parts
-    package = parts[:-1] if parts[-1] != "__init__" else parts
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = list(package[: len(package) - node.level + 1]) if node.level else []
-            mod = ".".join(base + ([node.module] if node.module else []))
-            out.add(mod)
-            out.update(f"{mod}.{a.name}" for a in node.names)
-    return out
-
-
-def test_the_context_engine_does_not_import_the_session():
-    for path in sorted((PKG / "context").glob("*.py")):
-        found = {m for m in imports_of(path) if m in ("ocw.conversation.session", "ocw.conversation.sessions", "ocw.conversation.compaction")}
-        assert not found, f"{path.name} imports {found}"
-
-
-@pytest.mark.parametrize("module", ["store.py", "db.py", "migrations.py", "graph.py", "tail.py"])
-def test_the_store_modules_do_not_import_the_session(module):
-    found = {m for m in imports_of(PKG / module) if m in ("ocw.conversation.session", "ocw.conversation.sessions", "ocw.conversation.compaction")}
-    assert not found, f"{module} imports {found}"
-
-
 def test_importing_the_store_and_the_engine_loads_no_session_at_run_time():
     code = ("import sys, ocw.store.duckdb.store, ocw.context.engine, ocw.context.cut, ocw.context.occupancy;"
             "print([m for m in ('ocw.conversation.session', 'ocw.conversation.sessions') if m in sys.modules])")
@@ -89,11 +58,3 @@ def test_importing_the_store_and_the_engine_loads_no_session_at_run_time():
     assert out.strip() == "[]"
 
 
-def test_the_ast_check_sees_an_import():
-    """The control for the two checks above: a file that does import the session is caught."""
-    probe = PKG / "context" / "_probe_import_check.py"
-    probe.write_text("from ..session import Session\n")
-    try:
-        assert "ocw.conversation.session" in imports_of(probe)
-    finally:
-        probe.unlink()

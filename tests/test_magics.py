@@ -512,7 +512,7 @@ def _interrupt_case(shell, srv, capsys, start_interrupt):
 
 
 def test_interrupt_from_the_stream_callback_stores_nothing(oip, openai_env, monkeypatch, capsys):
-    real = ocw.notebook.magics._StreamView.on_text
+    real = ocw.notebook.streaming.StreamView.on_text
     calls = {"n": 0, "armed": False}
 
     def on_text(self, delta):
@@ -522,14 +522,14 @@ def test_interrupt_from_the_stream_callback_stores_nothing(oip, openai_env, monk
             calls["armed"] = False
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(ocw.notebook.magics._StreamView, "on_text", on_text)
+    monkeypatch.setattr(ocw.notebook.streaming.StreamView, "on_text", on_text)
     _interrupt_case(oip, openai_env, capsys, lambda: calls.update(n=0, armed=True))
 
 
 def test_interrupt_main_thread_while_streaming_stores_nothing(oip, openai_env, monkeypatch, capsys):
     """The stop button's real mechanism: SIGINT semantics on the main thread, raised
     wherever it is (socket read, SSE parsing, the display), not in our callback."""
-    real = ocw.notebook.magics._StreamView.on_text
+    real = ocw.notebook.streaming.StreamView.on_text
     state = {"armed": False}
 
     def on_text(self, delta):
@@ -538,7 +538,7 @@ def test_interrupt_main_thread_while_streaming_stores_nothing(oip, openai_env, m
             state["armed"] = False
             threading.Timer(0.08, _thread.interrupt_main).start()
 
-    monkeypatch.setattr(ocw.notebook.magics._StreamView, "on_text", on_text)
+    monkeypatch.setattr(ocw.notebook.streaming.StreamView, "on_text", on_text)
     _interrupt_case(oip, openai_env, capsys, lambda: state.update(armed=True))
 
 

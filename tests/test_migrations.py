@@ -9,7 +9,8 @@ import pytest
 
 import ocw
 from ocw.store.duckdb import migrations
-from ocw.store.duckdb.migrations import MIGRATIONS, SCHEMA_VERSION, current_version, migrate
+from ocw.store.duckdb.migrations import MIGRATIONS, SCHEMA_VERSION, current_version
+from ocw.store.duckdb.ownership import migrate
 from ocw.store.duckdb.store import DUCKDB_CONFIG
 from ocw.text.tokens import FRAME_TOKENS, get_encoding, render_message
 

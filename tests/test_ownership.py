@@ -16,7 +16,7 @@ import duckdb
 import pytest
 
 import ocw
-from ocw.store.duckdb import migrations
+from ocw.store.duckdb import migrations, ownership
 from ocw.text.errors import BadDatabasePath, ForeignDatabase, InvalidArgument, NewerSchema, OcwError, StoreError
 from ocw.store.duckdb.migrations import MIGRATIONS, SCHEMA_VERSION
 from ocw.store.duckdb.store import DUCKDB_CONFIG
@@ -131,7 +131,7 @@ def test_an_earlier_ocw_file_with_an_extra_table_is_not_ocws_any_more(tmp_path):
     """Recognition by exact schema: a v3 file plus a user's own table is refused."""
     db = tmp_path / "v3-plus.duckdb"
     con = duckdb.connect(str(db), config=DUCKDB_CONFIG)
-    migrations.migrate(con, target=3)
+    ownership.migrate(con, target=3)
     con.execute("DROP TABLE IF EXISTS ocw_meta")
     con.execute("CREATE TABLE my_notes (t VARCHAR)")
     con.close()
@@ -190,7 +190,7 @@ def test_an_empty_duckdb_database_and_a_zero_byte_file_are_new_files(tmp_path):
 
 def newer_file(path, version=SCHEMA_VERSION + 3, needs="9.1.0", written_by="9.4.2"):
     con = duckdb.connect(str(path), config=DUCKDB_CONFIG)
-    migrations.migrate(con)
+    ownership.migrate(con)
     con.execute("INSERT INTO schema_version VALUES (?)", [version])
     con.execute("UPDATE ocw_meta SET value = ? WHERE key = 'schema_version'", [str(version)])
     con.execute("UPDATE ocw_meta SET value = ? WHERE key = 'needs_ocw'", [needs])

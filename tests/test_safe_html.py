@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 from IPython.utils.capture import capture_output
 
-from ocw.notebook import magics
+from ocw.notebook import streaming
 from ocw.notebook import report
 from ocw.text import safe_html
 from ocw.text.safe_html import display_bundle, markdown_html, plain_text, tool_call_bundle
@@ -334,11 +334,11 @@ class FakeClock:
 
 def test_streaming_every_prefix_sends_only_safe_bundles(monkeypatch):
     # Every delta re-rendered (no pacing): each streamed state is checked, as JupyterLab shows it.
-    monkeypatch.setattr(magics._StreamView, "MIN_INTERVAL", -1.0)
-    monkeypatch.setattr(magics._StreamView, "RENDER_SHARE", 0)
+    monkeypatch.setattr(streaming.StreamView, "MIN_INTERVAL", -1.0)
+    monkeypatch.setattr(streaming.StreamView, "RENDER_SHARE", 0)
     reply = "".join(text for _, text, _ in PAYLOADS[:12]) + "\n\n| a |\n|---|\n| <b>x</b> |"
     with capture_output() as cap:
-        view = magics._StreamView(rich=True)
+        view = streaming.StreamView(rich=True)
         for ch in reply:
             view.on_text(ch)
         view.finish("a note")
@@ -351,16 +351,16 @@ def test_streaming_every_prefix_sends_only_safe_bundles(monkeypatch):
 
 def test_streaming_waits_50ms_or_four_renders_between_updates(monkeypatch):
     clock = FakeClock()
-    monkeypatch.setattr(magics, "time", SimpleNamespace(monotonic=clock))
+    monkeypatch.setattr(streaming, "time", SimpleNamespace(monotonic=clock))
     cost = {"s": 0.001}
 
     def bundle(text):
         clock.now += cost["s"]  # the render takes this long
         return {"text/plain": text, "text/html": ""}
 
-    monkeypatch.setattr(magics._StreamView, "_bundle", staticmethod(bundle))
+    monkeypatch.setattr(streaming.StreamView, "_bundle", staticmethod(bundle))
     with capture_output() as cap:
-        view = magics._StreamView(rich=True)
+        view = streaming.StreamView(rich=True)
         view.on_text("a")  # the first delta displays at once
         view.on_text("b")  # then an update right away (nothing shown for 50 ms yet)
         assert len(cap.outputs) == 2
@@ -386,7 +386,7 @@ def test_streaming_waits_50ms_or_four_renders_between_updates(monkeypatch):
 
 
 def test_terminal_streaming_writes_text_without_control_characters(capsys):
-    view = magics._StreamView(rich=False)
+    view = streaming.StreamView(rich=False)
     for part in ("Hello \x1b]52;c;", "ZXZpbA==\x07 <script>", "x</script>\r\n"):
         view.on_text(part)
     view.finish()

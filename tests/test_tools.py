@@ -12,7 +12,8 @@ import ocw
 from ocw.conversation import builtin_tools
 from ocw.notebook import report
 from ocw.text.errors import ToolError
-from ocw.conversation.tools import Tool, ToolRegistry, registered, render_result
+from ocw.conversation.toolbox import ToolRegistry
+from ocw.conversation.tools import Tool, registered, render_result
 from ocw.conversation.turn import unpaired_tool_blocks_as_text
 
 

@@ -483,6 +483,12 @@ function render({ model, el, experimental, host, signal }) {
 
   function noteNode(note) {
     const kind = ["started", "finished", "no_op", "failed", "info", "output"].includes(note.kind) ? note.kind : "info";
+    if (kind === "output" && typeof note.html === "string") {
+      // A command's result with more than text (/summary): the kernel's sanitized HTML.
+      const node = h("div", `ocw-note ocw-note-${kind} ocw-msg-html`, { "data-note": String(note.id) });
+      node.innerHTML = note.html;
+      return node;
+    }
     const node = h(kind === "output" ? "pre" : "div", `ocw-note ocw-note-${kind}`, { "data-note": String(note.id) });
     node.textContent = note.text;
     return node;

@@ -29,7 +29,7 @@ N_CHAT, N_TOOL = 64, 16  # templates: chat messages, tool calls, tool outputs (N
 SYSTEM_PROMPT = "You are a careful assistant working in a Jupyter notebook."
 SUMMARY_TEXT_BYTES = 2000  # the fixed summary the benchmarks' fake summarizer writes
 
-_WORDS = (
+WORDS = (
     "the context window holds every message a model reads next turn so a long session slowly fills it "
     "compaction folds older turns into a rolling summary while the recent tail stays verbatim "
     "duckdb stores each node once and the kernel keeps counts in memory with prefix sums "
@@ -40,12 +40,12 @@ _WORDS = (
 
 
 def words(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(_WORDS) for _ in range(n))
+    return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
 def summary_text(rng: random.Random | None = None) -> str:
     """A ~2 KB summary: fixed, or of random words drawn from `rng`."""
-    ascii_words = [w for w in _WORDS if w.isascii()]
+    ascii_words = [w for w in WORDS if w.isascii()]
     text = "Summary of the earlier conversation."
     i = 0
     while len(text.encode()) < SUMMARY_TEXT_BYTES:

@@ -34,10 +34,10 @@ import sys
 import tempfile
 import time
 
-from ocw.bench.build import _WORDS, TOOL_EVERY, TOOL_TOKENS
+from ocw.bench.build import WORDS, TOOL_EVERY, TOOL_TOKENS
 from ocw.bench.build import build_session as _build
 from ocw.context.cut import find_cut_index
-from ocw.conversation.compaction import _summarizer_window
+from ocw.conversation.compaction import summarizer_window
 from ocw.context.engine import CUT_NOTE, SUMMARY_SYSTEM, WRAPPER_TOKENS, plan_compaction, prepare, summary_budget, transcript_line
 from ocw.context.render import block_text, render_blocks
 from ocw.context.graph import SUMMARY_NAME
@@ -143,7 +143,7 @@ def make_rolling(session, tail: int) -> None:
     """Compact the session as an earlier run would have: a summary (through the real
     persist path) covering all but the last `tail` messages."""
     boundary = session.branch()[-tail - 1]
-    text = "Summary of the earlier conversation. " + " ".join(_WORDS) * 12
+    text = "Summary of the earlier conversation. " + " ".join(WORDS) * 12
     session._persist_summary(text, boundary, session.head, session.generation)
 
 
@@ -155,7 +155,7 @@ def prepare_session(session, provider):
     plan = plan_compaction(session.rendered_history(), session.context_window, None, session.calibration)
     if isinstance(plan, tuple):
         return tokens_before, None
-    return tokens_before, prepare(plan, provider, window=_summarizer_window(provider, session),
+    return tokens_before, prepare(plan, provider, window=summarizer_window(provider, session),
                                   calibration=session.calibration, encoding=session.encoding.name)
 
 

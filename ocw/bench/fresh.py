@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 
-def _vm(key: str) -> int:
+def vm_kib(key: str) -> int:
     """/proc/self/status field in KiB (0 where there is no /proc)."""
     try:
         with open("/proc/self/status") as f:
@@ -45,14 +45,14 @@ def child(path: str, name: str, model: str) -> dict:
 
     get_encoding(encoding_for_model(model).name)  # the tokenizer's tables: same at any size
     gc.collect()
-    rss0, hwm0 = _vm("VmRSS"), _vm("VmHWM")
+    rss0, hwm0 = vm_kib("VmRSS"), vm_kib("VmHWM")
     t0 = time.perf_counter()
     store = Store(path)
     s = store.open_session(name)
     occ = s.occupancy()
     history = s.rendered_history()
     dt = time.perf_counter() - t0
-    rss1, hwm1 = _vm("VmRSS"), _vm("VmHWM")
+    rss1, hwm1 = vm_kib("VmRSS"), vm_kib("VmHWM")
     out = {"open_ms": dt * 1000, "rss_kib": rss1 - rss0, "peak_kib": max(0, hwm1 - hwm0),
            "messages": len(history), "total": occ["total"]}
     store.close()

@@ -44,10 +44,10 @@ def worker(kind: str, path: str, name: str, turns: int, start_at: float) -> dict
         counter = iter(range(10**9))
         step = lambda: one_turn(s, *turn_message(rng, next(counter)))  # noqa: E731
         close, db = store.close, store.db
-    from ocw.bench.fresh import _vm
+    from ocw.bench.fresh import vm_kib
 
     watch, late, spans = Watch(), 0, []
-    rss0 = _vm("VmRSS")
+    rss0 = vm_kib("VmRSS")
     with watch:
         for i in range(-WARMUP, turns):
             wake = start_at + (i + WARMUP) * PERIOD
@@ -63,7 +63,7 @@ def worker(kind: str, path: str, name: str, turns: int, start_at: float) -> dict
             took = watch.time(step)
             spans.append((t0, t0 + took / 1000))
     out = {"kind": kind, "ms": watch.ms, "slow": watch.slow, "late": late, "spans": spans,
-           "rss_gain_kib": _vm("VmRSS") - rss0,
+           "rss_gain_kib": vm_kib("VmRSS") - rss0,
            "opens": db.opens if db else None, "checkpoints": db.checkpoints if db else None}
     close()
     return out

@@ -102,7 +102,8 @@ class Floor:
     def __init__(self, path: str):
         import duckdb
 
-        from ocw.store.duckdb.db import DUCKDB_CONFIG, connection_settings
+        from ocw.store.duckdb.db import connection_settings
+        from ocw.store.duckdb.settings import DUCKDB_CONFIG
 
         self.path = path
         self.con = duckdb.connect(path, config=DUCKDB_CONFIG)

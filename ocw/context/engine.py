@@ -28,7 +28,7 @@ from ocw.context import events as ev
 from ocw.text.errors import OcwError
 from ocw.context.graph import SUMMARY_NAME
 from ocw.text.i18n import system_message
-from ocw.providers.base import FOCUS_CLOSE, FOCUS_OPEN, SUMMARY_MARKER
+from ocw.text.prompts import FOCUS_CLOSE, FOCUS_OPEN, SUMMARY_MARKER
 from ocw.context.render import block_text
 from ocw.text.tokens import FRAME_TOKENS, count_message, count_text, render_block, truncate_to_tokens
 from ocw.context.cut import TOO_SHORT as CUT_TOO_SHORT, find_cut_index

@@ -29,7 +29,7 @@ def _default_provider(session):
     return provider
 
 
-def _summarizer_window(provider, session) -> int:
+def summarizer_window(provider, session) -> int:
     """The smaller of the summarizer's own window (if it states one) and the session's."""
     own = getattr(provider, "context_window", None)
     return min(own, session.context_window) if own else session.context_window
@@ -66,7 +66,7 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
                                 reason=reason, payload=payload)
 
     provider = provider or _default_provider(session)
-    prep = prepare(plan, provider, window=_summarizer_window(provider, session), calibration=session.calibration,
+    prep = prepare(plan, provider, window=summarizer_window(provider, session), calibration=session.calibration,
                    encoding=session.encoding.name, focus=focus)
     session.compaction_running = True
     session.events.emit(ev.COMPACTION_STARTED, {"trigger": trigger, "tokens_before": tokens_before})

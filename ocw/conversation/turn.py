@@ -26,10 +26,10 @@ from ocw.context.graph import SUMMARY_NAME
 from ocw.text.i18n import text as i18n_text
 from ocw.context.render import normalize_content
 from ocw.store.ids import new_id
-from ocw.conversation.tools import no_tools_result
+from ocw.conversation.toolbox import no_tools_result
+from ocw.text.prompts import SUMMARY_PREFIX, SYSTEM_NOTE_PREFIX
 from ocw.text.tokens import count_message, render_block
 
-SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"
 log = logging.getLogger("ocw")
 
 
@@ -61,7 +61,7 @@ def to_provider_messages(history: list[dict]) -> tuple[str, list[dict]]:
             text = SUMMARY_PREFIX + "\n".join(b.get("text", "") for b in content)
             role, content = "user", [{"type": "text", "text": text}]
         elif role == "system":
-            role, content = "user", [{"type": "text", "text": "[system note] " + "\n".join(b.get("text", "") for b in content)}]
+            role, content = "user", [{"type": "text", "text": SYSTEM_NOTE_PREFIX + "\n".join(b.get("text", "") for b in content)}]
         elif role in ("tool", "llm"):
             role = "user"
         if out and out[-1]["role"] == role:

@@ -24,7 +24,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: ocw/notebook/demo.py -> ../../..
 NOTEBOOK = ROOT / "notebooks" / "01-quickstart.ipynb"
 DEMO_DIR = ROOT / "build" / "demo"  # git-ignored (build/)
 _DROP = ("JPY_SESSION_NAME", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")

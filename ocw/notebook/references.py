@@ -221,3 +221,20 @@ def sources_of(shell, memory: ErrorMemory | None) -> Sources:
 
         last = value if value is not None and not isinstance(value, UsageError) else None
     return Sources(shell.user_ns, inputs, outputs, last, current=getattr(shell, "execution_count", None))
+
+
+def expand_message(runtime, text: str, model: str | None = None) -> tuple[str, list[str]]:
+    """A message as the model will read it: {name}, {In[n]}, {Out[n]}, {Err} outside
+    code expanded from the runtime's shell (a `%%chat` cell and the chat widget both
+    send through this), and one line for each value that was cut. A reference to
+    nothing raises OcwError before anything is sent."""
+    if "{" not in text and "}" not in text:
+        return text, []
+    from ocw.text.tokens import encoding_for_model
+
+    cfg, current = runtime.config, runtime.current
+    model = model or cfg.model or (current.model if current is not None else cfg.resolved_model())
+    text, notes = expand(text, sources_of(runtime.shell, getattr(runtime, "errors", None)),
+                         encoding=encoding_for_model(model).name)
+    return text, [f"Note: {note} in the message (the model reads the cut value)." for note in notes]
+

@@ -8,7 +8,10 @@ import json
 import os
 import platform
 
+from ocw.notebook.items import branch_items
 from ocw.text import i18n
+from ocw.text.safe_html import preview  # noqa: F401  (re-exported)
+from ocw.text.secrets import redact  # noqa: F401  (re-exported)
 
 
 
@@ -75,8 +78,6 @@ def branches_table(session) -> str:
     """Every branch with what tells them apart (the chat widget's graph shows the same):
     its length, its last message's time, where it leaves the current branch and a
     preview of its first differing message."""
-    from ocw.widgets.chat_items import branch_items
-
     rows = branch_items(session.branch_tree())
     if not rows:
         return "No messages yet."
@@ -190,22 +191,6 @@ def tools_table(registry, session=None, cap: int | None = None) -> str:
     if session is not None and registry.code_execution_enabled(session):
         lines.append(f"Code execution is ON for session {session.name!r} (%ocw deny-code).")
     return "\n".join(lines)
-
-
-_SECRET_NAMES = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
-
-
-def redact(text: str) -> str:
-    """Replace the value of every secret-looking environment variable with [redacted]."""
-    for name, value in os.environ.items():
-        if len(value) >= 8 and any(k in name.upper() for k in _SECRET_NAMES) and value in text:
-            text = text.replace(value, "[redacted]")
-    return text
-
-
-def preview(text: str, limit: int = 160) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def show_tool_call(call: dict, result: dict, *, rich: bool) -> None:

@@ -30,8 +30,12 @@ def notebook_session_name() -> str:
 
 
 class Runtime:
-    def __init__(self, shell=None, config: Ocw | None = None):
+    def __init__(self, shell=None, config: Ocw | None = None, make_widget=None):
         self.shell = shell
+        # `make_widget(kind, runtime)` builds "ring" or "chat": the widgets layer sits
+        # above this one, so the package root hands its builder in (ocw/__init__.py).
+        self.make_widget = make_widget
+        self.errors = None  # the last error a cell raised, for {Err} (set by the extension)
         self.config = config or Ocw(parent=getattr(shell, "config", None) and shell)
         self._store: Store | None = None
         self._store_path: str | None = None
@@ -290,7 +294,7 @@ class Runtime:
             on_system(note)
 
     def tool_registry(self):
-        from ocw.conversation.tools import ToolRegistry
+        from ocw.conversation.toolbox import ToolRegistry
 
         if self.tools is None:
             self.tools = ToolRegistry(self.shell, self.config)
@@ -313,19 +317,18 @@ class Runtime:
             return e.user_message()
 
     def context_widget(self):
-        from ocw.widgets.ring import ContextWidget
-
-        w = ContextWidget(session=self.current_session(), compact=self.compact_action, lang=self.config.lang)
-        self.widgets.add(w)
-        return w
+        """The ring and panel for the current session (`%context`)."""
+        return self._widget("ring")
 
     def chat_widget(self):
         """The chat widget for the current session (`%chat`, `ocw.chat()`), with its own
-        ring: a ContextWidget made here like `%context`'s, so both follow the session."""
-        from ocw.widgets.chat import ChatWidget
+        ring, made like `%context`'s, so both follow the session."""
+        return self._widget("chat")
 
-        w = ChatWidget(runtime=self, ring=self.context_widget(), session=self.current_session(),
-                       lang=self.config.lang)
+    def _widget(self, kind: str):
+        if self.make_widget is None:
+            raise OcwError("widgets are not available here", hint="load ocw with %load_ext ocw")
+        w = self.make_widget(kind, self)
         self.widgets.add(w)
         return w
 

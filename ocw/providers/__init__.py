@@ -4,7 +4,8 @@
 and defaults are resolved in one place (registry.py): keys come from the
 arguments or the environment (never from the DuckDB file), and the offline
 model needs neither a key nor a network. Importing this package is cheap: the
-HTTP providers (and httpx) load only when one is built.
+HTTP providers (and httpx) load only when one is built. Providers keep nothing
+between calls; they may import the text layer only.
 """
 from __future__ import annotations
 

@@ -22,12 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
 
-# The compaction engine starts a summary request's system prompt with this marker,
-# so the offline model knows to summarize instead of chatting.
-SUMMARY_MARKER = "<ocw:summarize>"
-# What the user asked the summary to keep (`%compact -- ...`) travels in the same
-# system prompt between these tags, so any summarizer reads it, the offline one too.
-FOCUS_OPEN, FOCUS_CLOSE = "<user-focus>", "</user-focus>"
+from ocw.text.prompts import FOCUS_CLOSE, FOCUS_OPEN, SUMMARY_MARKER  # noqa: F401  (what a summarizer reads)
 
 
 @dataclass

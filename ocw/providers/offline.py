@@ -23,7 +23,8 @@ from collections import Counter
 from ocw.text.errors import ContextOverflowError
 from ocw.text.tokens import count_message, count_text, encoding_for_model, render_block, truncate_to_tokens
 from ocw.text import focus as focus_rules
-from ocw.providers.base import FOCUS_CLOSE, FOCUS_OPEN, SUMMARY_MARKER, Reply, StreamCallback, Usage
+from ocw.providers.base import Reply, StreamCallback, Usage
+from ocw.text.prompts import FOCUS_CLOSE, FOCUS_OPEN, SUMMARY_MARKER, SUMMARY_PREFIX, SYSTEM_NOTE_PREFIX
 
 PREFIX = "(offline model) "
 DEFAULT_CONTEXT_WINDOW = 8192
@@ -115,10 +116,8 @@ def _is_context_block(block: dict) -> bool:
     Consecutive user-role messages travel merged into one (the summary renders as a
     user message), so after a compaction that folded everything the last message
     starts with the summary; the question is what follows it."""
-    from ocw.conversation.turn import SUMMARY_PREFIX  # lazily: ocw.conversation.turn imports the providers' layer
-
     text = block.get("text", "") if block.get("type") == "text" else ""
-    return text.startswith((SUMMARY_PREFIX, "[system note] "))
+    return text.startswith((SUMMARY_PREFIX, SYSTEM_NOTE_PREFIX))
 
 
 def _latest_user_blocks(blocks: list[dict]) -> list[dict]:

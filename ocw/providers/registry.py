@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ocw.text.secrets import watch_env
+
 
 @dataclass(frozen=True)
 class ProviderInfo:
@@ -30,6 +32,7 @@ PROVIDERS: dict[str, ProviderInfo] = {p.name: p for p in (
 )}
 NAMES = tuple(PROVIDERS)
 KEY_ENVS = tuple(p.key_env for p in PROVIDERS.values() if p.key_env)
+watch_env(*KEY_ENVS)  # the secrets filter masks their values wherever they appear
 
 
 def info(name: str) -> ProviderInfo:

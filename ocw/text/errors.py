@@ -45,6 +45,11 @@ class InvalidArgument(OcwError, ValueError):
     names the argument and what it takes."""
 
 
+class CommandUsage(OcwError):
+    """A command typed wrongly (an unknown option, a count that is not one): the
+    message says how it is typed."""
+
+
 class StoreError(OcwError):
     """The DuckDB file could not be opened, read or written."""
 

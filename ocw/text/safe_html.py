@@ -125,3 +125,8 @@ def tool_call_bundle(line: str, content: str) -> dict[str, str]:
     # ocw's own fixed style, added after the sanitizer (which keeps no style from anyone)
     body = body.replace("<pre>", f'<pre style="{TOOL_RESULT_STYLE}">', 1)
     return {"text/plain": plain_text(line), "text/html": body}
+
+
+def preview(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

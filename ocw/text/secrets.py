@@ -37,7 +37,17 @@ from typing import Iterable
 
 MIN_SECRET_LEN = 8
 REDACTED = "<redacted>"
-from ocw.providers.registry import KEY_ENVS as ENV_KEYS  # noqa: E402  (the one table of providers)
+# The environment variables that hold provider keys. The one table of providers
+# (ocw/providers/registry.py) adds its own when it is imported, which the package
+# root does before anything can be redacted; this layer imports nothing of ocw.
+ENV_KEYS: list[str] = []
+
+
+def watch_env(*names: str) -> None:
+    """Treat these environment variables as secrets from now on (idempotent)."""
+    ENV_KEYS.extend(n for n in names if n not in ENV_KEYS)
+
+
 LOGGER_TREES = ("ocw", "httpx", "httpcore", "psycopg")
 DB_ENV_KEYS = ("PGPASSWORD",)  # libpq's password variable (a PostgreSQL store's; see ocw/store/postgres/url.py)
 
@@ -151,3 +161,15 @@ def install_log_filter() -> None:
         logger = logging.getLogger(name)
         if LOG_FILTER not in logger.filters:
             logger.addFilter(LOG_FILTER)
+
+
+# Tool output and echoed text: values of secret-looking environment variables.
+_SECRET_NAMES = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+
+
+def redact(text: str) -> str:
+    """Replace the value of every secret-looking environment variable with [redacted]."""
+    for name, value in os.environ.items():
+        if len(value) >= 8 and any(k in name.upper() for k in _SECRET_NAMES) and value in text:
+            text = text.replace(value, "[redacted]")
+    return text

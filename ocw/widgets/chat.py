@@ -3,14 +3,16 @@
 Python owns the state (DESIGN.md §1); widgets/chat.js shows it and asks for
 actions through anywidget's request/response commands. What holds, and why:
 - The widget does nothing the notebook's commands don't: a message goes through
-  `Runtime.chat` (the `%%chat` path), a slash command runs its own line magic
-  (`Command.magic_call`, from the one command table), a click in the graph runs
-  `%rewind <id>` or `%branch <id>`. So they say and do the same thing.
+  `Runtime.chat` (the `%%chat` path), a slash command runs the same action as its
+  magic (`ocw.notebook.actions.run`, from the one command table), a click in the
+  graph runs `%rewind <id>` or `%branch <id>`'s action. So they say and do the
+  same thing, and what a command returns (text, and sanitized HTML where it has
+  more to show) is put into the conversation as it is: nothing is scraped.
 - Every command answers: `{"ok": True, ...}` or `{"ok": False, "error": ...}`,
   whatever went wrong (`_answer`), so a promise in the browser rejects with a
   message instead of hanging on a kernel-side exception.
 - Model text reaches the browser only as `safe_html.markdown_html` output (the
-  `html` fields of ocw/widgets/chat_items.py, and `streaming`); the rest is plain text.
+  `html` fields of ocw/notebook/items.py, and `streaming`); the rest is plain text.
 - Reads cost what is shown: the tail page, one more page per "load older", the
   branch tree only when HEAD moved by other means than an append (ocw/conversation/history.py).
 - The ring is the ContextWidget `%context` shows, held in `ring` and rendered by
@@ -18,9 +20,7 @@ actions through anywidget's request/response commands. What holds, and why:
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import logging
 import threading
 import time
@@ -32,14 +32,16 @@ from anywidget.experimental import command
 
 from ocw.context import events as ev
 from ocw.widgets._static import asset
-from ocw.widgets.chat_items import branch_items, message_items, summary_items, tool_step
+from ocw.notebook.items import branch_items, message_items, summary_items, tool_step
+from ocw.notebook import actions, references
 from ocw.notebook.commands import BY_NAME, slash_menu
+from ocw.notebook.streaming import StreamView, interrupted_message
 from ocw.text.errors import OcwError
 from ocw.conversation.history import PAGE
 from ocw.text.i18n import normalize_lang, system_message
 from ocw.text.i18n import text as i18n_text
 from ocw.text.ui_text import ui_labels
-from ocw.widgets.ring import Localized, _weak_listener
+from ocw.widgets.base import Localized, weak_listener
 
 log = logging.getLogger("ocw")
 NOTES_KEPT = 50  # system messages kept per session in the widget (they are not stored)
@@ -56,8 +58,6 @@ def _answer(fn):
         except OcwError as e:
             return {"ok": False, "error": e.user_message(), **getattr(e, "answer", {})}, []
         except KeyboardInterrupt:
-            from ocw.notebook.magics import interrupted_message
-
             return {"ok": False, "error": interrupted_message(self._tool_steps)}, []
         except Exception as e:  # noqa: BLE001 - reported to the browser, logged here
             log.exception("ocw: the chat widget's %s failed", fn.__name__)
@@ -68,15 +68,14 @@ def _answer(fn):
 
 class _Stream:
     """A reply as it arrives, re-rendered as sanitized HTML no more often than `%%chat`
-    re-renders its output (ocw.notebook.magics._StreamView's rule: 50 ms, and at least four
-    times the last render's cost), so rendering stays a small share of the stream."""
+    re-renders its output (ocw.notebook.streaming.StreamView's rule: 50 ms, and at least
+    four times the last render's cost), so rendering stays a small share of the stream."""
 
     def __init__(self, widget: "ChatWidget"):
-        from ocw.notebook.magics import _StreamView
         from ocw.text.safe_html import markdown_html
 
         self.w, self.text, self.render = widget, "", markdown_html
-        self.min_interval, self.share = _StreamView.MIN_INTERVAL, _StreamView.RENDER_SHARE
+        self.min_interval, self.share = StreamView.MIN_INTERVAL, StreamView.RENDER_SHARE
         self._last, self._interval = 0.0, 0.0  # the first piece shows at once
 
     def on_text(self, delta: str) -> None:
@@ -111,7 +110,7 @@ class ChatWidget(Localized, anywidget.AnyWidget):
     session_id = t.Unicode("", help='The attached session\'s id; "" = no session.').tag(sync=True)
     session_name = t.Unicode("").tag(sync=True)
     head = t.Unicode("", help="HEAD's node id.").tag(sync=True)
-    messages = t.List(help="The loaded messages of the branch, oldest first (ocw.widgets.chat_items).").tag(sync=True)
+    messages = t.List(help="The loaded messages of the branch, oldest first (ocw.notebook.items).").tag(sync=True)
     has_older = t.Bool(False, help="Older messages can be loaded.").tag(sync=True)
     summary = t.Dict(help="The active summary's capsule (sanitized html, cover_count, time), or {}.").tag(sync=True)
     capsules = t.List(help="Summaries over the branch for the graph (active or superseded).").tag(sync=True)
@@ -162,7 +161,7 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             return self
         self.detach()
         self._session = session
-        self._unsubscribe = session.events.subscribe(_weak_listener(self))
+        self._unsubscribe = session.events.subscribe(weak_listener(self))
         with self.hold_sync():
             self.session_id, self.session_name = str(session.id), str(session.name or "")
             self._refresh(force=True)
@@ -197,7 +196,7 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         elif name in (ev.OCCUPANCY_CHANGED, ev.HEAD_MOVED):
             self._refresh()
 
-    def _note(self, kind: str, text: str, src: tuple | None = None) -> str:
+    def _note(self, kind: str, text: str, src: tuple | None = None, html: str | None = None) -> str:
         """Add a system message after the current HEAD (a relayed compaction event the
         widget already showed is said once)."""
         if src is None and text in self._event_texts:
@@ -205,6 +204,8 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         with self._lock:
             self._next_note += 1
             note = {"id": self._next_note, "kind": kind, "text": text, "after": self.head}
+            if html is not None:  # a command's result with more than text: sanitized HTML (results.py)
+                note["html"] = html
             self._notes = (self._notes + [(note, src)])[-NOTES_KEPT:]
             self._show_notes()
         return text
@@ -300,7 +301,7 @@ class ChatWidget(Localized, anywidget.AnyWidget):
 
     @_answer
     def chat_run(self, msg: dict) -> dict:
-        """Run a slash command of the table: its line magic, its printed lines a note."""
+        """Run a slash command of the table: its action, its result a note."""
         name, args = msg.get("name"), msg.get("args") or ""
         cmd = BY_NAME.get(name) if isinstance(name, str) else None
         if cmd is None or not cmd.slash or not isinstance(args, str):
@@ -315,17 +316,17 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             if self.ring is not None:
                 self.ring.panel_open = True
             return {}
-        return {"output": self._magic(cmd.name, *cmd.magic_call(args))}
+        return {"output": self._command(cmd.name, cmd.name, args)}
 
     @_answer
     def chat_rewind(self, msg: dict) -> dict:
         """A click on a message in the graph (confirmed in the browser): `%rewind <id>`."""
-        return {"output": self._magic("rewind", "rewind", self._node_id(msg))}
+        return {"output": self._command("rewind", "rewind", self._node_id(msg))}
 
     @_answer
     def chat_branch(self, msg: dict) -> dict:
         """A click on a branch in the graph: `%branch <id>`."""
-        return {"output": self._magic("branch", "branch", self._node_id(msg))}
+        return {"output": self._command("branch", "branch", self._node_id(msg))}
 
     @_answer
     def chat_older(self, msg: dict) -> dict:
@@ -342,21 +343,10 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             return {"count": len(rows)}
 
     def _with_references(self, text: str) -> str:
-        """{name}, {In[n]}, {Out[n]}, {Err} expanded as a `%%chat` cell expands them (its
-        own method), before anything is sent; a reference to nothing fails the send."""
-        from IPython.core.error import UsageError
-
-        shell = self._runtime.shell
-        magics = shell.magics_manager.registry.get("OcwMagics") if shell is not None else None
-        if magics is None or not hasattr(magics, "_expand_references"):
-            return text
-        out = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(out):
-                text = magics._expand_references(text, None)
-        except UsageError as e:
-            raise OcwError(str(e)) from None
-        for line in out.getvalue().splitlines():
+        """{name}, {In[n]}, {Out[n]}, {Err} expanded as a `%%chat` cell expands them (the
+        same function), before anything is sent; a reference to nothing fails the send."""
+        text, notes = references.expand_message(self._runtime, text)
+        for line in notes:
             self._note("info", line)
         return text
 
@@ -367,29 +357,17 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             raise OcwError(f"not a message id: {node!r}")
         return node
 
-    def _magic(self, busy: str, magic: str, line: str) -> str:
-        """Run a line magic as `%magic line` would, its printed output kept (and shown
-        as a note unless a compaction event already said it)."""
-        from IPython.core.error import UsageError
-
-        shell = self._runtime.shell
-        fn = shell.find_line_magic(magic) if shell is not None else None
-        if fn is None:
-            raise OcwError(f"%{magic} is not available in this kernel", hint="run %load_ext ocw")
-        out = io.StringIO()
+    def _command(self, busy: str, name: str, line: str) -> str:
+        """Run command `name` of the table as its magic would and put its result into
+        the conversation as a note (unless a compaction event already said it)."""
         self._event_texts, self.busy = [], busy
         try:
-            # The magic itself, not run_line_magic: that would expand $name and {expression}
-            # in what was typed, and a command's text is taken as typed.
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-                fn(line)
-        except UsageError as e:
-            raise OcwError(str(e)) from None
+            result = actions.run(self._runtime, name, line)
         finally:
             self.busy = ""
-        text = out.getvalue().strip()
-        if text and text not in self._event_texts:
-            self._note("output", text)
+        text = result.text.strip()
+        if (text or result.html) and text not in self._event_texts:
+            self._note("output", text, html=result.html)
         return text
 
     # -- text -------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The Python side of ocw's widgets: traitlets that mirror a session's state.
+"""The context ring and its breakdown panel: traitlets that mirror a session's state.
 
 `ContextWidget` is one anywidget with two parts, the occupancy ring and the
 breakdown panel (browser side: widgets/context.js and widgets/context.css).
@@ -20,7 +20,6 @@ The session interface the widget relies on::
 from __future__ import annotations
 
 import logging
-import weakref
 from typing import Any, Callable
 
 import anywidget
@@ -28,6 +27,7 @@ import traitlets as t
 
 from ocw.context import events as ev
 from ocw.widgets._static import asset
+from ocw.widgets.base import Localized, weak_listener
 from ocw.text.i18n import normalize_lang, system_message
 
 log = logging.getLogger("ocw")
@@ -44,46 +44,6 @@ def _tokens(value: Any) -> int:
         return int(value or 0)
     except (TypeError, ValueError):
         return 0
-
-
-def _weak_listener(widget: "ContextWidget") -> Callable[[str, dict], None]:
-    """A bus listener that does not keep the widget alive: once the widget is
-    garbage-collected the listener does nothing (and detach() removes it)."""
-    ref = weakref.ref(widget)
-
-    def listener(name: str, payload: dict) -> None:
-        w = ref()
-        if w is not None:
-            w._on_event(name, payload)
-
-    return listener
-
-
-class Localized(t.HasTraits):
-    """The `lang` / `labels` pair both widgets show their UI text by: `lang` is
-    normalized ("zh-CN" -> "zh"), `labels` follows it from ui_text's one table, and a
-    change of `lang` calls `_relabel(lang)` inside one hold_sync, so the browser
-    gets the new language in one message."""
-
-    lang = t.Unicode("en").tag(sync=True)
-    labels = t.Dict(help="UI strings in `lang`.").tag(sync=True)
-
-    @t.validate("lang")
-    def _validate_lang(self, proposal):
-        return normalize_lang(proposal["value"])
-
-    @t.default("labels")
-    def _default_labels(self):
-        return ui_labels(self.lang)
-
-    @t.observe("lang")
-    def _lang_changed(self, change):
-        with self.hold_sync():
-            self.labels = ui_labels(change["new"])
-            self._relabel(change["new"])
-
-    def _relabel(self, lang: str) -> None:
-        """Say again in `lang` what is shown (subclasses)."""
 
 
 class ContextWidget(Localized, anywidget.AnyWidget):
@@ -155,7 +115,7 @@ class ContextWidget(Localized, anywidget.AnyWidget):
             return self
         self.detach()
         self._session = session
-        self._unsubscribe = session.events.subscribe(_weak_listener(self))
+        self._unsubscribe = session.events.subscribe(weak_listener(self))
         with self.hold_sync():
             self.session_id = str(session.id)
             self.session_name = str(getattr(session, "name", "") or "")

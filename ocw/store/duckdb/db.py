@@ -24,6 +24,7 @@ from typing import Iterator
 import duckdb
 
 from ocw.store.duckdb import ownership
+from ocw.store.duckdb.settings import DUCKDB_CONFIG
 from ocw.text.errors import StoreBusy, StoreError
 
 _TOKENS = itertools.count(1)
@@ -39,8 +40,6 @@ except ImportError:
 
 HANDOVER_WAIT = 0.5  # seconds a process that just yielded the file waits, at most, for the waiter to take it
 
-# No code path may download anything at run time (DuckDB would fetch extensions).
-DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 
 
 def connection_settings() -> list[str]:
@@ -438,4 +437,3 @@ class Db:
             self._dirty = True
 
 
-_Db = Db  # the name earlier code and tests use

@@ -6,7 +6,7 @@ a crash mid-upgrade leaves the file at the previous version, never between.
 Columns are only ever added: old rows stay readable, and a value an old file
 lacks (a session's `context_compaction_count`, say) reads as its default.
 
-Nothing is written before `ownership.classify` has said the file is ocw's
+Nothing is written before `ownership.classify` (called by `ownership.migrate`, the one entry) has said the file is ocw's
 (new, marked, or an earlier ocw's exact schema): a foreign file, or one a newer
 ocw wrote, is refused with every byte as it was. From schema 4 on, `ocw_meta`
 marks the file as ocw's and records the schema version, the ocw that wrote
@@ -156,20 +156,17 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def _mark(con: duckdb.DuckDBPyConnection, number: int) -> None:
-    from ocw import __version__
+    from ocw._version import __version__
 
     for key, value in (("schema_version", str(number)), ("written_by", __version__),
                        ("needs_ocw", OCW_VERSION_OF_SCHEMA[number])):
         con.execute("INSERT OR REPLACE INTO ocw_meta VALUES (?, ?)", [key, value])
 
 
-def migrate(con: duckdb.DuckDBPyConnection, target: int = SCHEMA_VERSION, *, path: str = "") -> int:
-    """Bring the file up to `target`; returns the version it started from.
-    Refuses (ForeignDatabase, NewerSchema) before writing anything to a file
-    that is not ocw's."""
-    from ocw.store.duckdb.ownership import classify
-
-    classify(con, path)
+def upgrade(con: duckdb.DuckDBPyConnection, target: int = SCHEMA_VERSION) -> int:
+    """Apply the migrations the file lacks, up to `target`; returns the version it
+    started from. Only for a file `ownership.classify` has claimed: callers go
+    through `ownership.migrate`, which claims first."""
     start = current_version(con)
     for number in range(start + 1, target + 1):
         con.begin()

@@ -27,7 +27,9 @@ import stat
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ocw.text.errors import BadDatabasePath, ForeignDatabase, NewerSchema
+from ocw.store.duckdb.settings import DUCKDB_CONFIG
+from ocw.store.marker import marker_version
+from ocw.text.errors import BadDatabasePath, ForeignDatabase
 
 MEMORY = ":memory:"
 MARKER_TABLE = "ocw_meta"
@@ -182,29 +184,6 @@ def legacy_schema(version: int) -> tuple:
         con.close()
 
 
-def marker_version(meta: dict[str, str], supported: int, where: str, schema: str, elsewhere: str) -> int | None:
-    """The schema version ocw's marker rows (`meta`: key -> value) state, or None when
-    they are not ocw's or the version is unreadable. Raises NewerSchema when a newer ocw
-    wrote them: this one would not know its tables, so it must not write (the DuckDB
-    file and the PostgreSQL schema share this rule; `schema` and `elsewhere` name
-    theirs in the message)."""
-    if meta.get("app") != "ocw":
-        return None
-    try:
-        version = int(meta.get("schema_version", "0"))
-    except ValueError:
-        return None
-    if version > supported:
-        from ocw import __version__
-
-        needs = meta.get("needs_ocw") or meta.get("written_by") or "a newer version"
-        raise NewerSchema(
-            f"{where} was written by ocw {meta.get('written_by', '?')} ({schema} {version}); this is ocw "
-            f"{__version__} (schema {supported})",
-            hint=f"upgrade ocw to {needs} or newer (pip install -U 'ocw>={needs}'), or use {elsewhere}")
-    return version if version >= 0 else None
-
-
 def classify(con, path: str = "") -> Claim:
     """Is the database behind `con` ocw's to write? SELECTs only. Raises
     ForeignDatabase or NewerSchema (one line) when it is not."""
@@ -233,8 +212,6 @@ def classify_file(path: str) -> Claim | None:
     None when it cannot be looked at now (another process holds it); the store
     checks again when it opens the file."""
     import duckdb
-
-    from ocw.store.duckdb.store import DUCKDB_CONFIG
 
     try:
         try:
@@ -267,3 +244,14 @@ def _legacy_version(con, tables, views, sequences, versions) -> int | None:
     if have != want_tables or {q for _, q in sequences} != set(want_sequences):
         return None
     return version
+
+
+def migrate(con, target: int | None = None, *, path: str = "") -> int:
+    """Claim the database behind `con`, then bring it up to `target` (the newest
+    schema by default); returns the version it started from. Refuses
+    (ForeignDatabase, NewerSchema) before writing anything to a file that is not
+    ocw's: the claim comes first, in this one entry, so no caller can skip it."""
+    from ocw.store.duckdb.migrations import SCHEMA_VERSION, upgrade
+
+    classify(con, path)
+    return upgrade(con, SCHEMA_VERSION if target is None else target)

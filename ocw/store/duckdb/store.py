@@ -21,13 +21,14 @@ from typing import Callable
 
 import duckdb
 
-from ocw.store.duckdb.db import DUCKDB_CONFIG, Db, _Db  # noqa: F401  (re-exported: tests and tools use them)
+from ocw.store.duckdb.db import Db
+from ocw.store.duckdb.settings import DUCKDB_CONFIG  # noqa: F401  (re-exported: tests and tools use it)
 from ocw.store.duckdb import ownership
 from ocw.text.errors import InvalidArgument, StoreError
 from ocw.context.graph import SUMMARY_NAME, Node
 from ocw.store.ids import new_id  # noqa: F401  (re-exported)
 from ocw.store.paths import default_db_path  # noqa: F401  (re-exported)
-from ocw.store.duckdb.migrations import migrate
+
 
 SESSION_COLUMNS = ("id", "name", "provider", "model", "context_window", "system_prompt", "head_id",
                    "occupancy_generation", "metadata", "rev", "count_epoch", "created_at", "updated_at")
@@ -89,7 +90,7 @@ class DuckDBStore:
                 with self.db.read_only() as con:
                     ownership.classify(con, self.path)
             with self.db.connect() as con:
-                migrate(con, path=self.path)
+                ownership.migrate(con, path=self.path)
         except duckdb.Error as e:
             self.db.close()
             raise StoreError(f"cannot open ocw database {self.path}: {e}") from None

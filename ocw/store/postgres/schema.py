@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ocw.text.errors import ForeignDatabase
-from ocw.store.duckdb.ownership import marker_version
+from ocw.store.marker import marker_version
 
 MARKER = "ocw_meta"
 NOTIFY_CHANNEL = "ocw_sessions"
@@ -212,7 +212,7 @@ def classify(cur, where: str) -> int:
 def migrate(conn, where: str) -> int:
     """Bring the database up to SCHEMA_VERSION in one transaction; returns the
     version it started from. Refuses a foreign or newer database before writing."""
-    from ocw import __version__
+    from ocw._version import __version__
 
     with conn.transaction(), conn.cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])

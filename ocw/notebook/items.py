@@ -1,4 +1,4 @@
-"""What the chat widget displays, built from stored rows: pure functions, no I/O.
+"""What the chat widget and `%branch` display, built from stored rows: pure functions, no I/O.
 
 The invariant that keeps the widget safe: the browser sets innerHTML only from an
 `html` field, and every `html` field here is `safe_html.markdown_html(...)` of
@@ -13,8 +13,8 @@ import datetime as _dt
 import functools
 import json
 
-from ocw.notebook.report import preview, redact
-from ocw.text.safe_html import markdown_html, plain_text
+from ocw.text.safe_html import markdown_html, plain_text, preview
+from ocw.text.secrets import redact
 
 PREVIEW = 80  # characters of a message shown in the graph and in %branch
 TOOL_ARGS = 120  # characters of a tool call's arguments on its one line

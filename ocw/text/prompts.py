@@ -1,0 +1,16 @@
+"""The fixed texts ocw writes into a model's request, read by the side that writes
+them (the compaction engine, the turn) and by the side that reads them (the
+built-in offline model), so neither takes them from the other's layer.
+"""
+from __future__ import annotations
+
+# The compaction engine starts a summary request's system prompt with this marker,
+# so the offline model knows to summarize instead of chatting.
+SUMMARY_MARKER = "<ocw:summarize>"
+# What the user asked the summary to keep (`%compact -- ...`) travels in the same
+# system prompt between these tags, so any summarizer reads it, the offline one too.
+FOCUS_OPEN, FOCUS_CLOSE = "<user-focus>", "</user-focus>"
+# The rolling summary goes out as a user message that starts with this line.
+SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"
+# A note ocw adds to a request (the pruned-context note) starts with this.
+SYSTEM_NOTE_PREFIX = "[system note] "
