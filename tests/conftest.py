@@ -1,7 +1,7 @@
 """Shared pytest fixtures (each team appends its imports)."""
 from refserver import refserver  # noqa: F401  (loopback OpenAI + Anthropic server)
 
-# -- store fixtures (tests/test_store.py & co.) ---------------------------------
+# -- store fixtures (tests/store/test_store.py & co.) ---------------------------------
 import pytest as _pytest  # noqa: E402
 
 

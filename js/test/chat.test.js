@@ -14,7 +14,7 @@ const WIDGETS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "widge
 const CSS = readFileSync(join(WIDGETS, "chat.css"), "utf8");
 const SOURCE = readFileSync(join(WIDGETS, "chat.js"), "utf8");
 
-// The table ocw.notebook.commands.slash_menu("en") sends: a checked copy (tests/test_chat_widget.py
+// The table ocw.notebook.commands.slash_menu("en") sends: a checked copy (tests/widgets/test_chat_widget.py
 // fails if it differs from Python's), so these tests run against the real command table.
 const COMMANDS = SLASH_MENU;
 

@@ -5,7 +5,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import widget, { colorClass, formatInt, formatPercent } from "../../widgets/context.js";
-// Python's UI_LABELS (ocw/widgets/ring.py), the one source of the widget's words; tests/test_widgets.py
+// Python's UI_LABELS (ocw/widgets/ring.py), the one source of the widget's words; tests/widgets/test_widgets.py
 // fails if this copy differs from it.
 import { fakeModel as makeModel } from "./fake_model.js";
 import UI_LABELS from "./ui_labels.json";

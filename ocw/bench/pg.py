@@ -13,7 +13,7 @@ Prints per-turn p50 / p99 (milliseconds, each writer's turns pooled) and the
 checks: nodes lost, duplicated, errors shown, and whether every session's
 branch is intact — one chain in seq order (every append landed under the HEAD
 its transaction read), a turn's two messages adjacent, HEAD its end. Timings
-are printed, never asserted (tests/test_bench_pg.py asserts the checks).
+are printed, never asserted (tests/bench/test_bench_pg.py asserts the checks).
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ compaction). A command's `required` says whether it needs an argument: the
 slash menu runs an optional-argument command on selection or Enter, and fills
 the prefix and waits for one that needs its argument. The widget runs a slash
 command as its magic (`magic_call`), so both say and do the same thing; every
-slash command therefore needs a line magic (tests/test_chat_widget.py checks).
+slash command therefore needs a line magic (tests/widgets/test_chat_widget.py checks).
 """
 from __future__ import annotations
 

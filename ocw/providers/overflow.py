@@ -12,7 +12,7 @@ before they scrub keys out of it (a one-letter dummy key once turned
 the HTTP status gate (only 400/413/422 can be an overflow; a 429 or a 5xx that
 mentions "too many tokens" is a rate limit or a server fault) is the caller's.
 
-Phrasings known (literal bodies are in tests/test_overflow.py):
+Phrasings known (literal bodies are in tests/providers/test_overflow.py):
 - OpenAI, vLLM, llama-cpp-python, DeepSeek, OpenRouter: "This model's maximum
   context length is N tokens. However, you requested M tokens (P in the
   messages, C in the completion)" / "your messages resulted in M tokens" /

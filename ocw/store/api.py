@@ -3,7 +3,7 @@
 `ocw.Store` and the sessions it builds talk to a backend only through these
 methods (rows in, rows out; see ocw/store/duckdb/store.py for the DuckDB file and
 ocw/store/postgres/store.py for a PostgreSQL database). Invariant: both backends have
-every member below with the same parameters — tests/test_store_contract.py
+every member below with the same parameters — tests/store/test_store_contract.py
 checks it against this Protocol, and runs the same store-level suite on both.
 
 Every write that depends on the session's current state takes a caller's

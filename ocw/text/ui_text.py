@@ -12,7 +12,7 @@ from ocw.text.i18n import normalize_lang
 # UI strings, per language, sent to the browser in the `labels` traitlet. This is
 # their one source: widgets/context.js has no table of its own (a missing key shows
 # as the key), and js/test/ui_labels.json, the copy the JS tests use, is checked
-# against it by tests/test_widgets.py.
+# against it by tests/widgets/test_widgets.py.
 UI_LABELS: dict[str, dict[str, str]] = {
     "en": {
         "title": "Context window",

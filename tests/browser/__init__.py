@@ -1,1 +1,1 @@
-"""Helpers and the notebook for tests/test_browser.py (a real JupyterLab in headless Chromium)."""
+"""Helpers and the notebook for tests/widgets/test_browser.py (a real JupyterLab in headless Chromium)."""

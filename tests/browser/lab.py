@@ -1,4 +1,4 @@
-"""A throwaway JupyterLab server and a headless Debian Chromium, for tests/test_browser.py.
+"""A throwaway JupyterLab server and a headless Debian Chromium, for tests/widgets/test_browser.py.
 
 Everything lives in one temporary directory: the server's root (holding a copy of the
 notebook, so autosave never writes into the repo), the JupyterLab user settings (news and

@@ -2,7 +2,7 @@
 that hold the store's invariants whatever a client does.
 
 Invariants, enforced by the database itself (a buggy or older client cannot
-break them, and tests/test_pg_store.py tries):
+break them, and tests/store/test_pg_store.py tries):
 - Node rows are append-only: a trigger refuses every UPDATE of `nodes`
   (recounts go to `node_counts`). Rows leave only with their session.
 - A node's parent is a node of the same session (a composite foreign key),

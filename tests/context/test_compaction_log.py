@@ -1,5 +1,5 @@
 """ocw/context/compaction_log.py: the bounded log `%summary` reads, as pure rules over
-session metadata (through the magics and the store: tests/test_parity.py)."""
+session metadata (through the magics and the store: tests/conversation/test_parity.py)."""
 from __future__ import annotations
 
 from ocw.context import compaction_log

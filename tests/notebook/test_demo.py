@@ -29,7 +29,7 @@ import nbformat
 
 from ocw.notebook import demo
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def outputs_text(nb) -> list[tuple[str, str]]:

@@ -4,7 +4,7 @@ Requests go through anywidget's own command dispatch (`_handle_custom_msg` with 
 "anywidget-command" message, the answer captured where the widget sends it), so what is
 tested is what the browser gets. Replies come from the offline model or the loopback
 server (tests/refserver.py). The browser side is tested in js/test/chat.test.js and, in a
-real JupyterLab, in tests/test_browser_chat.py.
+real JupyterLab, in tests/widgets/test_browser_chat.py.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from ocw.notebook.magics import get_runtime
 from ocw.text.safe_html import markdown_html
 from ocw.widgets.ring import ContextWidget
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TURN = "the loader reads events.parquet, joins the orders table and retries after 30 s timeouts. " * 12
 
 

@@ -1,6 +1,6 @@
 """ocw/text/focus.py, the pure rules a focus (`%compact -- keep the file paths`)
 steers the offline summarizer and the facts pass with: each rule at its edges.
-(Through the magics: tests/test_parity.py.)"""
+(Through the magics: tests/conversation/test_parity.py.)"""
 from __future__ import annotations
 
 import pytest

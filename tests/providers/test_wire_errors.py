@@ -1,6 +1,6 @@
 """A server's error → ocw's typed error, exactly (ocw/providers/wire_errors.py, overflow.py).
 
-tests/test_overflow.py checks the classification of every phrasing; this file pins
+tests/providers/test_overflow.py checks the classification of every phrasing; this file pins
 what the user reads and what the error carries: the one-line message word for word,
 the status, request id and body, and the server's own message picked out of each
 body shape (OpenAI, Anthropic, a bare string, plain text), cut at 300 characters.

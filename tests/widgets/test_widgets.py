@@ -16,7 +16,7 @@ from ocw.context.events import EventBus
 from ocw.text.i18n import system_message
 from ocw.widgets.ring import UI_LABELS, ContextWidget, ui_labels
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # -- sessions -----------------------------------------------------------------------

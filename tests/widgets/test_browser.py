@@ -22,7 +22,7 @@ import pytest
 
 from browser.lab import NotebookPage, cell_tags, notebook_in_chromium
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "tests" / "browser" / "context_ring.ipynb"
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 SCREENSHOTS = ("green.png", "yellow.png", "red.png", "panel-open.png", "busy.png", "after-compaction.png")

@@ -204,7 +204,7 @@ def fetch_page(n: int) -> str:
 @pytest.mark.parametrize("kind", KINDS)
 def test_ten_step_loop_compacts_between_steps_and_keeps_calls_with_results(ocw_shell, refserver, kind, capsys):
     shell, rt = ocw_shell
-    # Pruning old tool output (tests/test_parity.py) would come first: this is the summary's path.
+    # Pruning old tool output (tests/conversation/test_parity.py) would come first: this is the summary's path.
     configure(rt, refserver, kind, context_window=4000, max_tool_steps=12, prune_tool_output=False)
     run(shell, PAGES_CELL)
     refserver.summary_text = "Summary: pages of the report were fetched; revenue grew in every region."

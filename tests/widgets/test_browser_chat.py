@@ -23,7 +23,7 @@ import pytest
 
 from browser.lab import NotebookPage, cell_tags, notebook_in_chromium
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "tests" / "browser" / "chat_widget.ipynb"
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 SHOTS = ("chat-menu.png", "chat-compaction.png", "chat-streaming.png", "chat-rewind-confirm.png",

@@ -33,7 +33,7 @@ import pytest
 
 from browser.lab import NotebookPage, notebook_in_chromium
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 NOTEBOOK_NAME = "untrusted.ipynb"
 DUMMY_KEY = "sk-dummy-browser-0123456789"
