@@ -497,7 +497,7 @@ describe("conversation", () => {
     expect(el.querySelector("img")).toBe(null);
     // innerHTML is set only from `html`, `streaming` and step html (the kernel's sanitized output).
     const sinks = [...SOURCE.matchAll(/\.innerHTML\s*=\s*([^;]+);/g)].map((m) => m[1].trim());
-    expect(sinks).toEqual(["item.html", 'summary.html || ""', "step.html", "html"]);
+    expect(sinks).toEqual(["item.html", "note.html", 'summary.html || ""', "step.html", "html"]);
   });
 
   it("streams the reply as the kernel re-renders it", () => {
@@ -547,6 +547,21 @@ describe("conversation", () => {
     expect(seq).toEqual(["note:ocw-note-output", "n_a1", "n_a2", "note:ocw-note-started", "note:ocw-note-finished",
       "n_a3", "n_a4", "note:ocw-note-no_op", "note:ocw-note-failed"]);
     expect($(".ocw-note-output").tagName).toBe("PRE");
+  });
+
+  it("a command's result with html (/summary) shows that html; any other note only its text", () => {
+    mount({ notes: [
+      { id: 1, kind: "output", text: "Summary n_s1 [active]", html: "<p><strong>Summary n_s1</strong></p><blockquote><p>kept</p></blockquote>", after: "" },
+      { id: 2, kind: "info", text: "<b>not html</b>", html: "<b>ignored</b>", after: "" },
+      { id: 3, kind: "output", text: "<i>plain</i>", after: "" },
+    ] });
+    const [rich, info, plain] = $$(".ocw-note");
+    expect(rich.tagName).toBe("DIV");
+    expect(rich.querySelector("blockquote p").textContent).toBe("kept");
+    expect(info.textContent).toBe("<b>not html</b>");
+    expect(info.querySelector("b")).toBe(null);
+    expect(plain.tagName).toBe("PRE");
+    expect(plain.textContent).toBe("<i>plain</i>");
   });
 
   it("loads older messages on demand", async () => {

@@ -284,6 +284,26 @@ def test_compact_from_the_widget_shows_the_four_states_once_each(small, monkeypa
     assert all(n["after"] for n in w.notes)
 
 
+def test_summary_from_the_widget_puts_the_summary_into_the_conversation_as_sanitized_html(small, monkeypatch):
+    """/summary returns its result (text and HTML) and the widget shows both: before
+    commands returned results, it showed only what a magic printed, and %summary
+    displays rich output, so the note never came (issue 21)."""
+    turns(small, 6)
+    w = ocw.chat()
+    invoke(w, "chat_run", {"name": "compact", "args": ""}, monkeypatch)
+    before = len(w.notes)
+    answer = invoke(w, "chat_run", {"name": "summary", "args": ""}, monkeypatch)
+    assert answer["ok"] is True and answer["output"].startswith("Summary n_") and "[active]" in answer["output"]
+    assert len(w.notes) == before + 1
+    note = w.notes[-1]
+    assert note["kind"] == "output" and note["text"] == answer["output"]
+    assert note["html"].startswith("<p><strong>Summary n_") and "<blockquote>" in note["html"]
+    assert "<script" not in note["html"]
+    # A command whose result is plain text carries no html: the browser shows its text.
+    invoke(w, "chat_run", {"name": "branch", "args": ""}, monkeypatch)
+    assert "html" not in w.notes[-1]
+
+
 def test_with_no_session_a_command_that_needs_one_says_so_and_does_nothing(ip, monkeypatch):
     w = ocw.chat()
     for name in ("compact", "rewind", "branch"):
