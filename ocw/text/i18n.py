@@ -125,13 +125,16 @@ def system_message(event: str, payload: dict | None = None, lang: str | None = N
         if payload.get("no_op"):
             kind = payload.get("no_op_kind")
             return text({"too_short": "no_op_short", "nothing_older": "no_op_tail"}.get(kind, "no_op"), lang)
-        return text(
+        done = text(
             "finished",
             lang,
             n=payload.get("summarised_count", 0),
             before=f"{payload.get('tokens_before', 0):,}",
             after=f"{payload.get('tokens_after', 0):,}",
         )
+        if payload.get("structural_window"):  # no model-written summary could fit: said in one line
+            done += ("。" if normalize_lang(lang) == "zh" else ". ") + text("structural_summary", lang, window=f"{payload['structural_window']:,}")
+        return done
     if event == "compaction_failed":
         err = payload.get("error")
         if payload.get("error_key") in MESSAGES["en"]:  # ocw's own words: in the user's language
