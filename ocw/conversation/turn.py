@@ -182,6 +182,7 @@ class Turn:
         compaction could not bring it under."""
         s = self.session
         history = s.rendered_history()
+        self._basis = s.usage_basis()  # the context this request is built on (its sample's)
         parts = s.occupancy_parts()
         if history and history[0]["role"] == "system" and "id" not in history[0]:
             history[0] = {**history[0], "tokens": parts["system"]}
@@ -340,7 +341,8 @@ class Turn:
                     # One write: the turn and its usage sample (DESIGN.md §3: measured
                     # against the HEAD this request produced).
                     ids = s.append_many([*pending, ("assistant", repaired(assistant))],
-                                        usage=self._usage_to_record(reply))
+                                        usage=self._usage_to_record(reply),
+                                        basis=getattr(self, "_basis", None))
                     self.result.node_ids += ids
                     self._note_missing_usage(reply)
                     break
