@@ -49,6 +49,8 @@ def context_table(session, lang: str | None = None) -> str:
     basis = L[occ["basis"]]
     if occ.get("calibration"):
         basis += f" ({L['calibration']} = {occ['calibration']:.2f}"
+        if occ.get("calibration_samples"):  # how much it rests on (issue 23)
+            basis += ", " + i18n.text("cal_samples", lang, n=occ["calibration_samples"])
         basis += f"; {L['rows_scaled']})" if occ.get("calibrated") else ")"
     encoding = occ["encoding"] if occ.get("encoding_exact", True) else f"{occ['encoding']} ({L['estimate']})"
     lines.append(f"  {L['basis']}: {basis}; {L['encoding']}: {encoding}")

@@ -38,6 +38,7 @@ MESSAGES = {
                               "a structural summary (no model call) was used.",
         "status_auto_paused": "auto-compact paused (%compact works)",
         "status_reactive_off": "overflow recovery off",
+        "cal_samples": "{n} samples",  # the %context table: what the calibration rests on
         "snipped": "The request was still over the window after compaction; {n} older message{s} left out of this "
                    "request only (still kept in the session).",
         "snipped_uncompacted": "The request was over the window and nothing was compacted this turn; {n} older "
@@ -88,6 +89,7 @@ MESSAGES = {
         "structural_summary": "摘要模型的窗口（{window} tokens）容不下模型撰写的摘要；已改用结构化摘要（不调用模型）。",
         "status_auto_paused": "自动压缩已暂停（%compact 仍可用）",
         "status_reactive_off": "溢出恢复已关闭",
+        "cal_samples": "{n} 个样本",
         "snipped": "压缩后请求仍超出窗口；本次请求省略了 {n} 条较早的消息（会话中仍保留）。",
         "snipped_uncompacted": "请求超出窗口，且本轮没有进行压缩；本次请求省略了 {n} 条较早的消息"
                                "（会话中仍保留；%compact 可将其折叠进摘要）。",
