@@ -225,7 +225,7 @@ class AnthropicProvider(HTTPProvider):
             if not done and seen:
                 raise self._error("stream ended without message_stop", response=response)
         content = [c for c in (_ocw_block(blocks[i]) for i in sorted(blocks)) if c is not None] if seen else []
-        if not seen or not any((c.get("type") == "text" and c.get("text", "").strip()) or c.get("type") == "tool_use"
+        if not seen or not any((c.get("type") == "text" and c.get("text")) or c.get("type") == "tool_use"
                                for c in content):
             # No event at all, or an empty reply (no text, no tool call): asked once
             # unstreamed, so a refusal behind a gateway is seen; the empty stream's usage is not kept.
