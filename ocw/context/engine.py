@@ -136,6 +136,7 @@ def _summary_input(previous: str, lines: list[str]) -> str:
     return f"<previous-summary>\n{prev}\n</previous-summary>\n\n<new-turns>\n" + "\n\n".join(lines) + "\n</new-turns>"
 
 
+MIN_SUMMARIZER_INPUT = 256  # tokens of input below which no summarizer call is made
 WRAPPER_TOKENS = 32  # the <previous-summary>/<new-turns> tags around a chunk
 CUT_NOTE = " […cut for the summarizer]"
 
@@ -199,7 +200,7 @@ def prepare(plan: Plan, provider, *, window: int, calibration: float, encoding: 
     prep = Prepared(plan, provider=provider, window=window, out_budget=out_budget,
                     max_tokens=math.ceil(out_budget * calibration), in_budget=in_budget, encoding=enc,
                     focus=clean_focus(focus), system=system)
-    if in_budget < 256:
+    if in_budget < MIN_SUMMARIZER_INPUT:
         return prep  # summarize() fails with a clear message, after compaction_started
     old_tokens = count_text(plan.old_summary_text, enc)
     first_room = max(128, in_budget - old_tokens - WRAPPER_TOKENS)
@@ -264,7 +265,7 @@ def summarize(provider, prep: Prepared) -> tuple[str, int]:
     takes as many lines as fit beside the current partial summary, and its input is
     counted exactly before it is sent, so every call fits the summarizer's window.
     Returns (text, calls made)."""
-    if prep.in_budget < 256:
+    if prep.in_budget < MIN_SUMMARIZER_INPUT:
         raise OcwError.localized("err_summarizer_window", window=f"{prep.window:,}")
     enc = prep.encoding
     partial = prep.plan.old_summary_text

@@ -359,6 +359,7 @@ class BranchView(PrunedView):
                 session_id=self.id,
                 session_name=self.name,
                 window_source=self.window_source,
+                calibration_samples=cal.calibration_samples(self._row["metadata"], self.model),
             )
             saved, results = self.pruned()
             if results:  # in the ring's tokens: the figure a user compares with the total

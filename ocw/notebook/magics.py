@@ -105,7 +105,8 @@ class OcwMagics(Magics):
             raise UsageError(interrupted_message(getattr(getattr(e, "turn_result", None), "tool_steps", 0))) from None
         view.finish()  # a reached step limit was already said by the turn's system message
         if self.runtime.config.status_line and self.runtime.current is not None:
-            print(report.status_line(self.runtime.current, self.runtime.config.lang))
+            print(report.status_line(self.runtime.current, self.runtime.config.lang,
+                                     self.runtime.config.reactive_compact))
 
     compact = line_magic("compact")(_runs("compact"))
     context = line_magic("context")(_runs("context"))

@@ -264,7 +264,7 @@ class Runtime:
             return run_turn(
                 s, text, provider, threshold=self.config.auto_compact, lang=self.config.lang,
                 tools=registry, max_steps=self.config.max_tool_steps, max_output_tokens=self.config.max_output_tokens,
-                prune=self.config.prune_tool_output,
+                prune=self.config.prune_tool_output, reactive_compact=self.config.reactive_compact,
                 on_text=on_text, on_system=on_system, on_tool=on_tool,
             )
         except BaseException:

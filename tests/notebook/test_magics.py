@@ -651,8 +651,10 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
         assert f"{label:<18} {occ['breakdown'][key]:>9,}" in out, label
     assert f"{'Total':<18} {occ['total']:>9,} / 2,000 tokens ({100 * occ['ratio']:.1f}%)" in out
     assert occ["calibrated"]  # the server counts differently from the estimate: rows are scaled
-    assert (f"Basis: measured (measured ÷ estimated = {occ['calibration']:.2f}; the rows are scaled to add up to "
-            "the total); Encoding: o200k_base") in out
+    n = occ["calibration_samples"]
+    assert n >= 1 and ocw.current_session().metadata["calibration"]["samples"] == n  # issue 23: what it rests on
+    assert (f"Basis: measured (measured ÷ estimated = {occ['calibration']:.2f}, {n} samples; the rows are scaled to "
+            "add up to the total); Encoding: o200k_base") in out
     # Every figure agrees: the rows add up to the total, the percents to 100.0 %.
     assert sum(occ["breakdown"][k] for k in ("system", "tools", "summary", "messages")) == occ["total"]
     shown = [float(ln.rsplit(None, 1)[-1].rstrip("%")) for ln in out.splitlines()[1:6]]
