@@ -2,9 +2,19 @@
 
 Summaries paraphrase; paraphrase loses the exact strings a user needs later —
 a path, a URL, an id, `a_function`, 250 ms, KeyError. After the summarizer
-answers, every such identifier from its input that its text omits is appended
-as a compact list, within a cap. Because the list is part of the summary text,
-the next (rolling) compaction sees it as input and carries it on.
+answers, every such identifier from its input that its text (and the session
+memory beside it) omits is appended as a compact list, within a cap.
+
+Rules (issue 22, item 4), and why they hold:
+- A value keeps what it names: a quantity is listed as "p95 latency 741 ms",
+  not a bare "741 ms" (`_named` takes the words before it in the source).
+- Newest first when room runs out: candidates are ranked by their last
+  occurrence in the source, latest first, so `run_20` beats `run_1`.
+- Never re-added: values the memory marks superseded or retracted
+  (`exclude`) are skipped, whatever the source says.
+- Never harvested from ocw's own text: the source is cleaned of prune stubs,
+  cut notes, system notes, memory blocks and earlier identifier lists
+  (`memory_rules.clean`) before anything is extracted.
 """
 from __future__ import annotations
 
@@ -12,6 +22,7 @@ import re
 
 from ocw.text.tokens import count_text
 from ocw.text.focus import focused_first
+from ocw.context.memory_rules import clean
 
 _PATTERNS = [
     r"https?://[^\s<>\"'`)\]]+",  # URLs
@@ -51,14 +62,35 @@ def _present(ident: str, text: str) -> bool:
     return re.search(r"(?<![\w.])" + re.escape(bare) + r"(?![\w])", text) is not None
 
 
+_QUANTITY = re.compile(r"^\d")
+_NAME_BEFORE = re.compile(r"([A-Za-z_][\w.-]*(?:[ _][A-Za-z_][\w.-]*){0,2})\s*(?:is now|is|was|of|at|=|:|to)?\s*$")
+
+
+def _named(ident: str, source: str) -> str:
+    """A quantity with the name before its last occurrence ("p95 latency 741 ms")."""
+    if not _QUANTITY.match(ident):
+        return ident
+    at = source.rfind(ident)
+    line_start = source.rfind("\n", 0, at) + 1
+    m = _NAME_BEFORE.search(source[max(line_start, at - 60):at])
+    return f"{m.group(1)} {ident}" if m else ident
+
+
 def missing_identifiers(source: str, summary: str) -> list[str]:
-    return [i for i in extract_identifiers(source) if not _present(i, summary)]
+    """Identifiers of `source` that `summary` omits, newest (latest last occurrence) first."""
+    found = [i for i in extract_identifiers(source) if not _present(i, summary)]
+    return sorted(found, key=lambda i: -source.rfind(i.strip("`")))
 
 
-def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focus: str | None = None) -> str:
-    """Append identifiers from `source` that `summary` omits, within `cap_tokens`;
-    those of the kinds a `focus` names ("keep the file paths") come first."""
-    missing = focused_first(missing_identifiers(source, summary), focus)
+def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focus: str | None = None,
+                 exclude=(), present: str = "") -> str:
+    """Append identifiers from `source` that `summary` (and `present`, the memory's
+    text) omits, within `cap_tokens`, newest first; those of the kinds a `focus`
+    names ("keep the file paths") come first; `exclude` (stale values) never."""
+    source = clean(source)
+    stale = {str(x).strip("`") for x in exclude}
+    missing = [i for i in missing_identifiers(source, summary + "\n" + present) if i.strip("`") not in stale]
+    missing = focused_first([_named(i, source) for i in missing], focus)
     if not missing or cap_tokens <= 0:
         return summary
     chosen: list[str] = []
