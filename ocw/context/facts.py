@@ -14,7 +14,9 @@ Rules (issue 22, item 4), and why they hold:
   (`exclude`) are skipped, whatever the source says.
 - Never harvested from ocw's own text: the source is cleaned of prune stubs,
   cut notes, system notes, memory blocks and earlier identifier lists
-  (`memory_rules.clean`) before anything is extracted.
+  (`memory_rules.clean`) before anything is extracted. The previous summary's
+  own "Key identifiers:" list is the one exception: it is how identifiers the
+  memory does not hold are carried from summary to summary.
 """
 from __future__ import annotations
 
@@ -63,7 +65,10 @@ def _present(ident: str, text: str) -> bool:
 
 
 _QUANTITY = re.compile(r"^\d")
-_NAME_BEFORE = re.compile(r"([A-Za-z_][\w.-]*(?:[ _][A-Za-z_][\w.-]*){0,2})\s*(?:is now|is|was|of|at|=|:|to)?\s*$")
+_NAME_BEFORE = re.compile(r"(?<![\w.-])([A-Za-z_][\w.-]*(?: [A-Za-z_][\w.-]*){0,2})\s*(?:\bis now\b|\bis\b|\bwas\b|=|:|"
+                          r"\bof\b|\bat\b|\bto\b)\s*$")
+_NOT_A_NAME = frozenset("and also or but the a an it this that please remember took takes about around only just "
+                        "was is to of at".split())
 
 
 def _named(ident: str, source: str) -> str:
@@ -73,13 +78,20 @@ def _named(ident: str, source: str) -> str:
     at = source.rfind(ident)
     line_start = source.rfind("\n", 0, at) + 1
     m = _NAME_BEFORE.search(source[max(line_start, at - 60):at])
-    return f"{m.group(1)} {ident}" if m else ident
+    if not m:
+        return ident
+    # Only a name written just before the value, with nothing ocw-like in it.
+    words = m.group(1).split()
+    while words and words[0].lower() in _NOT_A_NAME:
+        words.pop(0)
+    if not words or any(w.lower() in _NOT_A_NAME for w in words):
+        return ident
+    return f"{' '.join(words)}: {ident}"
 
 
 def missing_identifiers(source: str, summary: str) -> list[str]:
-    """Identifiers of `source` that `summary` omits, newest (latest last occurrence) first."""
-    found = [i for i in extract_identifiers(source) if not _present(i, summary)]
-    return sorted(found, key=lambda i: -source.rfind(i.strip("`")))
+    """Identifiers of `source` that `summary` omits, in order of first appearance."""
+    return [i for i in extract_identifiers(source) if not _present(i, summary)]
 
 
 def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focus: str | None = None,
@@ -87,10 +99,14 @@ def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focu
     """Append identifiers from `source` that `summary` (and `present`, the memory's
     text) omits, within `cap_tokens`, newest first; those of the kinds a `focus`
     names ("keep the file paths") come first; `exclude` (stale values) never."""
-    source = clean(source)
+    source = clean(source, keep_lists=True)
     stale = {str(x).strip("`") for x in exclude}
-    missing = [i for i in missing_identifiers(source, summary + "\n" + present) if i.strip("`") not in stale]
-    missing = focused_first([_named(i, source) for i in missing], focus)
+    raw = [i for i in missing_identifiers(source, summary + "\n" + present) if i.strip("`") not in stale]
+    raw.sort(key=lambda i: -source.rfind(i.strip("`")))  # newest first
+    first = {}
+    for i in raw:
+        first[_named(i, source)] = source.find(i.strip("`"))
+    missing = focused_first(list(first), focus)
     if not missing or cap_tokens <= 0:
         return summary
     chosen: list[str] = []
@@ -103,4 +119,6 @@ def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focu
         used += cost
     if not chosen:
         return summary
+    # Chosen newest first; listed as they came (the focus's kinds first).
+    chosen = focused_first(sorted(chosen, key=lambda i: first[i]), focus)
     return summary.rstrip() + f"\n\n{FACTS_HEADER} " + "; ".join(chosen)

@@ -25,15 +25,19 @@ _OWN_PREFIXES = ("(offline model)", "[old tool output pruned:", SYSTEM_NOTE_PREF
 _OWN_LINE = re.compile(r"\[… [\d,]+ of [\d,]+ tokens cut from this tool result[^\]]*\]|\[old tool output pruned:[^\]]*\]")
 
 
-def own_text(line: str) -> bool:
-    """A line ocw wrote itself (never a source of facts)."""
+_LISTS = ("Key identifiers:", "Identifiers:")
+
+
+def own_text(line: str, keep_lists: bool = False) -> bool:
+    """A line ocw wrote itself (never a source of facts). `keep_lists`: the previous
+    summary's identifier lists are kept (the facts pass carries them on)."""
     s = line.strip()
-    return s.startswith(_OWN_PREFIXES)
+    return s.startswith(_OWN_PREFIXES) and not (keep_lists and s.startswith(_LISTS))
 
 
-def clean(text: str) -> str:
+def clean(text: str, keep_lists: bool = False) -> str:
     """`text` without ocw's own lines and stubs."""
-    return "\n".join(_OWN_LINE.sub(" ", ln) for ln in text.splitlines() if not own_text(ln))
+    return "\n".join(_OWN_LINE.sub(" ", ln) for ln in text.splitlines() if not own_text(ln, keep_lists))
 
 
 _NUM_WORDS = "zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|sixteen|twenty|thirty|fifty|hundred"
