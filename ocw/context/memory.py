@@ -35,7 +35,7 @@ KINDS = ("instruction", "decision", "setting", "todo", "working")
 STATUSES = ("current", "superseded", "retracted", "closed")
 # Eviction: the first kinds here go first (oldest first within a kind).
 EVICT_ORDER = ("working", "todo", "setting", "decision", "instruction")
-MEMORY_HEADER = "## Session memory (current facts; what was changed, retracted or closed is not listed)"
+MEMORY_HEADER = "[Session memory: current facts; what was changed, retracted or closed is not listed]"
 SECTION_TITLES = {"instruction": "Standing instructions and preferences", "decision": "Decisions",
                   "setting": "Current settings and values", "todo": "Open TODOs and questions",
                   "working": "Working set (newest first)"}

@@ -21,7 +21,7 @@ from ocw.context.memory import Event, Item, norm_key
 from ocw.text.prompts import SUMMARY_PREFIX, SYSTEM_NOTE_PREFIX
 
 _OWN_PREFIXES = ("(offline model)", "[old tool output pruned:", SYSTEM_NOTE_PREFIX.strip(), SUMMARY_PREFIX.strip(),
-                 "Key identifiers:", "Identifiers:", "## Session memory", "[… ")
+                 "Key identifiers:", "Identifiers:", "[Session memory:", "[… ")
 _OWN_LINE = re.compile(r"\[… [\d,]+ of [\d,]+ tokens cut from this tool result[^\]]*\]|\[old tool output pruned:[^\]]*\]")
 
 
