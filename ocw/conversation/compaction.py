@@ -19,7 +19,8 @@ summarizer and checks the text. This is where a session meets it:
 from __future__ import annotations
 
 from ocw.context import events as ev
-from ocw.context.engine import MIN_SUMMARIZER_INPUT, CompactionResult, finish, plan_compaction, prepare, summarize
+from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, finish, plan_compaction,
+                                prepare, summarize, summary_blocks)
 from ocw.context.structural import structural_summary
 from ocw.text.errors import CompactionInProgress, OcwError
 from ocw.text.i18n import text as i18n_text
@@ -62,8 +63,9 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
     # "X" of "X → Y" is the figure the ring showed just before (measured or calibrated).
     tokens_before = session.occupancy()["total"]
     head, generation = session.head, session.generation
+    active = session.active_summary()
     plan = plan_compaction(session.rendered_history(), session.context_window, keep_recent_tokens,
-                           session.calibration)
+                           session.calibration, first_turn=(active.cover_count if active else 0) + 1)
     if isinstance(plan, tuple):  # decided before any LLM call: no compaction_started, no summarizer call
         kind, reason = plan
         payload = {"no_op": True, "no_op_kind": kind, "reason": reason, "trigger": trigger,
@@ -80,7 +82,8 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
     structural = prep.in_budget < MIN_SUMMARIZER_INPUT  # no room for one call: no model call at all
     try:
         text = structural_text(prep) if structural else summarize(provider, prep)[0]
-        text = finish(prep, text)
+        memory = build_memory(prep, session.context_window)
+        text = summary_blocks(finish(prep, text, memory), memory)
         record = {"trigger": trigger, "before": tokens_before, "folded": len(plan.new_messages),
                   "focus": prep.focus or None}
         summary_id = session._persist_summary(text, plan.boundary_id, head, generation,

@@ -388,7 +388,7 @@ class Session(BranchView):
 
         return compact(self, keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=provider, focus=focus)
 
-    def _persist_summary(self, text: str, boundary_id: str, expected_head: str | None, expected_generation: int,
+    def _persist_summary(self, text: str | list, boundary_id: str, expected_head: str | None, expected_generation: int,
                          usage_samples=(), record: dict | None = None) -> str:
         """Append the summary node beside the branch (its boundary: the last covered
         node), supersede the old one, bump the generation and count the compaction —
@@ -401,7 +401,8 @@ class Session(BranchView):
         import datetime as _dt
 
         from ocw.context import compaction_log
-        blocks = [{"type": "text", "text": text}]
+        # `text`: the summary's prose, or its blocks (prose, then the session memory's block).
+        blocks = list(text) if isinstance(text, list) else [{"type": "text", "text": text}]
         with self._lock:
             boundary = self._rows.get(boundary_id) if isinstance(boundary_id, str) else None
             if boundary is None or not self._on_branch(boundary):

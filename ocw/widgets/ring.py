@@ -32,7 +32,7 @@ from ocw.text.i18n import normalize_lang, system_message
 
 log = logging.getLogger("ocw")
 
-CATEGORIES = ("system", "tools", "summary", "messages", "free")
+CATEGORIES = ("system", "tools", "summary", "memory", "messages", "free")
 
 from ocw.text.ui_text import UI_LABELS, ui_labels  # noqa: E402  (the one source of UI text)
 
