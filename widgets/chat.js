@@ -119,7 +119,9 @@ function render({ model, el, experimental, host, signal }) {
   main.append(graph, conversation);
 
   const footer = h("div", "ocw-chat-footer");
-  const composer = h("div", "ocw-composer");
+  // data-lm-suppress-shortcuts: Lumino (JupyterLab, Notebook 7) stops looking for a
+  // shortcut at this element, so even a capture-phase keymap never sees the composer's keys.
+  const composer = h("div", "ocw-composer", { "data-lm-suppress-shortcuts": "true" });
   const menu = h("ul", "ocw-menu", { role: "listbox", id: `${uid}-menu` });
   menu.hidden = true;
   const input = h("textarea", "ocw-input", {
@@ -370,6 +372,12 @@ function render({ model, el, experimental, host, signal }) {
   }
 
   listen(input, "input", () => syncMenu());
+  // The composer owns its keys: no keydown/keyup/keypress from it reaches the notebook
+  // (Shift+Enter would run the cell and lose the draft; Escape would leave edit mode).
+  const ownKey = (e) => e.stopPropagation();
+  listen(composer, "keyup", ownKey);
+  listen(composer, "keypress", ownKey);
+  listen(composer, "keydown", ownKey);
   listen(input, "keydown", (e) => {
     if (e.isComposing || e.keyCode === 229) return; // an IME is composing: its Enter is not ours
     const open = menuState === "open" && matches.length > 0;

@@ -403,6 +403,49 @@ describe("keyboard: the ARIA combobox pattern", () => {
     expect(invoke.calls).toEqual([]);
   });
 
+  it("the composer owns its keys: none of them reaches the notebook (document or the cell)", () => {
+    mount();
+    const seen = [];
+    const spy = (e) => seen.push(`${e.type}:${e.key}`);
+    for (const t of ["keydown", "keyup", "keypress"]) {
+      document.addEventListener(t, spy);
+      el.addEventListener(t, spy);
+    }
+    try {
+      type("line one");
+      key("Enter", { shiftKey: true }); // a new line, not the notebook's run-and-advance
+      key("Escape"); // not the notebook's command mode
+      key("Tab");
+      type("/");
+      expect(menuOpen()).toBe(true);
+      key("ArrowDown");
+      key("ArrowUp");
+      key("Tab");
+      type("/");
+      key("Escape");
+      for (const t of ["keyup", "keypress"]) {
+        input().dispatchEvent(new KeyboardEvent(t, { key: "Enter", shiftKey: true, bubbles: true }));
+      }
+      type("hello");
+      key("Enter"); // the send
+      expect(seen).toEqual([]);
+      // A key outside the composer still bubbles: the spy is live, so [] above can fail.
+      $(".ocw-conversation").dispatchEvent(new KeyboardEvent("keydown", { key: "j", bubbles: true }));
+      expect(seen).toEqual(["keydown:j", "keydown:j"]);
+    } finally {
+      for (const t of ["keydown", "keyup", "keypress"]) {
+        document.removeEventListener(t, spy);
+        el.removeEventListener(t, spy);
+      }
+    }
+  });
+
+  it("Lumino's keymap stops at the composer (data-lm-suppress-shortcuts)", () => {
+    mount();
+    expect(input().closest("[data-lm-suppress-shortcuts]")).not.toBe(null);
+    expect($(".ocw-conversation").closest("[data-lm-suppress-shortcuts]")).toBe(null);
+  });
+
   it("an IME's Enter is not a send", () => {
     mount();
     type("你好");
