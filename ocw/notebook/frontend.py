@@ -62,21 +62,29 @@ class Frontend:
         return "default"
 
 
-def _program_words(cmdline: list[str]) -> list[str]:
-    """The program and module names of a command line (`python -m papermill` → papermill)."""
-    words = []
-    for i, arg in enumerate(cmdline[:4]):
-        if arg.startswith("-") and arg != "-m":
-            continue
-        if i and cmdline[i - 1] == "-m" or not arg.startswith("-"):
-            words.append(Path(arg).name.lower())
-    if len(cmdline) > 1 and Path(cmdline[0]).name.lower() == "jupyter" and not cmdline[1].startswith("-"):
-        words.append(f"jupyter-{cmdline[1].lower()}")  # `jupyter console` before it execs jupyter-console
+def program_words(cmdline: list[str]) -> list[str]:
+    """What names the program of a command line: its file, the script or module a Python
+    runs (`python -m papermill`, `python …/jupyter-console`), and `jupyter-<sub>` for
+    `jupyter <sub>` (before jupyter execs jupyter-<sub>)."""
+    if not cmdline:
+        return []
+    words = [Path(cmdline[0]).name.lower()]
+    rest = cmdline[1:]
+    if words[0].startswith("python") and rest:
+        words.append(rest[1].lower() if rest[0] == "-m" and len(rest) > 1 else Path(rest[0]).name.lower())
+    elif words[0] == "jupyter" and rest and not rest[0].startswith("-"):
+        words.append(f"jupyter-{rest[0].lower()}")
     return words
 
 
+VALUE_OPTIONS = ("--output", "-o", "--output-dir", "--output_dir")  # their value is not the input
+
+
 def _notebook_arg(cmdline: list[str]) -> str:
-    return next((a for a in cmdline[1:] if a.endswith(".ipynb")), "")
+    """The notebook a launcher runs: its first .ipynb argument that is not an option's
+    value (`nbconvert --output out.ipynb in.ipynb`; papermill's input comes first)."""
+    return next((a for i, a in enumerate(cmdline) if i and a.endswith(".ipynb")
+                 and cmdline[i - 1] not in VALUE_OPTIONS and not a.startswith("--")), "")
 
 
 def detect(*, environ, user_ns=None, ancestors=(), zmq: bool = True, now: _dt.datetime | None = None,
@@ -95,11 +103,13 @@ def detect(*, environ, user_ns=None, ancestors=(), zmq: bool = True, now: _dt.da
         nb = next((_notebook_arg(c) for c in ancestors if _notebook_arg(c)), "")
         return Frontend("voila", nb, kernel_id or stamp)
     for cmdline in ancestors:
-        words = _program_words(cmdline)
+        words = program_words(cmdline)
         for kind, names in LAUNCHERS:
             if any(w in names or w.startswith(tuple(n + "." for n in names)) for w in words):
                 nb = _notebook_arg(cmdline)
-                return Frontend(kind, nb, (kernel_id or stamp) if kind == "voila" else stamp)
+                # A batch run: its time, and the kernel's id so two runs in one second differ.
+                return Frontend(kind, nb, (kernel_id or stamp) if kind == "voila"
+                                else " · ".join(x for x in (stamp, kernel_id) if x))
     return Frontend("kernel")
 
 
