@@ -313,7 +313,8 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             err = OcwError(i18n_text("no_session", self.lang))
             err.answer = {"no_session": True}
             raise err
-        if cmd.name == "context":  # the ring beside the composer opens its panel
+        if cmd.name == "context" and not args.strip():  # the ring beside the composer opens its panel
+            # (with --text the table goes into the conversation, as in a terminal)
             if self.ring is not None:
                 self.ring.panel_open = True
             return {}

@@ -304,6 +304,27 @@ def test_summary_from_the_widget_puts_the_summary_into_the_conversation_as_sanit
     assert "html" not in w.notes[-1]
 
 
+def test_context_text_and_doctor_appear_in_the_conversation_as_in_a_cell(small, monkeypatch, capsys):
+    """/context --text and /doctor put the same text into the conversation that their
+    magics print in a terminal (issue 24): one Result, shown per surface."""
+    from ocw.notebook import actions
+
+    turns(small, 2)
+    w = ocw.chat()
+    before = len(w.notes)
+    answer = invoke(w, "chat_run", {"name": "context", "args": "--text"}, monkeypatch)
+    table = actions.run(get_runtime(), "context", "--text").text
+    assert answer["ok"] is True and answer["output"] == table.strip() and "Total" in table
+    assert w.notes[-1]["kind"] == "output" and w.notes[-1]["text"] == table.strip()
+    assert w.ring.panel_open is False  # --text is the table, not the panel
+    answer = invoke(w, "chat_run", {"name": "doctor", "args": ""}, monkeypatch)
+    doctor = actions.run(get_runtime(), "doctor").text
+    assert answer["ok"] is True and w.notes[-1]["text"] == doctor.strip() and len(w.notes) == before + 2
+    # Bare /context still opens the ring's panel and adds no note.
+    invoke(w, "chat_run", {"name": "context", "args": ""}, monkeypatch)
+    assert w.ring.panel_open is True and len(w.notes) == before + 2
+
+
 def test_with_no_session_a_command_that_needs_one_says_so_and_does_nothing(ip, monkeypatch):
     w = ocw.chat()
     for name in ("compact", "rewind", "branch"):
