@@ -90,14 +90,14 @@ def _notebook_arg(cmdline: list[str]) -> str:
 def detect(*, environ, user_ns=None, ancestors=(), zmq: bool = True, now: _dt.datetime | None = None,
            kernel_id: str = "") -> Frontend:
     """The front end from its traces (see the module's docstring), nearest launcher first."""
-    if not zmq:
-        return Frontend("terminal")
     path = environ.get("JPY_SESSION_NAME", "").strip()
     if path:
         return Frontend("notebook", path)
     vsc = (user_ns or {}).get("__vsc_ipynb_file__")
     if isinstance(vsc, str) and vsc.strip():
         return Frontend("vscode", vsc.strip())
+    if not zmq:
+        return Frontend("terminal")
     stamp = (now or _dt.datetime.now()).strftime("%Y-%m-%d %H:%M:%S")
     if environ.get("SERVER_SOFTWARE", "").lower().startswith("voila"):
         nb = next((_notebook_arg(c) for c in ancestors if _notebook_arg(c)), "")

@@ -67,6 +67,8 @@ def test_console_has_no_display_updates_and_unknown_kernels_stay_default():
     k = detect(environ={}, ancestors=[["/v/bin/python", "-m", "pytest", "tests/x.py"]])
     assert k == Frontend("kernel") and k.updates and k.session_name({}) == "default"
     assert detect(environ={}, zmq=False).kind == "terminal" and not Frontend("terminal").updates
+    # A notebook's name counts in any shell (the magics decide rich output by the shell).
+    assert detect(environ={"JPY_SESSION_NAME": "a.ipynb"}, zmq=False).session_name({}) == "a.ipynb"
     # A notebook path among the arguments does not make an unknown program a batch run.
     assert detect(environ={}, ancestors=[["/usr/bin/vim", "a.ipynb"]]).kind == "kernel"
     assert program_words(["/v/bin/python3.11", "-m", "papermill", "a.ipynb"]) == ["python3.11", "papermill"]
