@@ -205,7 +205,7 @@ def test_ocw_can_live_in_its_own_schema_beside_other_tables(pg_url):
     b = PostgresStore(url)
     new_session(b)
     b.close()
-    assert sql(pg_url, "SELECT id FROM ocw.conversation.sessions") == [("s1",)] and objects(pg_url) == [("invoices",)]
+    assert sql(pg_url, "SELECT id FROM ocw.sessions") == [("s1",)] and objects(pg_url) == [("invoices",)]
 
 
 # -- connections --------------------------------------------------------------------------------------
