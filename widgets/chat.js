@@ -296,12 +296,23 @@ function render({ model, el, experimental, host, signal }) {
     runCommand(command, "");
   }
 
+  let unknownAsked = null; // the unknown /word the user was asked about
+
   /** Enter with the menu closed or closing: a registered command runs, else chat. */
   function submit() {
     const value = input.value;
     if (!value.trim()) return;
     const parsed = parseCommand(value, commands());
-    if (!parsed) return sendMessage(value);
+    if (!parsed) {
+      // A lone /word that is no command is most likely a typo (/sumary): ask once; Enter
+      // again with the same text sends it as a message.
+      if (/^\/[A-Za-z][\w-]*$/.test(value.trim()) && unknownAsked !== value) {
+        unknownAsked = value;
+        return showAlert(L().chat_unknown_command);
+      }
+      unknownAsked = null;
+      return sendMessage(value);
+    }
     const { command, args } = parsed;
     if (command.name === "help") return setInput("/");
     if (command.required && !args) return setInput(`/${command.name} `);
@@ -428,11 +439,13 @@ function render({ model, el, experimental, host, signal }) {
     const item = confirmTarget;
     closeConfirm();
     if (!item || refuseWhileBusy()) return;
-    busyRequest("rewind", "chat_rewind", { node_id: item.end_id }).catch(failed);
+    stick = true; // the view follows the branch's newest message after the move
+    busyRequest("rewind", "chat_rewind", { node_id: item.end_id }).then(scrollDown, failed);
   });
   function switchBranch(branch) {
     if (refuseWhileBusy()) return;
-    busyRequest("branch", "chat_branch", { node_id: branch.id }).catch(failed);
+    stick = true; // the switched-to branch shows its newest message, not its first
+    busyRequest("branch", "chat_branch", { node_id: branch.id }).then(scrollDown, failed);
   }
   let keepAnchor = null; // while older messages load: the scroll position to keep
   listen(older, "click", () => {
