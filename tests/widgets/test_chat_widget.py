@@ -404,7 +404,9 @@ def test_graph_clicks_run_rewind_and_branch_and_the_next_message_forks(small, mo
     old_leaf = path[-1]
     assert [b["id"] for b in w.branches] == [old_leaf] and w.branches[0]["current"]
     answer = invoke(w, "chat_rewind", {"node_id": path[3]}, monkeypatch)
-    assert answer["ok"] is True and answer["output"].startswith(f"Rewound {path[3]}; HEAD is now {path[3]}")
+    assert answer["ok"] is True and re.match(r"Rewound to message 4 \(assistant, \d\d:\d\d\): “.+”\. The next",
+                                             answer["output"]), answer["output"]
+    assert "n_" not in answer["output"] and w.notes[-1]["text"] == answer["output"]
     assert s.head == path[3] and w.head == path[3] and len(w.messages) == 4
     # HEAD inside the branch: the old leaf forks after message 4.
     other = next(b for b in w.branches if not b["current"])
@@ -416,7 +418,7 @@ def test_graph_clicks_run_rewind_and_branch_and_the_next_message_forks(small, mo
     current = next(b for b in w.branches if b["current"])
     assert current["id"] == s.head and current["length"] == 6 and current["leaf"]
     answer = invoke(w, "chat_branch", {"node_id": old_leaf}, monkeypatch)
-    assert answer["ok"] is True and answer["output"].startswith(f"Switched to {old_leaf}.")
+    assert answer["ok"] is True and answer["output"].startswith("Switched to the branch ending at message 6 (assistant, ")
     assert s.head == old_leaf and len(w.messages) == 6
     # %branch in text tells the branches apart the same way.
     capsys.readouterr()
@@ -443,7 +445,7 @@ def test_notes_belong_to_the_branch_they_were_said_on(small, monkeypatch):
     # Back on the old tip: its compaction, the rewind's line (said at message 6, on this
     # branch) and the switch's line.
     assert [n["kind"] for n in w.notes] == ["started", "finished", "output", "output"]
-    assert w.notes[-1]["text"].startswith(f"Switched to {leaf}.")
+    assert w.notes[-1]["text"].startswith("Switched to the branch ending at message ")
 
 
 # -- reading a long session ----------------------------------------------------------------------
