@@ -187,7 +187,7 @@ class Session(BranchView):
                         break
         if target is None:
             users = sum(1 for x in self._rows.ancestors(self.head) if x.role == "user") if self.head else 0
-            raise InvalidArgument(f"cannot rewind {n} turns; the branch has {users}",
+            raise InvalidArgument(f"cannot rewind {n} turn{'' if n == 1 else 's'}; the branch has {users}",
                            hint=f"use a number from 1 to {users}" if users else "there is nothing to rewind")
         parent = self._rows.get(target.parent_id) if target.parent_id else None
         self._move_head(parent)

@@ -75,7 +75,9 @@ class OcwMagics(Magics):
 
     @property
     def rich(self) -> bool:
-        return type(self.shell).__name__ == "ZMQInteractiveShell"
+        """A notebook that renders widgets and display updates; jupyter console (which
+        drops updates) and a terminal get text (ocw/notebook/frontend.py)."""
+        return type(self.shell).__name__ == "ZMQInteractiveShell" and self.runtime.frontend().updates
 
     @magic_arguments()
     @argument("--session", "-s", default=None, help="session name or id (default: named after the notebook)")

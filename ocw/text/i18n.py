@@ -8,7 +8,7 @@ from __future__ import annotations
 MESSAGES = {
     "en": {
         "started": "Compacting context…",
-        "finished": "Context compacted: covered {n} older messages, {before} → {after} tokens",
+        "finished": "Context compacted: covered {n} older message{s}, {before} → {after} tokens",
         "failed": "Context compaction failed",
         "failed_error": "Context compaction failed: {error}",
         "no_op": "Context is already compacted; no older messages to fold.",
@@ -127,10 +127,12 @@ def system_message(event: str, payload: dict | None = None, lang: str | None = N
         if payload.get("no_op"):
             kind = payload.get("no_op_kind")
             return text({"too_short": "no_op_short", "nothing_older": "no_op_tail"}.get(kind, "no_op"), lang)
+        n = payload.get("summarised_count", 0)
         done = text(
             "finished",
             lang,
-            n=payload.get("summarised_count", 0),
+            n=n,
+            s="" if n == 1 else "s",
             before=f"{payload.get('tokens_before', 0):,}",
             after=f"{payload.get('tokens_after', 0):,}",
         )

@@ -176,8 +176,12 @@ def test_rewind_turns(sess):
     assert sess.rewind_turns(1) == a1
     assert sess.branch() == [u1, a1]
     assert sess.rewind_turns(1) is None
-    with pytest.raises(OcwError):
+    with pytest.raises(OcwError) as one:
         sess.rewind_turns(1)
+    assert "cannot rewind 1 turn;" in str(one.value)  # one turn, singular
+    with pytest.raises(OcwError) as two:
+        sess.rewind_turns(2)
+    assert "cannot rewind 2 turns;" in str(two.value)
 
 
 # -- counting once ----------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import _thread
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -554,11 +555,15 @@ def test_rewind_branch_new_sessions(ip, capsys):
 
     res, out, err = run(ip, "%rewind", capsys)
     assert res.error_in_exec is None and s.head == path[3]
-    assert f"Rewound 1 turn; HEAD is now {path[3]}" in out
+    # The note says where HEAD is as a reader knows it: number, role, time, first words; no bare id.
+    assert re.search(r"^Rewound 1 turn; HEAD is now message 4 \(assistant, \d\d:\d\d\): “.+”\. The next", out), out
+    assert "n_" not in out
     res, out, err = run(ip, "%rewind 2", capsys)
     assert s.head is None and "Rewound 2 turns; HEAD is now the start" in out
     res, out, err = run(ip, f"%branch {path[5]}", capsys)  # back to the old leaf
-    assert s.head == path[5] and f"Switched to {path[5]}" in out
+    first = out.splitlines()[0]
+    assert s.head == path[5] and re.fullmatch(r"Switched to the branch ending at message 6 \(assistant, \d\d:\d\d\): “.+”\.",
+                                              first), first
     res, out, err = run(ip, f"%rewind {path[1]}", capsys)
     assert s.head == path[1] and s.branch() == path[:2]
 
