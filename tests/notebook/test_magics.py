@@ -173,7 +173,8 @@ def test_compact_reports_success_then_nothing_to_fold(lang, openai_env, monkeypa
     # Y is the occupancy total after (estimated basis until the next request).
     x, y = before["total"], after["total"]
     assert after["basis"] == "estimated" and y < x
-    expected = MESSAGES[lang]["finished"].format(n=n_covered, before=f"{x:,}", after=f"{y:,}")
+    expected = MESSAGES[lang]["finished"].format(n=n_covered, s="" if n_covered == 1 else "s", before=f"{x:,}",
+                                                 after=f"{y:,}")
     assert out.strip() == expected
     if lang == "zh":
         assert out.startswith("上下文已压缩：覆盖了 4 条较早的消息")
@@ -651,8 +652,9 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
     res, out, err = run(oip, "%context", capsys)
     assert res.error_in_exec is None, err
     assert out.startswith("Context — session 'default', model gpt-4o-mini")
-    for label, key in (("System prompt", "system"), ("Tool definitions", "tools"), ("Summary", "summary"),
-                       ("Messages", "messages"), ("Free space", "free")):
+    rows = (("System prompt", "system"), ("Tool definitions", "tools"), ("Summary", "summary"),
+            ("Session memory", "memory"), ("Messages", "messages"), ("Free space", "free"))
+    for label, key in rows:
         assert f"{label:<18} {occ['breakdown'][key]:>9,}" in out, label
     assert f"{'Total':<18} {occ['total']:>9,} / 2,000 tokens ({100 * occ['ratio']:.1f}%)" in out
     assert occ["calibrated"]  # the server counts differently from the estimate: rows are scaled
@@ -661,8 +663,8 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
     assert (f"Basis: measured (measured ÷ estimated = {occ['calibration']:.2f}, {n} samples; the rows are scaled to "
             "add up to the total); Encoding: o200k_base") in out
     # Every figure agrees: the rows add up to the total, the percents to 100.0 %.
-    assert sum(occ["breakdown"][k] for k in ("system", "tools", "summary", "messages")) == occ["total"]
-    shown = [float(ln.rsplit(None, 1)[-1].rstrip("%")) for ln in out.splitlines()[1:6]]
+    assert sum(occ["breakdown"][k] for k in ("system", "tools", "summary", "memory", "messages")) == occ["total"]
+    shown = [float(ln.rsplit(None, 1)[-1].rstrip("%")) for ln in out.splitlines()[1:1 + len(rows)]]
     assert round(sum(shown), 1) == 100.0
     assert "Compactions: 0" in out
     # After a compaction: the estimate, and the count.
