@@ -178,6 +178,11 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             self.messages, self.capsules, self.branches, self.notes = [], [], [], []
             self.summary, self.has_older = {}, False
 
+    def say(self, text: str) -> None:
+        """A system message with no session behind it (the current one was deleted):
+        shown until a session is attached again."""
+        self._note("info", text)
+
     def close(self) -> None:
         unsubscribe, self._unsubscribe = getattr(self, "_unsubscribe", None), None
         if unsubscribe is not None:

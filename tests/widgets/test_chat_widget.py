@@ -667,3 +667,38 @@ def test_a_steered_compaction_and_summary_from_the_widget(small):
     answer = invoke(w, "chat_run", {"name": "summary", "args": ""})
     assert answer["ok"] is True and "keep the file paths" in answer["output"], answer
     assert w.notes[-1]["kind"] == "output" and w.notes[-1]["text"] == answer["output"]
+
+
+# -- issue 24: deleting the current session ---------------------------------------------------
+def test_deleting_the_current_session_is_said_and_the_next_message_starts_a_new_one(ip, monkeypatch):
+    chat(ip, "a turn in the notebook's own session")
+    notebook_session = ocw.current_session()
+    kept = len(notebook_session.branch())
+    ip.run_line_magic("new", "--name other")
+    chat(ip, "a turn in other")
+    deleted = ocw.current_session()
+    assert deleted.name == "other" and deleted.id != notebook_session.id
+    w = ocw.chat()
+    assert w.session_id == deleted.id
+    answer = invoke(w, "chat_run", {"name": "sessions", "args": "--delete other --yes"}, monkeypatch)
+    assert answer["ok"] is True and answer["output"].startswith("Deleted session 'other'")
+    # Said in the widget, which shows no session; nothing is current (not the notebook's older one).
+    assert w.session_id == "" and w.messages == []
+    assert [n["text"] for n in w.notes] == ["Session 'other' was deleted; the next message starts a new session.",
+                                            answer["output"]]
+    assert ocw.current_session() is None
+    # The next message starts a new session under the freed name; the older session is untouched.
+    assert invoke(w, "chat_send", {"text": "hello again"}, monkeypatch)["ok"] is True
+    fresh = ocw.current_session()
+    assert fresh.name == "other" and fresh.id not in (deleted.id, notebook_session.id)
+    assert len(fresh.branch()) == 2 and w.session_id == fresh.id and w.notes == []
+    assert len(get_runtime().store.open_session(notebook_session.id).branch()) == kept
+
+
+def test_the_deleted_note_is_in_chinese_under_zh(ip, monkeypatch):
+    ip.run_line_magic("config", "Ocw.lang = 'zh'")
+    chat(ip, "一条消息")
+    name = ocw.current_session().name
+    w = ocw.chat()
+    invoke(w, "chat_run", {"name": "sessions", "args": f"--delete {name!r} --yes"}, monkeypatch)
+    assert w.notes[0]["text"] == f"会话 {name!r} 已删除；下一条消息将开始一个新会话。"
