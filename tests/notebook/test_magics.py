@@ -771,3 +771,22 @@ def test_help_and_the_slash_menu_read_the_one_command_table(ip, capsys):
     # Every one runs on selection or Enter but /session, which needs its NAME (the menu fills the prefix).
     assert [m["name"] for m in slash_menu() if m["required"]] == ["session"]
     assert {c.name for c in COMMANDS if not c.slash} == {"chat", "chat-widget", "tools", "allow-code", "deny-code"}
+
+
+def test_ocw_help_in_a_notebook_is_a_table_whose_usages_never_break(ip):
+    """JupyterLab breaks a long plain-text line anywhere (mid-word): a notebook gets a
+    table, each usage on one line (no-break spaces), the help wrapping between words."""
+    import html as _html
+
+    from ocw.notebook import actions
+    from ocw.notebook.commands import COMMANDS
+
+    for lang in ("en", "zh"):
+        ip.run_line_magic("config", f"Ocw.lang = '{lang}'")
+        res = actions.run(ocw.notebook.magics.get_runtime(), "help", "", rich=True)
+        assert res.text.splitlines() == [ln for ln in res.text.splitlines() if ln]  # the text is still one line each
+        cells = re.findall(r"<tr><td><code>(.*?)</code></td><td>(.*?)</td></tr>", res.html)
+        assert len(cells) == len(COMMANDS) == 16
+        for (usage, helptext), c in zip(cells, COMMANDS):
+            assert " " not in usage and _html.unescape(usage) == c.usage.replace(" ", "\u00a0")
+            assert _html.unescape(helptext) == c.help[lang]
