@@ -173,7 +173,7 @@ def test_compact_reports_success_then_nothing_to_fold(lang, openai_env, monkeypa
     # Y is the occupancy total after (estimated basis until the next request).
     x, y = before["total"], after["total"]
     assert after["basis"] == "estimated" and y < x
-    expected = MESSAGES[lang]["finished"].format(n=n_covered, before=f"{x:,}", after=f"{y:,}")
+    expected = MESSAGES[lang]["finished"].format(n=n_covered, s="s", before=f"{x:,}", after=f"{y:,}")
     assert out.strip() == expected
     if lang == "zh":
         assert out.startswith("上下文已压缩：覆盖了 4 条较早的消息")
