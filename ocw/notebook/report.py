@@ -8,6 +8,7 @@ import json
 import os
 import platform
 
+from ocw.notebook.frontend import shown_name
 from ocw.notebook.items import branch_items
 from ocw.text import i18n
 from ocw.text.safe_html import preview  # noqa: F401  (re-exported)
@@ -31,7 +32,7 @@ def context_table(session, lang: str | None = None) -> str:
     def row(label: str, value: str, rest: str = "") -> str:
         return f"  {label:<18} {value:>9}" + (f"  {rest}" if rest else "")
 
-    lines = [L["table_title"].format(name=repr(occ["session_name"]), model=session.model)]
+    lines = [L["table_title"].format(name=repr(shown_name(occ["session_name"])), model=session.model)]
     for cat, n in occ["breakdown"].items():
         lines.append(row(L.get(f"cat_{cat}", cat), f"{n:,}", f"{occ['percents'][cat]:>5}%"))
     lines.append(row(L["total"], f"{occ['total']:,}") + f" / {w:,} {L['tokens']} ({100 * occ['ratio']:.1f}%)")
@@ -110,7 +111,7 @@ def sessions_table(rows: list[dict], current=None) -> str:
         mark = "*" if current is not None and r["id"] == current.id else " "
         last = r["updated_at"].strftime("%Y-%m-%d %H:%M") if r.get("updated_at") else "-"
         lines.append(f" {mark} {str(r['id']):<{id_w}}  {str(r['model']):<{model_w}}  {r['messages']:>8,}  "
-                     f"{r['tokens']:>9,}  {last:<16}  {r['name']}")
+                     f"{r['tokens']:>9,}  {last:<16}  {shown_name(r['name'])}")
     return "\n".join(lines)
 
 
@@ -160,7 +161,7 @@ def doctor(runtime) -> str:
     lines.append(f"  tokenizer:     {enc.label} — {status}")
     lines.append(f"  database:      {runtime.store.backend.describe()}")  # a URL: user, host, database only
     if s is not None:
-        lines.append(f"  session:       {s.name!r} ({s.id}), window {s.context_window:,} tokens")
+        lines.append(f"  session:       {shown_name(s.name)!r} ({s.id}), window {s.context_window:,} tokens")
     lines.append(f"  auto-compact:  {'off' if not cfg.auto_compact else f'at {cfg.auto_compact:.0%}'}; language {cfg.lang}")
     reg = runtime.tools
     if reg is not None and s is not None and reg.code_execution_enabled(s):

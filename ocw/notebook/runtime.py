@@ -210,7 +210,7 @@ class Runtime:
         current session leaves no session current (the next %%chat starts afresh)."""
         checks.text(id_or_name, "--delete", allow_empty=False)
         store = self.store
-        s = store.open_session(id_or_name)
+        s = self.open_named(id_or_name)
         what = store.describe_deletion(s) if not confirmed else store.delete_session(s.id)
         figures = (f"{what['nodes']:,} message{'s' if what['nodes'] != 1 else ''}, {what['summaries']:,} "
                    f"summar{'ies' if what['summaries'] != 1 else 'y'}, compaction count {what['compactions']}")
@@ -354,9 +354,22 @@ class Runtime:
     def switch_session(self, name: str):
         """`%session NAME`: continue a stored session (by name or id) from now on."""
         checks.text(name, "the session name or id", allow_empty=False)
-        s = self.store.open_session(name)
+        s = self.open_named(name)
         self._make_current(s)
         return s
+
+    def open_named(self, name: str):
+        """A stored session by id or name, a notebook's name also as %sessions shows it
+        (relative to the working directory; ocw.notebook.frontend.shown_name)."""
+        from ocw.notebook.frontend import stored_names
+
+        first = None
+        for candidate in stored_names(name):
+            try:
+                return self.store.open_session(candidate)
+            except SessionNotFound as e:
+                first = first or e  # the error names what was typed
+        raise first
 
     def forget_widget(self, w) -> None:
         self.widgets.discard(w)

@@ -169,3 +169,43 @@ def test_nbconvert_html_shows_the_reply_and_the_widgets_snapshots(tmp_path):
     assert "keywords: retries, loader, after, timeout, long." in page
     assert "<b>ocw context</b> · report (run 20" in page  # %context's ring, as a snapshot
     assert "<b>ocw chat</b> · report (run 20" in page and "Which retries does the loader do" in page
+
+
+# -- names as a reader sees them ----------------------------------------------------------
+def test_shown_name_is_relative_to_the_working_directory_only_under_it():
+    from ocw.notebook.frontend import shown_name, stored_names
+
+    assert shown_name("/home/me/work/notebooks/a.ipynb", "/home/me/work") == "notebooks/a.ipynb"
+    assert shown_name("/elsewhere/a.ipynb", "/home/me/work") == "/elsewhere/a.ipynb"  # not under it: whole
+    assert shown_name("/home/me/workshop/a.ipynb", "/home/me/work") == "/home/me/workshop/a.ipynb"  # a prefix only
+    assert shown_name("default", "/home/me/work") == "default"
+    assert shown_name("in (run 2026-12-01 21:40:03 · 3f2a)", "/w") == "in (run 2026-12-01 21:40:03 · 3f2a)"
+    assert stored_names("notebooks/a.ipynb", "/home/me/work") == ["notebooks/a.ipynb",
+                                                                  "/home/me/work/notebooks/a.ipynb"]
+    assert stored_names("team", "/home/me/work") == ["team"]
+
+
+def test_sessions_context_and_doctor_show_the_notebook_relative_and_session_finds_it(ip, tmp_path, monkeypatch, capsys):
+    work = tmp_path / "work"
+    (work / "notebooks").mkdir(parents=True)
+    monkeypatch.chdir(work)
+    absolute = str(work / "notebooks" / "analysis.ipynb")
+    monkeypatch.setenv("JPY_SESSION_NAME", absolute)
+    assert ip.run_cell("%%chat\nhello").error_in_exec is None
+    import ocw
+
+    assert ocw.current_session().name == absolute  # stored whole: two folders never share one
+    capsys.readouterr()
+    for cell in ("%sessions", "%context --text", "%ocw doctor"):
+        res = ip.run_cell(cell)
+        out = capsys.readouterr().out
+        assert res.error_in_exec is None and "notebooks/analysis.ipynb" in out, cell
+        assert absolute not in out, (cell, out)
+    # The name as shown is a name %session and %sessions --delete accept.
+    ip.run_line_magic("new", "--name other")
+    res = ip.run_cell("%session notebooks/analysis.ipynb")
+    assert res.error_in_exec is None and ocw.current_session().name == absolute
+    capsys.readouterr()
+    ip.run_cell("%session notebooks/nothing.ipynb")
+    err = capsys.readouterr().err
+    assert "'notebooks/nothing.ipynb'" in err and str(work) not in err  # the error names what was typed
