@@ -132,6 +132,30 @@ def _reachable(base_url: str, timeout: float = 3.0) -> str:
         return f"NOT reachable ({type(e).__name__})"
 
 
+def served_models(base_url: str, api_key: str | None, timeout: float = 3.0) -> list[str] | None:
+    """The models an OpenAI-compatible server lists (GET {base}/models: llama.cpp, vLLM,
+    Ollama, LM Studio, OpenAI), or None when it lists none. The base URL's root often
+    answers 404 on a working server, so this is what tells it works."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        r = httpx.get(base_url.rstrip("/") + "/models", headers=headers, timeout=timeout, follow_redirects=False)
+        data = r.json().get("data") if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    ids = [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")] if isinstance(data, list) else []
+    return ids or None
+
+
+def is_local(url: str) -> bool:
+    """A server on this machine (or a private name), where no API key is expected."""
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    return host in ("localhost", "::1", "0.0.0.0") or host.startswith("127.") or host.endswith(".local")
+
+
 def doctor(runtime) -> str:
     from ocw.text.tokens import encoding_for_model, get_encoding
 
@@ -141,15 +165,28 @@ def doctor(runtime) -> str:
     model = s.model if s is not None else cfg.resolved_model()
     lines = ["ocw doctor"]
     lines.append(f"  provider:      {provider}" + (" (built in, no network, no key)" if provider == "offline" else ""))
-    lines.append(f"  model:         {model}")
     from ocw.providers.registry import info, key_source, resolve_key
 
     if info(provider).key_env:
-        present = bool(resolve_key(provider, cfg.api_key))
-        lines.append(f"  API key:       {'present' if present else 'MISSING'} ({key_source(provider, cfg.api_key)})")
+        key = resolve_key(provider, cfg.api_key)
         url = cfg.base_url or info(provider).default_base_url
-        lines.append(f"  base URL:      {url} — {_reachable(url)}")
+        served = served_models(url, key) if provider == "openai" else None
+        if served and model not in served:  # ocw names a model the server does not list
+            lines.append(f"  model:         {model} — the server lists {', '.join(served[:3])}; "
+                         f"name it with OCW_MODEL={served[0]} or %config Ocw.model = {served[0]!r}")
+        else:
+            lines.append(f"  model:         {model}")
+        source = key_source(provider, cfg.api_key)
+        if key:
+            lines.append(f"  API key:       present ({source})")
+        elif is_local(url):
+            lines.append(f"  API key:       not set ({source}); a server on this machine needs none")
+        else:
+            lines.append(f"  API key:       MISSING ({source})")
+        reach = f"reachable; it serves {len(served)} model{'s' if len(served) != 1 else ''}" if served else _reachable(url)
+        lines.append(f"  base URL:      {url} — {reach}")
     else:
+        lines.append(f"  model:         {model}")
         lines.append("  API key:       not needed")
         lines.append("  base URL:      none (offline)")
     enc = encoding_for_model(model)
