@@ -702,3 +702,14 @@ def test_the_deleted_note_is_in_chinese_under_zh(ip, monkeypatch):
     w = ocw.chat()
     invoke(w, "chat_run", {"name": "sessions", "args": f"--delete {name!r} --yes"}, monkeypatch)
     assert w.notes[0]["text"] == f"会话 {name!r} 已删除；下一条消息将开始一个新会话。"
+
+
+def test_the_widgets_own_errors_are_in_chinese_under_zh(ip, monkeypatch):
+    ip.run_line_magic("config", "Ocw.lang = 'zh'")
+    chat(ip, "一条消息")
+    w = ocw.chat()
+    assert invoke(w, "chat_send", {"text": "  "}, monkeypatch) == {"ok": False, "error": "消息为空 — 输入消息后按 Enter"}
+    assert invoke(w, "chat_run", {"name": "nosuch"}, monkeypatch)["error"] == "/nosuch 不是命令 — 输入 / 查看所有命令"
+    assert invoke(w, "chat_rewind", {"node_id": "x; rm"}, monkeypatch)["error"] == "不是消息 id：'x; rm'"
+    ip.run_line_magic("config", "Ocw.lang = 'en'")  # the live language: English again at once
+    assert invoke(w, "chat_run", {"name": "nosuch"}, monkeypatch)["error"] == "/nosuch is not a command — type / to see the commands"
