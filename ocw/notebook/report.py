@@ -90,7 +90,7 @@ def branches_table(session) -> str:
         line = f" {mark} {b['id']}  {b['length']:>4} messages  ends with {b['role']}  {b['time']}"
         if not b["current"]:
             where = f"after message {b['fork_depth']}" if b["fork_id"] else "from the start"
-            line += f"  forks {where}: “{b['preview']}”"
+            line += f"  forks {where}: “{b['preview']}”" + (f" … “{b['ending']}”" if b["ending"] else "")
         lines.append(line.rstrip())
     if session.head is not None and not any(b["current"] and b["leaf"] for b in rows):
         lines.append(f" * HEAD is at {session.head} (inside a branch; the next %%chat forks here)")

@@ -713,3 +713,37 @@ def test_the_widgets_own_errors_are_in_chinese_under_zh(ip, monkeypatch):
     assert invoke(w, "chat_rewind", {"node_id": "x; rm"}, monkeypatch)["error"] == "不是消息 id：'x; rm'"
     ip.run_line_magic("config", "Ocw.lang = 'en'")  # the live language: English again at once
     assert invoke(w, "chat_run", {"name": "nosuch"}, monkeypatch)["error"] == "/nosuch is not a command — type / to see the commands"
+
+
+def test_branches_that_leave_alike_are_told_apart_by_how_they_end(ip, monkeypatch, capsys):
+    chat(ip, "the setup")
+    s = ocw.current_session()
+    fork = s.head
+    chat(ip, "Which retry policy should the loader use?")
+    chat(ip, "and with polars?")
+    s.rewind(fork)
+    chat(ip, "Which retry policy should the loader use?")  # asked again: the same first words
+    chat(ip, "and with duckdb?")
+    s.rewind(fork)
+    w = ocw.chat()
+    others = [b for b in w.branches if not b["current"]]
+    assert len(others) == 2
+    assert {b["preview"] for b in others} == {"Which retry policy should the loader use?"}
+    endings = sorted(b["ending"] for b in others)
+    assert all(e for e in endings) and endings[0] != endings[1]
+    assert any("polars" in e for e in endings) and any("duckdb" in e for e in endings)
+    capsys.readouterr()
+    ip.run_line_magic("branch", "")
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "forks after message 2" in ln]
+    assert len(lines) == 2 and len(set(lines)) == 2 and all(" … “" in ln for ln in lines), lines
+    # A branch with no look-alike shows no ending (nothing added where nothing is needed).
+    chat(ip, "something else entirely")  # a third branch from the fork, now current
+    s.rewind(fork)
+    lone = [b for b in ocw.chat().branches if "something" in b["preview"]]
+    assert len(lone) == 1 and lone[0]["ending"] == ""
+    # One question per branch, asked twice: the replies tell them apart.
+    tree = [{"id": f"n_{i}", "depth": 2, "role": "assistant", "created_at": None, "current": False, "leaf": True,
+             "fork_id": "n_f", "fork_depth": 1, "first_id": f"n_q{i}", "first_content": [{"type": "text", "text": "q"}],
+             "last_content": [{"type": "text", "text": "q"}], "leaf_content": [{"type": "text", "text": f"reply {i}"}]}
+            for i in (1, 2)]
+    assert [b["ending"] for b in branch_items(tree)] == ["reply 1", "reply 2"]
