@@ -236,19 +236,6 @@ def scenario(nb: NotebookPage) -> None:
         "c => c.scrollHeight - c.scrollTop - c.clientHeight < 48",
         arg=chat.cell.locator(".ocw-conversation").element_handle(), timeout=10_000)
 
-    # /summary and /doctor: their output in the conversation, as in a cell.
-    outputs = chat.cell.locator(".ocw-thread .ocw-note-output")
-    n = outputs.count()
-    chat.submit("/summary")
-    expect(outputs).to_have_count(n + 1, timeout=30_000)
-    expect(outputs.last).to_contain_text(re.compile(r"Summary n_\w+ \[active\] covers"))
-    chat.idle()
-    chat.submit("/doctor")
-    expect(outputs).to_have_count(n + 2, timeout=30_000)
-    expect(outputs.last).to_contain_text("ocw doctor")
-    expect(outputs.last).to_contain_text("provider:")
-    chat.idle()
-
     # /context opens the ring's own panel (the ContextWidget's, Compact now and the count's
     # info note included), upward over the conversation.
     chat.submit("/context")
@@ -267,8 +254,21 @@ def scenario(nb: NotebookPage) -> None:
     chat.submit("/context")
     expect(panel).to_be_visible(timeout=30_000)
     chat.idle()
-    chat.cell.locator(".ocw-thread").click(position={"x": 5, "y": 5})
+    chat.cell.locator(".ocw-chat-title").click()  # outside the ring and its panel
     expect(panel).to_be_hidden(timeout=10_000)
+
+    # /summary and /doctor: their output in the conversation, as in a cell.
+    outputs = chat.cell.locator(".ocw-thread .ocw-note-output")
+    n = outputs.count()
+    chat.submit("/summary")
+    expect(outputs).to_have_count(n + 1, timeout=30_000)
+    expect(outputs.last).to_contain_text(re.compile(r"Summary n_\w+ \[active\] covers"))
+    chat.idle()
+    chat.submit("/doctor")
+    expect(outputs).to_have_count(n + 2, timeout=30_000)
+    expect(outputs.last).to_contain_text("ocw doctor")
+    expect(outputs.last).to_contain_text("provider:")
+    chat.idle()
 
     # The dark theme: the widget follows JupyterLab's colours (Settings → Theme).
     page = nb.page
