@@ -316,3 +316,23 @@ def _tools_registered_by_a_test_end_with_it():
     for name, tool in before.items():  # one a test replaced under the same name comes back
         if tools.registered().get(name) is not tool:
             tools._REGISTERED[name] = tool
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """IPython registers the singleton shell's exit operations (history save, namespace
+    reset, temp files) with atexit: run at interpreter exit, anything they print — a
+    traceback from a destructor the reset triggers — lands after pytest's closing line,
+    which CI reads. Run here, inside the session, before the summary; unregistered so
+    they do not run twice."""
+    import atexit
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    if not InteractiveShell.initialized():
+        return
+    shell = InteractiveShell.instance()
+    atexit.unregister(shell.atexit_operations)
+    try:
+        shell.atexit_operations()
+    except Exception as e:  # noqa: BLE001 - said in one line before the summary, not after it
+        print(f"\nIPython's exit operations failed: {type(e).__name__}: {e}")

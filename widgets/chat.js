@@ -621,8 +621,11 @@ function render({ model, el, experimental, host, signal }) {
       btn.append(text("span", "ocw-branch-glyph", "↳"),
         text("span", "ocw-branch-where", where),
         text("span", "ocw-branch-preview", b.preview ? `“${b.preview}”` : ""),
+        // Two branches that leave alike (a question asked again) differ in how they end.
+        text("span", "ocw-branch-ending", b.ending ? `… “${b.ending}”` : ""),
         text("span", "ocw-branch-meta", `${fill(L_.chat_branch_length, { n: b.length })} · ${b.time || ""}`));
-      btn.setAttribute("aria-label", `${fill(L_.chat_branch_switch, { n: b.length })}: ${where} ${b.preview || ""}`);
+      btn.setAttribute("aria-label",
+        `${fill(L_.chat_branch_switch, { n: b.length })}: ${where} ${b.preview || ""}${b.ending ? ` … ${b.ending}` : ""}`);
       btn.disabled = !connected;
       btn.addEventListener("click", () => switchBranch(b));
       return btn;

@@ -678,6 +678,20 @@ describe("graph", () => {
     expect($$(".ocw-graph-row").map((r) => r.classList.contains("ocw-covered"))).toEqual([true, true, false, false]);
   });
 
+  it("branches that leave alike show how each ends; a lone one shows no ending", () => {
+    const alike = { fork_id: "n_a2", fork_depth: 2, first_id: "n_b3", current: false, leaf: true, length: 6, time: "09:40",
+      preview: "Which retry policy?" };
+    mount({ branches: [branches[0], { ...alike, id: "n_c1", ending: "and with polars?" },
+      { ...alike, id: "n_c2", ending: "and with duckdb?" }] });
+    const shown = $$(".ocw-graph-branch").map((b) => b.querySelector(".ocw-branch-ending").textContent);
+    expect(shown).toEqual(["… “and with polars?”", "… “and with duckdb?”"]);
+    expect($$(".ocw-graph-branch")[0].getAttribute("aria-label")).toContain("… and with polars?");
+    cleanup();
+    mount({ branches });
+    expect($(".ocw-graph-branch .ocw-branch-ending").textContent).toBe("");
+    expect($(".ocw-graph-branch").getAttribute("aria-label")).not.toContain("…");
+  });
+
   it("a click on a message asks first, then rewinds to where that message ends", () => {
     mount({ branches });
     const nodes = $$(".ocw-graph-node");

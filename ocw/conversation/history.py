@@ -104,7 +104,7 @@ def branch_tree(view) -> list[dict]:
     """Every branch of the session, oldest first: its leaf (id, length = messages from
     the root, last message's time), where it leaves HEAD's path (`fork_id`, `fork_depth`:
     the last message it shares with HEAD's path) and its first differing message
-    (`first_id`, with its content). The current one (`current`: its leaf is HEAD) has
+    (`first_id`, with its content), and its last question's content. The current one (`current`: its leaf is HEAD) has
     no first differing message; HEAD inside a branch (after a rewind) is an entry of
     its own, with `leaf` False."""
     view.sync()
@@ -124,6 +124,11 @@ def branch_tree(view) -> list[dict]:
                         "fork_depth": fork.depth if fork else 0, "first_id": first.id if first else None})
             if first is not None:
                 firsts.append(first)
+            asked = _last_question(view, leaf, fork.depth if fork else 0)
+            if asked is not None:  # what tells apart branches that start alike (a question asked again)
+                firsts.append(asked)
+            out[-1]["last_user_id"] = asked.id if asked is not None else None
+            firsts.append(leaf)  # and its last message, where the question is the first one
         if head is not None and not any(b["current"] for b in out):
             out.append({"id": head.id, "depth": head.depth, "role": head.role, "created_at": head.created_at,
                         "current": True, "leaf": False, "fork_id": None, "fork_depth": head.depth,
@@ -131,4 +136,17 @@ def branch_tree(view) -> list[dict]:
         contents = view._contents(firsts) if firsts else {}
         for b in out:
             b["first_content"] = contents.get(b["first_id"]) if b["first_id"] else None
+            b["last_content"] = contents.get(b.get("last_user_id")) if b.get("last_user_id") else None
+            b["leaf_content"] = contents.get(b["id"]) if not b["current"] else None
         return out
+
+
+def _last_question(view, leaf, fork_depth: int):
+    """The branch's last user message below its fork point (a few steps up from the
+    leaf: a reply, its tool steps, the question), or None."""
+    node = leaf
+    while node is not None and node.depth > fork_depth:
+        if node.role == "user":
+            return node
+        node = view._rows.get(node.parent_id) if node.parent_id else None
+    return None

@@ -18,7 +18,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ocw.notebook import report
 from ocw.notebook.items import content_preview, time_label
-from ocw.notebook.commands import BY_NAME, help_lines
+from ocw.notebook.commands import BY_NAME, help_html, help_lines
 from ocw.notebook.results import Result, text
 from ocw.text import checks
 from ocw.text.errors import CommandUsage
@@ -185,7 +185,9 @@ def sessions(rt, line: str, rich: bool) -> Result:
 
 def help_(rt, line: str, rich: bool) -> Result:
     """%ocw help — the commands."""
-    return Result("\n".join(help_lines(rt.config.lang)))
+    from ocw.text.safe_html import sanitize
+
+    return Result("\n".join(help_lines(rt.config.lang)), html=sanitize(help_html(rt.config.lang)))
 
 
 def doctor(rt, line: str, rich: bool) -> Result:

@@ -109,6 +109,22 @@ def help_lines(lang: str | None = None) -> list[str]:
     return [f"{c.usage.ljust(width)}  {c.help[lang]}" for c in COMMANDS]
 
 
+NBSP = "\u00a0"
+
+
+def help_html(lang: str | None = None) -> str:
+    """`%ocw help` in a notebook: a table, so a narrow output wraps the help between
+    words while each usage stays on one line (JupyterLab breaks long plain-text lines
+    anywhere, mid-word included)."""
+    import html
+
+    lang = normalize_lang(lang)
+    # No-break spaces keep a usage on one line (the sanitizer keeps no style attribute).
+    rows = "".join(f"<tr><td><code>{html.escape(c.usage).replace(' ', NBSP)}</code></td>"
+                   f"<td>{html.escape(c.help[lang])}</td></tr>" for c in COMMANDS)
+    return f"<table><tbody>{rows}</tbody></table>"
+
+
 def slash_menu(lang: str | None = None) -> list[dict]:
     """The chat widget's slash menu: name, arguments, whether one is required, help."""
     lang = normalize_lang(lang)

@@ -297,11 +297,25 @@ class Ocw(Configurable):
         return _trait(checks.seconds, proposal["value"], "Ocw.timeout")
 
     ENV_OPTIONS = ("provider", "model", "base_url", "context_window", "db", "lang", "auto_compact", "debug")
+    # Read from the environment again at every command while nothing else set them:
+    # `%env OCW_BASE_URL=...` (or os.environ) takes effect at the next cell, as a key does.
+    PER_CELL = ("base_url",)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        # Set so far means configured (a config file, a keyword): those stay as they are.
+        self._configured = {n for n in self.PER_CELL if n in self._trait_values}
+        self.observe(lambda change: self._configured.add(change["name"]), names=list(self.PER_CELL))
 
     def check_environment(self) -> None:
         """Read every option that has an OCW_* default, so that a bad value is refused,
         by name, at the first command — not later, or never, when that option is
-        first needed (a bad OCW_DEBUG would otherwise pass unnoticed)."""
+        first needed (a bad OCW_DEBUG would otherwise pass unnoticed). A PER_CELL option
+        nothing configured is read from the environment afresh (a default is computed,
+        not set, so it fires no observer and stays unconfigured)."""
+        for name in self.PER_CELL:
+            if name not in self._configured:
+                self._trait_values.pop(name, None)
         for name in self.ENV_OPTIONS:
             getattr(self, name)
 

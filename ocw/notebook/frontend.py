@@ -62,6 +62,28 @@ class Frontend:
         return "default"
 
 
+def shown_name(name: str, cwd: str | None = None) -> str:
+    """A session name as a reader sees it: a notebook's absolute path (JupyterLab's
+    JPY_SESSION_NAME, VS Code's file) relative to the working directory when it is
+    under it; anything else as it is. The stored name stays absolute — two notebooks
+    in different folders never share a session — and `stored_names` maps back."""
+    if not name or not os.path.isabs(name):
+        return name
+    try:
+        return str(Path(name).relative_to(cwd or os.getcwd()))
+    except ValueError:
+        return name
+
+
+def stored_names(name: str, cwd: str | None = None) -> list[str]:
+    """The names a typed `name` may be stored under: itself, then (a relative path, as
+    %sessions shows it) its absolute form."""
+    out = [name]
+    if name and not os.path.isabs(name) and name.endswith(".ipynb"):
+        out.append(os.path.join(cwd or os.getcwd(), name))
+    return out
+
+
 def program_words(cmdline: list[str]) -> list[str]:
     """What names the program of a command line: its file, the script or module a Python
     runs (`python -m papermill`, `python …/jupyter-console`), and `jupyter-<sub>` for

@@ -117,8 +117,22 @@ def summary_items(rows: list[dict], now: _dt.datetime | None = None) -> tuple[di
 
 def branch_items(tree: list[dict], now: _dt.datetime | None = None) -> list[dict]:
     """The branches for the graph and `%branch`: length, last time, fork point, preview
-    of the first differing message."""
-    return [{"id": b["id"], "role": b.get("role") or "", "length": int(b["depth"] or 0), "time": time_label(b["created_at"], now),
-             "current": bool(b["current"]), "leaf": bool(b["leaf"]), "fork_id": b["fork_id"] or "",
-             "fork_depth": int(b["fork_depth"] or 0), "first_id": b["first_id"] or "",
-             "preview": content_preview(b.get("first_content"))} for b in tree]
+    of the first differing message — and, where two branches leave at the same point
+    with the same first words (a question asked again), `ending`: the preview of the
+    last question asked on it, so no two look the same."""
+    items = [{"id": b["id"], "role": b.get("role") or "", "length": int(b["depth"] or 0),
+              "time": time_label(b["created_at"], now), "current": bool(b["current"]), "leaf": bool(b["leaf"]),
+              "fork_id": b["fork_id"] or "", "fork_depth": int(b["fork_depth"] or 0), "first_id": b["first_id"] or "",
+              "preview": content_preview(b.get("first_content")), "ending": ""} for b in tree]
+    alike: dict[tuple, list[int]] = {}
+    for i, it in enumerate(items):
+        if not it["current"]:
+            alike.setdefault((it["fork_id"], it["preview"]), []).append(i)
+    for same in alike.values():
+        if len(same) > 1:
+            for i in same:
+                asked = content_preview(tree[i].get("last_content"))
+                # One question per branch: the same on both, so their replies tell them apart.
+                items[i]["ending"] = asked if asked and asked != items[i]["preview"] \
+                    else content_preview(tree[i].get("leaf_content"))
+    return items

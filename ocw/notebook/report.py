@@ -8,6 +8,7 @@ import json
 import os
 import platform
 
+from ocw.notebook.frontend import shown_name
 from ocw.notebook.items import branch_items
 from ocw.text import i18n
 from ocw.text.safe_html import preview  # noqa: F401  (re-exported)
@@ -31,7 +32,7 @@ def context_table(session, lang: str | None = None) -> str:
     def row(label: str, value: str, rest: str = "") -> str:
         return f"  {label:<18} {value:>9}" + (f"  {rest}" if rest else "")
 
-    lines = [L["table_title"].format(name=repr(occ["session_name"]), model=session.model)]
+    lines = [L["table_title"].format(name=repr(shown_name(occ["session_name"])), model=session.model)]
     for cat, n in occ["breakdown"].items():
         lines.append(row(L.get(f"cat_{cat}", cat), f"{n:,}", f"{occ['percents'][cat]:>5}%"))
     lines.append(row(L["total"], f"{occ['total']:,}") + f" / {w:,} {L['tokens']} ({100 * occ['ratio']:.1f}%)")
@@ -98,7 +99,7 @@ def branches_table(session) -> str:
         line = f" {mark} {b['id']}  {b['length']:>4} messages  ends with {b['role']}  {b['time']}"
         if not b["current"]:
             where = f"after message {b['fork_depth']}" if b["fork_id"] else "from the start"
-            line += f"  forks {where}: “{b['preview']}”"
+            line += f"  forks {where}: “{b['preview']}”" + (f" … “{b['ending']}”" if b["ending"] else "")
         lines.append(line.rstrip())
     if session.head is not None and not any(b["current"] and b["leaf"] for b in rows):
         lines.append(f" * HEAD is at {session.head} (inside a branch; the next %%chat forks here)")
@@ -119,7 +120,7 @@ def sessions_table(rows: list[dict], current=None) -> str:
         mark = "*" if current is not None and r["id"] == current.id else " "
         last = r["updated_at"].strftime("%Y-%m-%d %H:%M") if r.get("updated_at") else "-"
         lines.append(f" {mark} {str(r['id']):<{id_w}}  {str(r['model']):<{model_w}}  {r['messages']:>8,}  "
-                     f"{r['tokens']:>9,}  {last:<16}  {r['name']}")
+                     f"{r['tokens']:>9,}  {last:<16}  {shown_name(r['name'])}")
     return "\n".join(lines)
 
 
@@ -140,6 +141,30 @@ def _reachable(base_url: str, timeout: float = 3.0) -> str:
         return f"NOT reachable ({type(e).__name__})"
 
 
+def served_models(base_url: str, api_key: str | None, timeout: float = 3.0) -> list[str] | None:
+    """The models an OpenAI-compatible server lists (GET {base}/models: llama.cpp, vLLM,
+    Ollama, LM Studio, OpenAI), or None when it lists none. The base URL's root often
+    answers 404 on a working server, so this is what tells it works."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        r = httpx.get(base_url.rstrip("/") + "/models", headers=headers, timeout=timeout, follow_redirects=False)
+        data = r.json().get("data") if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    ids = [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")] if isinstance(data, list) else []
+    return ids or None
+
+
+def is_local(url: str) -> bool:
+    """A server on this machine (or a private name), where no API key is expected."""
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    return host in ("localhost", "::1", "0.0.0.0") or host.startswith("127.") or host.endswith(".local")
+
+
 def doctor(runtime) -> str:
     from ocw.text.tokens import encoding_for_model, get_encoding
 
@@ -149,15 +174,28 @@ def doctor(runtime) -> str:
     model = s.model if s is not None else cfg.resolved_model()
     lines = ["ocw doctor"]
     lines.append(f"  provider:      {provider}" + (" (built in, no network, no key)" if provider == "offline" else ""))
-    lines.append(f"  model:         {model}")
     from ocw.providers.registry import info, key_source, resolve_key
 
     if info(provider).key_env:
-        present = bool(resolve_key(provider, cfg.api_key))
-        lines.append(f"  API key:       {'present' if present else 'MISSING'} ({key_source(provider, cfg.api_key)})")
+        key = resolve_key(provider, cfg.api_key)
         url = cfg.base_url or info(provider).default_base_url
-        lines.append(f"  base URL:      {url} — {_reachable(url)}")
+        served = served_models(url, key) if provider == "openai" else None
+        if served and model not in served:  # ocw names a model the server does not list
+            lines.append(f"  model:         {model} — the server lists {', '.join(served[:3])}; "
+                         f"name it with OCW_MODEL={served[0]} or %config Ocw.model = {served[0]!r}")
+        else:
+            lines.append(f"  model:         {model}")
+        source = key_source(provider, cfg.api_key)
+        if key:
+            lines.append(f"  API key:       present ({source})")
+        elif is_local(url):
+            lines.append(f"  API key:       not set ({source}); a server on this machine needs none")
+        else:
+            lines.append(f"  API key:       MISSING ({source})")
+        reach = f"reachable; it serves {len(served)} model{'s' if len(served) != 1 else ''}" if served else _reachable(url)
+        lines.append(f"  base URL:      {url} — {reach}")
     else:
+        lines.append(f"  model:         {model}")
         lines.append("  API key:       not needed")
         lines.append("  base URL:      none (offline)")
     enc = encoding_for_model(model)
@@ -169,7 +207,7 @@ def doctor(runtime) -> str:
     lines.append(f"  tokenizer:     {enc.label} — {status}")
     lines.append(f"  database:      {runtime.store.backend.describe()}")  # a URL: user, host, database only
     if s is not None:
-        lines.append(f"  session:       {s.name!r} ({s.id}), window {s.context_window:,} tokens")
+        lines.append(f"  session:       {shown_name(s.name)!r} ({s.id}), window {s.context_window:,} tokens")
     lines.append(f"  auto-compact:  {'off' if not cfg.auto_compact else f'at {cfg.auto_compact:.0%}'}; language {cfg.lang}")
     reg = runtime.tools
     if reg is not None and s is not None and reg.code_execution_enabled(s):

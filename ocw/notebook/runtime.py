@@ -32,6 +32,10 @@ class Runtime:
         self._store: Store | None = None
         self._store_path: str | None = None
         self.current = None
+        # The name of the current session just deleted: until a session is current again,
+        # nothing is current, and the next %%chat starts a new session under that name
+        # (not an older session the notebook's name would find).
+        self._after_delete: str | None = None
         self._providers: dict = {}
         self._lock = threading.RLock()
         # The widgets on screen, weakly: a closed widget (its comm gone, ipywidgets'
@@ -101,6 +105,8 @@ class Runtime:
         if self.current is not None:
             self.current.sync()
             return self.current
+        if self._after_delete is not None:
+            return None
         try:
             s = store.open_session(self.notebook_session_name())
         except SessionNotFound:
@@ -126,7 +132,8 @@ class Runtime:
         current — as long as nothing was written since (see Store.undo_sessions)."""
         cfg = self.config
         provider = provider or cfg.provider
-        name = name or (self.current.name if self.current is not None else self.notebook_session_name())
+        after_delete = self._after_delete
+        name = name or (self.current.name if self.current is not None else after_delete or self.notebook_session_name())
         store, previous = self.store, self.current
         if self.current is not None and self.current.store is store and self.current.name == name:
             old = self.current  # no lookup by name every cell: the session object is kept
@@ -176,7 +183,7 @@ class Runtime:
             if previous is not None:
                 self._make_current(previous)
             else:
-                self.current = None
+                self.current, self._after_delete = None, after_delete
                 for w in list(self.widgets):
                     w.detach()
             return True
@@ -191,7 +198,7 @@ class Runtime:
         return info(provider).default_model
 
     def _make_current(self, s) -> None:
-        self.current = s
+        self.current, self._after_delete = s, None
         s.lang = self.config.lang
         s.reserve_ratio = self.config.auto_compact  # 0: automatic compaction is off
         for w in list(self.widgets):
@@ -203,7 +210,7 @@ class Runtime:
         current session leaves no session current (the next %%chat starts afresh)."""
         checks.text(id_or_name, "--delete", allow_empty=False)
         store = self.store
-        s = store.open_session(id_or_name)
+        s = self.open_named(id_or_name)
         what = store.describe_deletion(s) if not confirmed else store.delete_session(s.id)
         figures = (f"{what['nodes']:,} message{'s' if what['nodes'] != 1 else ''}, {what['summaries']:,} "
                    f"summar{'ies' if what['summaries'] != 1 else 'y'}, compaction count {what['compactions']}")
@@ -212,9 +219,12 @@ class Runtime:
             return (f"Would delete session {what['name']!r} ({what['id']}): {figures}. Nothing was deleted; "
                     f"to confirm: %sessions --delete {quoted} --yes")
         if self.current is not None and self.current.id == what["id"]:
-            self.current = None
+            self.current, self._after_delete = None, what["name"]
+            said = i18n.text("session_deleted", self.config.lang, name=what["name"])
             for w in list(self.widgets):
                 w.detach()
+                if hasattr(w, "say"):  # the chat widget says it in the conversation
+                    w.say(said)
         return f"Deleted session {what['name']!r} ({what['id']}): {figures}; the name is free again."
 
     def new_session(self, name: str | None = None):
@@ -344,9 +354,22 @@ class Runtime:
     def switch_session(self, name: str):
         """`%session NAME`: continue a stored session (by name or id) from now on."""
         checks.text(name, "the session name or id", allow_empty=False)
-        s = self.store.open_session(name)
+        s = self.open_named(name)
         self._make_current(s)
         return s
+
+    def open_named(self, name: str):
+        """A stored session by id or name, a notebook's name also as %sessions shows it
+        (relative to the working directory; ocw.notebook.frontend.shown_name)."""
+        from ocw.notebook.frontend import stored_names
+
+        first = None
+        for candidate in stored_names(name):
+            try:
+                return self.store.open_session(candidate)
+            except SessionNotFound as e:
+                first = first or e  # the error names what was typed
+        raise first
 
     def forget_widget(self, w) -> None:
         self.widgets.discard(w)

@@ -15,6 +15,7 @@ MESSAGES = {
         "no_op_short": "Nothing to compact yet: the conversation has fewer than 4 messages.",
         "no_op_tail": "Nothing to compact yet: the whole conversation fits in the recent part that compaction keeps.",
         "no_session": "Start a conversation first",
+        "session_deleted": "Session {name!r} was deleted; the next message starts a new session.",
         "window_learned": "The model's context window is {window} tokens ({source}); ocw plans with it from now on "
                           "(it assumed {before}).",
         "source_overflow": "stated in the server's error",
@@ -71,6 +72,7 @@ MESSAGES = {
         "no_op_short": "暂无可压缩的内容：对话还不到 4 条消息。",
         "no_op_tail": "暂无可压缩的内容：整个对话都在压缩时保留的最近部分之内。",
         "no_session": "请先开始对话",
+        "session_deleted": "会话 {name!r} 已删除；下一条消息将开始一个新会话。",
         "window_learned": "模型的上下文窗口为 {window} tokens（{source}）；ocw 今后按此规划（此前假定为 {before}）。",
         "source_overflow": "服务器错误信息中给出",
         "no_usage": "服务器的回复不包含 token 用量；圆环显示的是 ocw 的估算。",

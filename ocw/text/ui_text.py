@@ -94,6 +94,11 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "chat_menu": "Slash commands",
         "chat_failed": "Failed: {error}",
         "chat_unknown_command": "Unknown command — send it as a message with Enter again?",
+        "chat_err_empty": "the message is empty",
+        "chat_err_empty_hint": "type a message, then press Enter",
+        "chat_err_not_command": "/{name} is not a command",
+        "chat_err_not_command_hint": "type / to see the commands",
+        "chat_err_node": "not a message id: {node}",
         "chat_disconnected": "Disconnected: the kernel restarted or stopped. Run %chat again for a live view.",
     },
     "zh": {
@@ -175,6 +180,11 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "chat_menu": "斜杠命令",
         "chat_failed": "失败：{error}",
         "chat_unknown_command": "未知命令——再按一次 Enter 将其作为消息发送？",
+        "chat_err_empty": "消息为空",
+        "chat_err_empty_hint": "输入消息后按 Enter",
+        "chat_err_not_command": "/{name} 不是命令",
+        "chat_err_not_command_hint": "输入 / 查看所有命令",
+        "chat_err_node": "不是消息 id：{node}",
         "chat_disconnected": "已断开：内核已重启或停止。请重新运行 %chat 以获得实时视图。",
     },
 }

@@ -178,6 +178,11 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             self.messages, self.capsules, self.branches, self.notes = [], [], [], []
             self.summary, self.has_older = {}, False
 
+    def say(self, text: str) -> None:
+        """A system message with no session behind it (the current one was deleted):
+        shown until a session is attached again."""
+        self._note("info", text)
+
     def close(self) -> None:
         unsubscribe, self._unsubscribe = getattr(self, "_unsubscribe", None), None
         if unsubscribe is not None:
@@ -285,7 +290,8 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         """Send a message: the `%%chat` path (Runtime.chat), the reply streamed in."""
         text = msg.get("text")
         if not isinstance(text, str) or not text.strip():
-            raise OcwError("the message is empty", hint="type a message, then press Enter")
+            L = ui_labels(self.lang)
+            raise OcwError(L["chat_err_empty"], hint=L["chat_err_empty_hint"])
         if self._in_turn or self.busy:
             raise OcwError(ui_labels(self.lang)["chat_busy_refused"])
         self._runtime.config.check_environment()
@@ -306,7 +312,8 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         name, args = msg.get("name"), msg.get("args") or ""
         cmd = BY_NAME.get(name) if isinstance(name, str) else None
         if cmd is None or not cmd.slash or not isinstance(args, str):
-            raise OcwError(f"/{name} is not a command", hint="type / to see the commands")
+            L = ui_labels(self.lang)
+            raise OcwError(L["chat_err_not_command"].format(name=name), hint=L["chat_err_not_command_hint"])
         if self._in_turn or self.busy:
             raise OcwError(ui_labels(self.lang)["chat_busy_refused"])
         if cmd.needs_session and self._runtime.current_session() is None:
@@ -352,11 +359,10 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             self._note("info", line)
         return text
 
-    @staticmethod
-    def _node_id(msg: dict) -> str:
+    def _node_id(self, msg: dict) -> str:
         node = msg.get("node_id")
         if not isinstance(node, str) or not node.startswith("n_") or not node[2:].isalnum():
-            raise OcwError(f"not a message id: {node!r}")
+            raise OcwError(ui_labels(self.lang)["chat_err_node"].format(node=repr(node)[:60]))
         return node
 
     def _command(self, busy: str, name: str, line: str) -> str:

@@ -166,3 +166,44 @@ def test_ocw_config_without_the_extension_says_what_to_do(ocw_env):
     with pytest.raises(OcwError) as e:
         ocw.config()
     assert "%load_ext ocw" in e.value.user_message()
+
+
+# -- issue 24: OCW_BASE_URL is read per cell ---------------------------------------------------
+def test_base_url_follows_the_environment_until_something_configures_it(ocw_env, monkeypatch):
+    monkeypatch.setenv("OCW_BASE_URL", "http://127.0.0.1:8001/v1")
+    c = Ocw()
+    c.check_environment()
+    assert c.base_url == "http://127.0.0.1:8001/v1"
+    monkeypatch.setenv("OCW_BASE_URL", "http://127.0.0.1:8002/v1")
+    assert c.base_url == "http://127.0.0.1:8001/v1"  # within a command it stays put
+    c.check_environment()  # the next command reads it again
+    assert c.base_url == "http://127.0.0.1:8002/v1"
+    monkeypatch.delenv("OCW_BASE_URL")
+    c.check_environment()
+    assert c.base_url is None
+    # %config wins from then on, whatever the environment says.
+    c.base_url = "http://127.0.0.1:9000/v1"
+    monkeypatch.setenv("OCW_BASE_URL", "http://127.0.0.1:8003/v1")
+    c.check_environment()
+    assert c.base_url == "http://127.0.0.1:9000/v1"
+    # A value given at construction (a config file) is configured too.
+    d = Ocw(base_url="http://127.0.0.1:9100/v1")
+    d.check_environment()
+    assert d.base_url == "http://127.0.0.1:9100/v1"
+    # A bad value set later is refused by name at the next command, not ignored.
+    monkeypatch.setenv("OCW_BASE_URL", "not a url")
+    e = Ocw()
+    with pytest.raises(ConfigError, match="OCW_BASE_URL"):
+        e.check_environment()
+
+
+def test_env_magic_changes_the_server_of_the_next_cell(ip, openai_env, refserver, monkeypatch):
+    assert ip.run_cell("%%chat\nfirst").error_in_exec is None
+    first = len(refserver.requests)
+    assert first >= 1
+    ip.run_line_magic("env", "OCW_BASE_URL=http://127.0.0.1:9/v1")  # nothing listens on port 9
+    ip.run_cell("%%chat\nsecond")
+    assert len(refserver.requests) == first  # the old server got nothing: the cell used the new URL
+    ip.run_line_magic("env", f"OCW_BASE_URL={refserver.openai_url}")
+    assert ip.run_cell("%%chat\nthird").error_in_exec is None
+    assert len(refserver.requests) > first

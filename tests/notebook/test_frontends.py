@@ -169,3 +169,104 @@ def test_nbconvert_html_shows_the_reply_and_the_widgets_snapshots(tmp_path):
     assert "keywords: retries, loader, after, timeout, long." in page
     assert "<b>ocw context</b> · report (run 20" in page  # %context's ring, as a snapshot
     assert "<b>ocw chat</b> · report (run 20" in page and "Which retries does the loader do" in page
+
+
+# -- names as a reader sees them ----------------------------------------------------------
+def test_shown_name_is_relative_to_the_working_directory_only_under_it():
+    from ocw.notebook.frontend import shown_name, stored_names
+
+    assert shown_name("/home/me/work/notebooks/a.ipynb", "/home/me/work") == "notebooks/a.ipynb"
+    assert shown_name("/elsewhere/a.ipynb", "/home/me/work") == "/elsewhere/a.ipynb"  # not under it: whole
+    assert shown_name("/home/me/workshop/a.ipynb", "/home/me/work") == "/home/me/workshop/a.ipynb"  # a prefix only
+    assert shown_name("default", "/home/me/work") == "default"
+    assert shown_name("in (run 2026-12-01 21:40:03 · 3f2a)", "/w") == "in (run 2026-12-01 21:40:03 · 3f2a)"
+    assert stored_names("notebooks/a.ipynb", "/home/me/work") == ["notebooks/a.ipynb",
+                                                                  "/home/me/work/notebooks/a.ipynb"]
+    assert stored_names("team", "/home/me/work") == ["team"]
+
+
+def test_sessions_context_and_doctor_show_the_notebook_relative_and_session_finds_it(ip, tmp_path, monkeypatch, capsys):
+    work = tmp_path / "work"
+    (work / "notebooks").mkdir(parents=True)
+    monkeypatch.chdir(work)
+    absolute = str(work / "notebooks" / "analysis.ipynb")
+    monkeypatch.setenv("JPY_SESSION_NAME", absolute)
+    assert ip.run_cell("%%chat\nhello").error_in_exec is None
+    import ocw
+
+    assert ocw.current_session().name == absolute  # stored whole: two folders never share one
+    capsys.readouterr()
+    for cell in ("%sessions", "%context --text", "%ocw doctor"):
+        res = ip.run_cell(cell)
+        out = capsys.readouterr().out
+        assert res.error_in_exec is None and "notebooks/analysis.ipynb" in out, cell
+        assert absolute not in out, (cell, out)
+    # The name as shown is a name %session and %sessions --delete accept.
+    ip.run_line_magic("new", "--name other")
+    res = ip.run_cell("%session notebooks/analysis.ipynb")
+    assert res.error_in_exec is None and ocw.current_session().name == absolute
+    capsys.readouterr()
+    ip.run_cell("%session notebooks/nothing.ipynb")
+    err = capsys.readouterr().err
+    assert "'notebooks/nothing.ipynb'" in err and str(work) not in err  # the error names what was typed
+
+
+def test_two_voila_visitors_at_once_each_get_their_own_session(tmp_path):
+    """Voilà serves one notebook to many visitors, a kernel each: two pages requested at
+    the same time run two conversations, each in a session of its own, neither seeing
+    the other's (Voilà renders the executed notebook into the page it answers)."""
+    import re
+    import socket
+    import threading
+    import time
+    import urllib.request
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell("%load_ext ocw"),
+                nbformat.v4.new_code_cell(f"%%chat\n{MESSAGE}"),
+                nbformat.v4.new_code_cell("import ocw\ns = ocw.current_session()\n"
+                                          "print('SESSION', s.name, '|', len(s.branch()), 'messages')")]
+    nbformat.write(nb, tmp_path / "app.ipynb")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    voila = subprocess.Popen([str(BIN / "voila"), "app.ipynb", "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1"],
+                             env=_env(tmp_path), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline and voila.poll() is None, "voila did not start"
+                time.sleep(0.2)
+        pages: list[str] = []
+
+        def visit() -> None:
+            with urllib.request.urlopen(url, timeout=120) as r:
+                pages.append(r.read().decode("utf-8"))
+
+        visitors = [threading.Thread(target=visit) for _ in range(2)]
+        for v in visitors:
+            v.start()
+        for v in visitors:
+            v.join(timeout=150)
+        assert len(pages) == 2
+        seen = [re.findall(r"SESSION (app \(Voilà [0-9a-f]{8}\)) \| (\d+) messages", p) for p in pages]
+        assert all(len(s) == 1 for s in seen), seen
+        (a, na), (b, nb_) = seen[0][0], seen[1][0]
+        assert a != b and (na, nb_) == ("2", "2")  # two sessions, each with its own question and reply only
+        assert all("keywords: retries, loader, after, timeout, long." in p for p in pages)  # the whole reply
+    finally:
+        voila.terminate()
+        try:
+            voila.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            voila.kill()
+            voila.wait(timeout=10)
+    sessions = _sessions(tmp_path / "ocw.duckdb")
+    assert sessions == {a: 2, b: 2}, sessions

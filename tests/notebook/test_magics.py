@@ -629,19 +629,30 @@ def test_ocw_doctor(oip, openai_env, ocw_env, monkeypatch, capsys):
     report = dict(line.strip().split(":", 1) for line in out.splitlines()[1:])
     report = {k.strip(): v.strip() for k, v in report.items()}
     assert report["provider"] == "openai"
-    assert report["model"] == "gpt-4o-mini"
+    # The server lists its model (GET /v1/models): doctor says which, and how to name it.
+    assert report["model"] == ("gpt-4o-mini — the server lists ref-model; name it with OCW_MODEL=ref-model "
+                               "or %config Ocw.model = 'ref-model'")
     assert report["API key"] == "present (OPENAI_API_KEY)"
-    assert report["base URL"].startswith(srv.openai_url) and "— reachable (HTTP" in report["base URL"]
+    assert report["base URL"] == f"{srv.openai_url} — reachable; it serves 1 model"
     assert report["tokenizer"].startswith("o200k_base") and "loaded offline" in report["tokenizer"]
     assert report["database"] == str(ocw_env)
     assert "Python " in report["versions"] and "duckdb " in report["versions"] and "ocw " in report["versions"]
 
-    # A key that is missing, and a server that is not there, are both said plainly.
+    # The model the server lists: nothing to say. A local server without a key: no key needed.
     monkeypatch.delenv("OPENAI_API_KEY")
+    run(oip, "%config Ocw.model = 'ref-model'", capsys)
+    res, out, err = run(oip, "%ocw doctor", capsys)
+    assert "  model:         ref-model\n" in out
+    assert "API key:       not set (OPENAI_API_KEY); a server on this machine needs none" in out
+    assert "MISSING" not in out and "— reachable; it serves 1 model" in out
+    # A server that is not there is said plainly; elsewhere than this machine, a missing key is MISSING.
     run(oip, "%config Ocw.base_url = 'http://127.0.0.1:9/v1'", capsys)
     res, out, err = run(oip, "%ocw doctor", capsys)
+    assert "http://127.0.0.1:9/v1 — NOT reachable" in out and "  model:         ref-model\n" in out
+    run(oip, "%config Ocw.base_url = 'http://ocw-test.invalid/v1'", capsys)
+    res, out, err = run(oip, "%ocw doctor", capsys)
     assert "API key:       MISSING (OPENAI_API_KEY)" in out
-    assert "http://127.0.0.1:9/v1 — NOT reachable" in out
+    assert "http://ocw-test.invalid/v1 — NOT reachable" in out
 
 
 def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
@@ -775,3 +786,22 @@ def test_help_and_the_slash_menu_read_the_one_command_table(ip, capsys):
     # Every one runs on selection or Enter but /session, which needs its NAME (the menu fills the prefix).
     assert [m["name"] for m in slash_menu() if m["required"]] == ["session"]
     assert {c.name for c in COMMANDS if not c.slash} == {"chat", "chat-widget", "tools", "allow-code", "deny-code"}
+
+
+def test_ocw_help_in_a_notebook_is_a_table_whose_usages_never_break(ip):
+    """JupyterLab breaks a long plain-text line anywhere (mid-word): a notebook gets a
+    table, each usage on one line (no-break spaces), the help wrapping between words."""
+    import html as _html
+
+    from ocw.notebook import actions
+    from ocw.notebook.commands import COMMANDS
+
+    for lang in ("en", "zh"):
+        ip.run_line_magic("config", f"Ocw.lang = '{lang}'")
+        res = actions.run(ocw.notebook.magics.get_runtime(), "help", "", rich=True)
+        assert res.text.splitlines() == [ln for ln in res.text.splitlines() if ln]  # the text is still one line each
+        cells = re.findall(r"<tr><td><code>(.*?)</code></td><td>(.*?)</td></tr>", res.html)
+        assert len(cells) == len(COMMANDS) == 16
+        for (usage, helptext), c in zip(cells, COMMANDS):
+            assert " " not in usage and _html.unescape(usage) == c.usage.replace(" ", "\u00a0")
+            assert _html.unescape(helptext) == c.help[lang]

@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "tests" / "browser" / "chat_widget.ipynb"
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 SHOTS = ("chat-menu.png", "chat-compaction.png", "chat-streaming.png", "chat-rewind-confirm.png",
-         "chat-forked.png", "chat-overview.png", "chat-disconnected.png")
-FINISHED = re.compile(r"^Context compacted: covered (\d+) older messages, ([\d,]+) → ([\d,]+) tokens$")
+         "chat-forked.png", "chat-overview.png", "chat-dark.png", "chat-disconnected.png")
+FINISHED = re.compile(r"^Context compacted: covered (\d+) older messages?, ([\d,]+) → ([\d,]+) tokens$")
 NO_OP = "Context is already compacted; no older messages to fold."
 FAILED = "Context compaction failed: the summarizer is down"
 STARTED = "Compacting context…"
@@ -225,11 +225,16 @@ def scenario(nb: NotebookPage) -> None:
     assert state[2] == chat.head_row.get_attribute("data-id") and state[3] == "2", state  # two branches
     chat.screenshot("chat-forked.png")
 
-    # A click on the old branch switches back to it (the same path as %branch <id>).
+    # A click on the old branch switches back to it (the same path as %branch <id>), and
+    # the view shows its newest message, not its first.
+    chat.cell.locator(".ocw-conversation").evaluate("c => { c.scrollTop = 0; }")
     branch.click()
     expect(chat.head_row).to_have_attribute("data-id", old_head, timeout=30_000)
     expect(chat.thread_msgs).to_have_count(14)
     chat.idle()
+    nb.page.wait_for_function(
+        "c => c.scrollHeight - c.scrollTop - c.clientHeight < 48",
+        arg=chat.cell.locator(".ocw-conversation").element_handle(), timeout=10_000)
 
     # /context opens the ring's own panel (the ContextWidget's, Compact now and the count's
     # info note included), upward over the conversation.
@@ -242,6 +247,42 @@ def scenario(nb: NotebookPage) -> None:
     assert box(panel)["y"] + box(panel)["height"] <= box(chat.ring)["y"] + 1, "the panel must open upward"
     chat.idle()
     chat.screenshot("chat-overview.png")
+    # The panel is a popover: Escape in the composer closes it, and so does a click elsewhere.
+    chat.input.click()
+    chat.input.press("Escape")
+    expect(panel).to_be_hidden(timeout=10_000)
+    chat.submit("/context")
+    expect(panel).to_be_visible(timeout=30_000)
+    chat.idle()
+    chat.cell.locator(".ocw-chat-title").click()  # outside the ring and its panel
+    expect(panel).to_be_hidden(timeout=10_000)
+
+    # /summary and /doctor: their output in the conversation, as in a cell.
+    outputs = chat.cell.locator(".ocw-thread .ocw-note-output")
+    n = outputs.count()
+    chat.submit("/summary")
+    expect(outputs).to_have_count(n + 1, timeout=30_000)
+    expect(outputs.last).to_contain_text(re.compile(r"Summary n_\w+ \[active\] covers"))
+    chat.idle()
+    chat.submit("/doctor")
+    expect(outputs).to_have_count(n + 2, timeout=30_000)
+    expect(outputs.last).to_contain_text("ocw doctor")
+    expect(outputs.last).to_contain_text("provider:")
+    chat.idle()
+
+    # The dark theme: the widget follows JupyterLab's colours (Settings → Theme).
+    page = nb.page
+    send = chat.cell.locator(".ocw-send")
+    light = send.evaluate("b => getComputedStyle(b).backgroundColor")
+    page.locator(".lm-MenuBar-item", has_text="Settings").click()
+    page.locator(".lm-Menu-item", has_text="Theme").first.hover()
+    page.get_by_role("menuitem", name="JupyterLab Dark", exact=True).click()
+    expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false", timeout=30_000)
+    page.wait_for_function("([b, light]) => getComputedStyle(b).backgroundColor !== light",
+                           arg=[send.element_handle(), light], timeout=10_000)  # the accent follows the theme
+    colours = send.evaluate("b => [getComputedStyle(b).backgroundColor, getComputedStyle(b).color]")
+    assert colours[0] != colours[1] and colours[0] not in ("rgba(0, 0, 0, 0)", "rgb(239, 239, 239)"), colours
+    chat.screenshot("chat-dark.png")
 
     # The kernel restarts under the widget: disconnected, controls off.
     nb.restart_kernel()

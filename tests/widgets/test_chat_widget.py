@@ -667,3 +667,83 @@ def test_a_steered_compaction_and_summary_from_the_widget(small):
     answer = invoke(w, "chat_run", {"name": "summary", "args": ""})
     assert answer["ok"] is True and "keep the file paths" in answer["output"], answer
     assert w.notes[-1]["kind"] == "output" and w.notes[-1]["text"] == answer["output"]
+
+
+# -- issue 24: deleting the current session ---------------------------------------------------
+def test_deleting_the_current_session_is_said_and_the_next_message_starts_a_new_one(ip, monkeypatch):
+    chat(ip, "a turn in the notebook's own session")
+    notebook_session = ocw.current_session()
+    kept = len(notebook_session.branch())
+    ip.run_line_magic("new", "--name other")
+    chat(ip, "a turn in other")
+    deleted = ocw.current_session()
+    assert deleted.name == "other" and deleted.id != notebook_session.id
+    w = ocw.chat()
+    assert w.session_id == deleted.id
+    answer = invoke(w, "chat_run", {"name": "sessions", "args": "--delete other --yes"}, monkeypatch)
+    assert answer["ok"] is True and answer["output"].startswith("Deleted session 'other'")
+    # Said in the widget, which shows no session; nothing is current (not the notebook's older one).
+    assert w.session_id == "" and w.messages == []
+    assert [n["text"] for n in w.notes] == ["Session 'other' was deleted; the next message starts a new session.",
+                                            answer["output"]]
+    assert ocw.current_session() is None
+    # The next message starts a new session under the freed name; the older session is untouched.
+    assert invoke(w, "chat_send", {"text": "hello again"}, monkeypatch)["ok"] is True
+    fresh = ocw.current_session()
+    assert fresh.name == "other" and fresh.id not in (deleted.id, notebook_session.id)
+    assert len(fresh.branch()) == 2 and w.session_id == fresh.id and w.notes == []
+    assert len(get_runtime().store.open_session(notebook_session.id).branch()) == kept
+
+
+def test_the_deleted_note_is_in_chinese_under_zh(ip, monkeypatch):
+    ip.run_line_magic("config", "Ocw.lang = 'zh'")
+    chat(ip, "一条消息")
+    name = ocw.current_session().name
+    w = ocw.chat()
+    invoke(w, "chat_run", {"name": "sessions", "args": f"--delete {name!r} --yes"}, monkeypatch)
+    assert w.notes[0]["text"] == f"会话 {name!r} 已删除；下一条消息将开始一个新会话。"
+
+
+def test_the_widgets_own_errors_are_in_chinese_under_zh(ip, monkeypatch):
+    ip.run_line_magic("config", "Ocw.lang = 'zh'")
+    chat(ip, "一条消息")
+    w = ocw.chat()
+    assert invoke(w, "chat_send", {"text": "  "}, monkeypatch) == {"ok": False, "error": "消息为空 — 输入消息后按 Enter"}
+    assert invoke(w, "chat_run", {"name": "nosuch"}, monkeypatch)["error"] == "/nosuch 不是命令 — 输入 / 查看所有命令"
+    assert invoke(w, "chat_rewind", {"node_id": "x; rm"}, monkeypatch)["error"] == "不是消息 id：'x; rm'"
+    ip.run_line_magic("config", "Ocw.lang = 'en'")  # the live language: English again at once
+    assert invoke(w, "chat_run", {"name": "nosuch"}, monkeypatch)["error"] == "/nosuch is not a command — type / to see the commands"
+
+
+def test_branches_that_leave_alike_are_told_apart_by_how_they_end(ip, monkeypatch, capsys):
+    chat(ip, "the setup")
+    s = ocw.current_session()
+    fork = s.head
+    chat(ip, "Which retry policy should the loader use?")
+    chat(ip, "and with polars?")
+    s.rewind(fork)
+    chat(ip, "Which retry policy should the loader use?")  # asked again: the same first words
+    chat(ip, "and with duckdb?")
+    s.rewind(fork)
+    w = ocw.chat()
+    others = [b for b in w.branches if not b["current"]]
+    assert len(others) == 2
+    assert {b["preview"] for b in others} == {"Which retry policy should the loader use?"}
+    endings = sorted(b["ending"] for b in others)
+    assert all(e for e in endings) and endings[0] != endings[1]
+    assert any("polars" in e for e in endings) and any("duckdb" in e for e in endings)
+    capsys.readouterr()
+    ip.run_line_magic("branch", "")
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "forks after message 2" in ln]
+    assert len(lines) == 2 and len(set(lines)) == 2 and all(" … “" in ln for ln in lines), lines
+    # A branch with no look-alike shows no ending (nothing added where nothing is needed).
+    chat(ip, "something else entirely")  # a third branch from the fork, now current
+    s.rewind(fork)
+    lone = [b for b in ocw.chat().branches if "something" in b["preview"]]
+    assert len(lone) == 1 and lone[0]["ending"] == ""
+    # One question per branch, asked twice: the replies tell them apart.
+    tree = [{"id": f"n_{i}", "depth": 2, "role": "assistant", "created_at": None, "current": False, "leaf": True,
+             "fork_id": "n_f", "fork_depth": 1, "first_id": f"n_q{i}", "first_content": [{"type": "text", "text": "q"}],
+             "last_content": [{"type": "text", "text": "q"}], "leaf_content": [{"type": "text", "text": f"reply {i}"}]}
+            for i in (1, 2)]
+    assert [b["ending"] for b in branch_items(tree)] == ["reply 1", "reply 2"]
