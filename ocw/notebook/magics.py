@@ -18,7 +18,7 @@ import functools
 import sys
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ocw.notebook import actions, references, report
@@ -107,7 +107,10 @@ class OcwMagics(Magics):
         if self.runtime.config.status_line and self.runtime.current is not None:
             print(report.status_line(self.runtime.current, self.runtime.config.lang))
 
-    compact = line_magic("compact")(_runs("compact"))
+    # The focus is free text, taken as typed: IPython's $var/{expr} expansion would
+    # evaluate braces in it and costs time quadratic in the line (a pasted list stalled
+    # the kernel), so %compact's line reaches ocw untouched.
+    compact = line_magic("compact")(no_var_expand(_runs("compact")))
     context = line_magic("context")(_runs("context"))
     summary = line_magic("summary")(_runs("summary"))
     rewind = line_magic("rewind")(_runs("rewind"))
