@@ -14,6 +14,7 @@ serialises writers per session (ocw/store/postgres/store.py), never globally.
 from __future__ import annotations
 
 import re
+import select
 import threading
 import time
 from contextlib import contextmanager
@@ -77,6 +78,18 @@ def store_error(e: BaseException, where: str, secrets, doing: str = "use") -> St
     return StoreError(f"cannot {doing} the ocw database {where}: {text}", hint=hint or "see %ocw doctor")
 
 
+def _has_input(conn) -> bool:
+    """Has the server sent something to an idle connection? Nothing is due on one;
+    what comes is a server closing it (a terminated backend, an idle timeout, a
+    shutdown: its last words, then EOF). A zero-wait poll of the socket, no round
+    trip — so a connection the server closed is checked and replaced, instead of
+    failing the next cell once with "is the server running?"."""
+    try:
+        return bool(select.select([conn.fileno()], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True  # no usable socket: let the check decide
+
+
 class Pool:
     def __init__(self, url: str, where: str):
         self.url = url  # without its password (ocw/store/postgres/url.py)
@@ -129,7 +142,7 @@ class Pool:
             if conn.closed or conn.broken:
                 self._discard(conn)
                 continue
-            if time.monotonic() - since < CHECK_AFTER:
+            if time.monotonic() - since < CHECK_AFTER and not _has_input(conn):
                 return conn
             try:
                 conn.execute("")

@@ -73,6 +73,7 @@ class PostgresStore:
         with self._errors("open"), self._pool.connection() as conn:
             self._where = self._pool.where = self.describe()
             pg_schema.migrate(conn, self._where)
+        pg_url.remember(self.path)
 
     def describe(self) -> str:
         """User, host, port and database — what the server says it is, once connected."""

@@ -1,0 +1,66 @@
+"""Issue 25, the team database: secrets cached by the full credential, and more.
+Against the real test server, with roles that must give their password."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+import ocw
+from ocw.text.errors import StoreError
+
+PASSWORD = "Pa55-w0rd-of-bob-77qz"
+WRONG = "Wr0ng-but-long-password"
+_n = itertools.count(1)
+
+
+@pytest.fixture
+def role(pg_cluster, monkeypatch, tmp_path):
+    """(user, dbname, port): a role that logs in with PASSWORD, owning a new database;
+    no password from the environment or a file of the machine's."""
+    for k in ("PGPASSWORD", "PGSERVICE", "OCW_DB"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path / "no-pgpass"))
+    user = f"bob{next(_n)}"
+    db = f"hard_{user}"
+    with pg_cluster.admin() as conn:
+        conn.execute(f"CREATE ROLE {user} LOGIN PASSWORD '{PASSWORD}'")
+        conn.execute(f"CREATE DATABASE {db} OWNER {user}")
+    return user, db, pg_cluster.port
+
+
+def _drop_connections(pg_cluster, user):
+    with pg_cluster.admin() as conn:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [user])
+
+
+def test_a_mistyped_password_never_replaces_a_working_stores(role, pg_cluster):
+    user, db, port = role
+    store = ocw.Store(f"postgresql://{user}:{PASSWORD}@127.0.0.1:{port}/{db}")
+    try:
+        store.create_session(name="one").append("user", "hello")
+        with pytest.raises(StoreError, match="password authentication failed"):
+            ocw.Store(f"postgresql://{user}:{WRONG}@127.0.0.1:{port}/{db}")
+        _drop_connections(pg_cluster, user)  # the server drops the working store's connections
+        s = store.create_session(name="two")  # reconnects with its own password
+        s.append("user", "still here")
+        assert [x["name"] for x in store.sessions()][:2] and store.open_session("one") is not None
+        # The URL without a password (what %config shows) reconnects with the one that worked.
+        again = ocw.Store(f"postgresql://{user}@127.0.0.1:{port}/{db}")
+        assert again.open_session("two").head == s.head
+        again.close()
+    finally:
+        store.close()
+
+
+def test_a_connection_the_server_closed_is_replaced_not_an_error(role, pg_cluster):
+    user, db, port = role
+    store = ocw.Store(f"postgresql://{user}:{PASSWORD}@127.0.0.1:{port}/{db}")
+    try:
+        s = store.create_session(name="idle")
+        connects = store.backend._pool.connects
+        _drop_connections(pg_cluster, user)  # an idle timeout, a restart: the kept connection is gone
+        s.append("user", "the next cell")  # no "is the server running?" first
+        assert store.backend._pool.connects == connects + 1  # one new connection replaced it
+    finally:
+        store.close()
