@@ -78,11 +78,12 @@ class Runtime:
             if self._store is None or self._store_path != self.config.db:
                 from ocw.conversation.sessions import Store
 
-                fresh = Store(self.config.db)
+                fresh = Store(self.config.db, lock_timeout=self.config.lock_timeout)
                 old, self._store, self._store_path = self._store, fresh, self.config.db
                 self.current = None
                 if old is not None:
                     old.close()
+            self._store.backend.lock_timeout = self.config.lock_timeout  # %config Ocw.lock_timeout, live
             return self._store
 
     def current_session(self):

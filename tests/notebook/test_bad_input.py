@@ -252,6 +252,8 @@ CONFIG_ROWS = [
     C("max_output_tokens", "True"), C("max_output_tokens", "1.5"),
     C("timeout", "-1"), C("timeout", "0"), C("timeout", "float('nan')"), C("timeout", "float('inf')"),
     C("timeout", "True"), C("timeout", "'abc'"), C("timeout", "None"),
+    C("lock_timeout", "-1"), C("lock_timeout", "0"), C("lock_timeout", "float('nan')"),
+    C("lock_timeout", "float('inf')"), C("lock_timeout", "True"), C("lock_timeout", "'abc'"),
     C("max_retries", "-1"), C("max_retries", "11"), C("max_retries", "True"), C("max_retries", "2.5"),
     C("tools", "'yes'"), C("tools", "2"),
     C("max_tool_steps", "0"), C("max_tool_steps", "1001"), C("max_tool_steps", "True"),

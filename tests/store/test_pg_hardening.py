@@ -64,3 +64,56 @@ def test_a_connection_the_server_closed_is_replaced_not_an_error(role, pg_cluste
         assert store.backend._pool.connects == connects + 1  # one new connection replaced it
     finally:
         store.close()
+
+
+# -- bounded lock waits ------------------------------------------------------------------------
+HOLDER = r'''
+import sys, time, psycopg
+url, sid, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
+with psycopg.connect(url, application_name="ocw kernel abcdef12 (pid 4242)") as conn:
+    conn.execute("BEGIN")
+    conn.execute("SELECT id FROM sessions WHERE id = %s FOR UPDATE", [sid]).fetchall()
+    print("locked", flush=True)
+    time.sleep(secs)
+    conn.rollback()
+'''
+
+
+def _hold_row(url: str, sid: str, secs: float):
+    """Another process (a kernel, as far as the server can tell) holding the session's row."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", HOLDER, url, sid, str(secs)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "locked"  # waits until the lock is taken (or the child died)
+    return p
+
+
+def test_a_row_held_30_s_by_another_kernel_is_one_line_within_the_bound(pg_url, ip, capsys):
+    import time
+
+    from IPython.core.error import UsageError
+
+    ip.run_line_magic("config", f"Ocw.db = {pg_url!r}")
+    ip.run_line_magic("config", "Ocw.lock_timeout = 2")
+    ip.run_line_magic("new", "--name held")
+    ip.run_cell_magic("chat", "", "first")
+    s = ocw.current_session()
+    head, count = s.head, len(s.branch())
+    holder = _hold_row(pg_url, s.id, 30)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(UsageError) as e:
+            ip.run_cell_magic("chat", "", "second")
+        waited = time.monotonic() - t0
+    finally:
+        holder.kill()
+        holder.wait()
+    line = str(e.value)
+    assert "\n" not in line and "gave up after 2 s" in line, line
+    assert "kernel abcdef12 (pid 4242)" in line, line  # the other writer, named
+    assert 2 <= waited < 15, waited  # the bound, not the other kernel's 30 s
+    s.sync()
+    assert (s.head, len(s.branch())) == (head, count)  # nothing written
+    ip.run_cell_magic("chat", "", "third")  # the lock gone: writes again
+    assert len(ocw.current_session().branch()) == count + 2

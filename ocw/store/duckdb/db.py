@@ -25,6 +25,7 @@ import duckdb
 
 from ocw.store.duckdb import ownership
 from ocw.store.duckdb.settings import DUCKDB_CONFIG
+from ocw.store.holder import BUSY_HINT, process_name
 from ocw.text.errors import StoreBusy, StoreError
 
 _TOKENS = itertools.count(1)
@@ -79,6 +80,16 @@ def _unlock(fd: int) -> None:
     elif _msvcrt is not None:  # pragma: no cover - Windows
         os.lseek(fd, 0, os.SEEK_SET)
         _msvcrt.locking(fd, _msvcrt.LK_UNLCK, 1)
+
+
+def _holder(fd: int) -> str:
+    """The process that holds the sidecar lock (its token starts with its pid)."""
+    try:
+        token = os.pread(fd, 32, 0).decode("ascii", "replace")
+    except OSError:
+        token = ""
+    pid = token.split(":", 1)[0].strip()
+    return process_name(int(pid)) if pid.isdigit() else "another process"
 
 
 class Db:
@@ -183,8 +194,10 @@ class Db:
                 os.close(fd)  # no advisory locks here: DuckDB's own lock (and its retry) alone
                 return
             if time.monotonic() >= deadline:
+                who = _holder(fd)
                 os.close(fd)
-                raise StoreBusy(f"database {self.path} is held by another process") from None
+                raise StoreBusy(f"database {self.path} is held by {who}; gave up after {self.lock_timeout:g} s",
+                                hint=BUSY_HINT) from None
             waited = True
             self._signal_waiting()
             time.sleep(delay)
@@ -265,7 +278,8 @@ class Db:
                 if "lock" not in str(e).lower():
                     raise StoreError(f"cannot open {self.path}: {e}") from None
                 if time.monotonic() >= deadline:
-                    raise StoreBusy(f"database {self.path} is locked by another process") from None
+                    raise StoreBusy(f"database {self.path} is locked by another process; gave up after "
+                                    f"{self.lock_timeout:g} s", hint=BUSY_HINT) from None
                 waited = True
                 self._signal_waiting()
                 time.sleep(delay * (0.5 + random.random()))
