@@ -28,7 +28,7 @@ from ocw.notebook.runtime import Runtime
 from ocw.notebook.streaming import StreamView, interrupted_message
 from ocw.text.errors import OcwError
 
-OCW_SUBCOMMANDS = ("help", "doctor", "tools", "allow-code", "deny-code", "export")  # `%ocw <word>`
+OCW_SUBCOMMANDS = ("help", "doctor", "tools", "allow-code", "deny-code", "export", "retry-save")  # `%ocw <word>`
 
 
 def friendly(fn):
@@ -98,6 +98,9 @@ class OcwMagics(Magics):
             self.runtime.chat(cell, session=unquoted(args.session), new=args.new, model=unquoted(args.model),
                               provider=args.provider, tools=args.tools,
                               on_text=view.on_text, on_system=view.on_system, on_tool=view.on_tool)
+        except OcwError:
+            view.finish()  # the reply shown so far ends its line; the error line follows
+            raise
         except KeyboardInterrupt as e:
             # One message for one event: the partial reply stays as it was, and the
             # error line (which also stops a Run All) says what was kept.
@@ -123,7 +126,7 @@ class OcwMagics(Magics):
     @line_magic
     @friendly
     def ocw(self, line):
-        """%ocw help | doctor | tools | allow-code | deny-code | export [--format md|json] [--force] [PATH]"""
+        """%ocw help | doctor | tools | allow-code | deny-code | retry-save | export [--format md|json] [--force] [PATH]"""
         words = line.strip().split() or ["help"]
         cmd = words[0]
         if cmd not in OCW_SUBCOMMANDS:

@@ -49,7 +49,8 @@ def test_a_file_held_30_s_by_another_kernel_is_one_line_within_the_bound(ip, ocw
     assert "\n" not in line and "gave up after 2 s" in line, line
     assert f"kernel abcdef12 (pid {p.pid})" in line, line
     assert 2 <= waited < 15, waited  # the bound, not the other kernel's 30 s
+    assert "retry-save" not in line  # the wait came before the model was asked: no reply to keep
     s.sync()
     assert (s.head, len(s.branch())) == (head, count)
-    ip.run_cell_magic("chat", "", "third")
+    ip.run_cell_magic("chat", "", "third")  # the holder gone: writes as ever
     assert len(ocw.current_session().branch()) == count + 2

@@ -30,8 +30,17 @@ def role(pg_cluster, monkeypatch, tmp_path):
 
 
 def _drop_connections(pg_cluster, user):
+    """Terminate the role's connections and wait (with a deadline) until the server has
+    closed them: pg_terminate_backend only signals."""
+    import time
+
     with pg_cluster.admin() as conn:
         conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [user])
+        deadline = time.monotonic() + 10
+        while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s"
+                           " AND application_name <> 'ocw-listen'", [user]).fetchone()[0]:  # it reconnects by itself
+            assert time.monotonic() < deadline, "the server did not close the connections"
+            time.sleep(0.01)
 
 
 def test_a_mistyped_password_never_replaces_a_working_stores(role, pg_cluster):
@@ -113,7 +122,12 @@ def test_a_row_held_30_s_by_another_kernel_is_one_line_within_the_bound(pg_url, 
     assert "\n" not in line and "gave up after 2 s" in line, line
     assert "kernel abcdef12 (pid 4242)" in line, line  # the other writer, named
     assert 2 <= waited < 15, waited  # the bound, not the other kernel's 30 s
+    assert "%ocw retry-save" in line  # the reply was shown: it can be stored again
     s.sync()
     assert (s.head, len(s.branch())) == (head, count)  # nothing written
-    ip.run_cell_magic("chat", "", "third")  # the lock gone: writes again
-    assert len(ocw.current_session().branch()) == count + 2
+    ip.run_line_magic("ocw", "retry-save")  # the lock gone: the turn the user read is stored
+    s.sync()
+    assert len(s.branch()) == count + 2
+    assert s.rendered_history()[-2]["content"][0]["text"] == "second"
+    ip.run_cell_magic("chat", "", "third")  # and the next cell writes as ever
+    assert len(ocw.current_session().branch()) == count + 4

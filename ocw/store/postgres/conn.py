@@ -60,6 +60,8 @@ _HINTS = (
      "is the PostgreSQL server running and reachable? check host and port"),
     (re.compile(r"definition of service .* not found|service file", re.I),
      "check the service name and PGSERVICEFILE / ~/.pg_service.conf"),
+    (re.compile(r"statement timeout|canceling statement", re.I),
+     "the server's statement_timeout stopped the write; nothing of it was stored"),
     (re.compile(r"permission denied", re.I), "ask the database's owner to grant this user CREATE and USAGE"),
 )
 
