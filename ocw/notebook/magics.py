@@ -56,7 +56,12 @@ def _debug(config) -> bool:
 
 def _runs(name: str):
     """A line magic that runs command `name` of the table and shows its result
-    (ocw/notebook/actions.py); its help (`%compact?`) is the action's."""
+    (ocw/notebook/actions.py); its help (`%compact?`) is the action's.
+
+    Its line reaches ocw as typed (`no_var_expand`): IPython's `$var`/`{expr}`
+    expansion of a magic's line costs time quadratic in the line (a pasted
+    20,000-character focus took 16 s, a million-character name never ended) and
+    would evaluate braces in a focus or a name."""
     action = actions.ACTIONS[name]
 
     def magic(self, line):
@@ -64,7 +69,7 @@ def _runs(name: str):
 
     magic.__name__ = action.__name__.rstrip("_")
     magic.__doc__ = action.__doc__
-    return friendly(magic)
+    return no_var_expand(friendly(magic))
 
 
 @magics_class
@@ -110,10 +115,7 @@ class OcwMagics(Magics):
         if self.runtime.config.status_line and self.runtime.current is not None:
             print(report.status_line(self.runtime.current, self.runtime.config.lang))
 
-    # The focus is free text, taken as typed: IPython's $var/{expr} expansion would
-    # evaluate braces in it and costs time quadratic in the line (a pasted list stalled
-    # the kernel), so %compact's line reaches ocw untouched.
-    compact = line_magic("compact")(no_var_expand(_runs("compact")))
+    compact = line_magic("compact")(_runs("compact"))  # each line as typed: see _runs
     context = line_magic("context")(_runs("context"))
     summary = line_magic("summary")(_runs("summary"))
     rewind = line_magic("rewind")(_runs("rewind"))
@@ -124,6 +126,7 @@ class OcwMagics(Magics):
     sessions = line_magic("sessions")(_runs("sessions"))
 
     @line_magic
+    @no_var_expand
     @friendly
     def ocw(self, line):
         """%ocw help | doctor | tools | allow-code | deny-code | retry-save | export [--format md|json] [--force] [PATH]"""
