@@ -131,3 +131,44 @@ def test_a_row_held_30_s_by_another_kernel_is_one_line_within_the_bound(pg_url, 
     assert s.rendered_history()[-2]["content"][0]["text"] == "second"
     ip.run_cell_magic("chat", "", "third")  # and the next cell writes as ever
     assert len(ocw.current_session().branch()) == count + 4
+
+
+# -- a second role: the exact grants (README "A team database") ----------------------------------
+GRANTS = [  # what the README lists, run by the database's owner
+    "GRANT USAGE ON SCHEMA public TO {r}",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON sessions, nodes, node_counts TO {r}",
+    "GRANT SELECT ON ocw_meta, schema_version TO {r}",
+    "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {r}",
+]
+
+
+def test_a_second_role_needs_exactly_the_grants_the_readme_lists(pg_cluster, monkeypatch, tmp_path):
+    for k in ("PGPASSWORD", "PGSERVICE", "OCW_DB"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path / "no-pgpass"))
+    n = next(_n)
+    owner, other, db = f"own{n}", f"mate{n}", f"team{n}"
+    with pg_cluster.admin() as conn:
+        for r in (owner, other):
+            conn.execute(f"CREATE ROLE {r} LOGIN PASSWORD '{PASSWORD}'")
+        conn.execute(f"CREATE DATABASE {db} OWNER {owner}")
+    url = f"postgresql://{{}}:{PASSWORD}@127.0.0.1:{pg_cluster.port}/{db}"
+    first = ocw.Store(url.format(owner))
+    first.create_session(name="owners").append("user", "hello")
+    with pytest.raises(StoreError) as e:  # CONNECT only (PUBLIC's default): refused, the hint says what to grant
+        ocw.Store(url.format(other))
+    msg = e.value.user_message()
+    assert "permission denied" in msg and "\n" not in msg and PASSWORD not in msg
+    assert "SELECT, INSERT, UPDATE, DELETE" in e.value.hint and "SEQUENCES" in e.value.hint
+    with first.backend._pool.connection() as conn:
+        for g in GRANTS:
+            conn.execute(g.format(r=other))
+    second = ocw.Store(url.format(other))
+    try:
+        s = second.create_session(name="mates")
+        s.append("user", "hi")
+        # Not isolated (the README says so): a role with these grants reads every session.
+        assert {r["name"] for r in second.sessions()} == {"owners", "mates"}
+    finally:
+        second.close()
+        first.close()

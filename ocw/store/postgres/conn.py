@@ -62,7 +62,10 @@ _HINTS = (
      "check the service name and PGSERVICEFILE / ~/.pg_service.conf"),
     (re.compile(r"statement timeout|canceling statement", re.I),
      "the server's statement_timeout stopped the write; nothing of it was stored"),
-    (re.compile(r"permission denied", re.I), "ask the database's owner to grant this user CREATE and USAGE"),
+    (re.compile(r"permission denied", re.I),
+     "the database's owner grants this role: USAGE ON SCHEMA; SELECT, INSERT, UPDATE, DELETE ON sessions, nodes, "
+     "node_counts; SELECT ON ocw_meta, schema_version; USAGE, SELECT ON ALL SEQUENCES IN SCHEMA (README: "
+     "A team database)"),
 )
 
 
