@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.ocw-installed
 HEADLESS ?=
 PORT   ?= 8888
 
-.PHONY: demo test test-js test-py install bench clean mutation
+.PHONY: demo test test-js test-py install bench clean mutation litellm
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,13 @@ $(RS_STAMP): $(STAMP) $(RS_WHEEL)
 	touch $(RS_STAMP)
 
 install: $(STAMP) $(if $(RS_WHEEL),$(RS_STAMP))
+
+# LiteLLM's proxy for the gateway tests, in a venv of its own (it pins many packages).
+# tests/litellm_proxy.py installs the same version on demand; this does it ahead of time.
+LITELLM_VENV ?= .venv-litellm
+litellm:
+	test -x $(LITELLM_VENV)/bin/python || $(PYTHON) -m venv $(LITELLM_VENV)
+	$(LITELLM_VENV)/bin/python -m pip install -q 'litellm[proxy]==1.108.7'
 
 js/node_modules/.package-lock.json: js/package.json js/package-lock.json
 	cd js && npm ci --no-audit --no-fund --loglevel=error

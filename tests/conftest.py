@@ -262,6 +262,7 @@ def anthropic_env(ocw_env, refserver, monkeypatch):
 
 # -- real servers (issue 10): llama-server and llama-cpp-python from ../shared/realserver --
 from realservers import llama_cpp_python_server, llama_server, pytest_report_header  # noqa: E402,F401
+from litellm_proxy import litellm_llama_cpp_python, litellm_llama_server  # noqa: E402,F401
 
 
 # -- bad input (issue 11): every row of a store, and of a file --------------------------
@@ -298,3 +299,20 @@ def byte_encoding(tmp_path_factory):
     path = tmp_path_factory.mktemp("bytes-encoding") / "bytes.tiktoken"
     path.write_text("".join(f"{base64.b64encode(bytes([i])).decode()} {i}\n" for i in range(256)))
     return f"file:{path}"
+
+
+@_pytest.fixture(autouse=True)
+def _tools_registered_by_a_test_end_with_it():
+    """A tool a test registers (`@ocw.tool` in a shell's cell, say) is unregistered when
+    the test ends: the registry is process-wide, and a leftover tool's definition would
+    be counted in every later test's requests (the tests would depend on their order)."""
+    from ocw.conversation import tools
+
+    before = dict(tools.registered())
+    yield
+    for name, tool in list(tools.registered().items()):
+        if before.get(name) is not tool:
+            tools.unregister(name)
+    for name, tool in before.items():  # one a test replaced under the same name comes back
+        if tools.registered().get(name) is not tool:
+            tools._REGISTERED[name] = tool

@@ -70,6 +70,7 @@ class RunningServer:
     speaks_anthropic: bool
     window: int = WINDOW
     model: str = MODEL_ALIAS
+    api_key: str = "x"  # what clients send (a gateway has a key of its own)
     started_in: float = field(default=0.0)
 
     @property
@@ -92,13 +93,13 @@ class RunningServer:
             return "(no log)"
 
 
-def _wait_ready(server: RunningServer) -> None:
+def _wait_ready(server: RunningServer, headers: dict | None = None) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if server.proc.poll() is not None:
             pytest.fail(f"{server.name} exited with {server.proc.returncode} before answering:\n{server.log_tail()}")
         try:
-            if httpx.get(server.url + "/v1/models", timeout=1.0).status_code == 200:
+            if httpx.get(server.url + "/v1/models", timeout=1.0, headers=headers).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

@@ -249,6 +249,42 @@ def test_overflow_in_the_kernel_recovers_once_then_reports(kernel, server, ocw_d
         server._scripts.pop()
 
 
+def test_reactive_compact_off_ask_and_auto_through_the_magics(kernel, server, ocw_db_reader):
+    """Issue 23: `%config Ocw.reactive_compact` decides what a refusal as too long does,
+    counted on the server: off and ask send the one refused request and stop the cell
+    (one line, the fixes, nothing stored or compacted); auto compacts and retries."""
+    new_session(kernel, "k-reactive")
+    for i in range(4):
+        server.script(text=f"Reply {i}: " + "green leaves grow " * 50)
+        chat(kernel, f"Turn {i}. " + USER)
+    try:
+        for mode, words in (("off", "recovery is off"), ("ask", "reactive_compact = 'ask'")):
+            assert kernel.run(f"%config Ocw.reactive_compact = '{mode}'").ok
+            s, nodes = read_db(kernel, ocw_db_reader, "k-reactive")
+            n = len(server.requests)
+            server.script(overflow=True)
+            r = kernel.run("%%chat\ngo on", ok=False)
+            assert not r.ok and r.reply["content"]["ename"] == "UsageError" and not r.errors
+            lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+            assert len(lines) == 1 and words in lines[0] and "%compact" in lines[0] and "%new" in lines[0]
+            assert "Compacting context" not in r.stdout
+            assert [(q.status, q.is_summary) for q in server.requests[n:]] == [(400, False)]
+            s2, nodes2 = read_db(kernel, ocw_db_reader, "k-reactive")
+            assert s2["head"] == s["head"] and nodes2 == nodes
+        assert kernel.run("%config Ocw.reactive_compact = 'auto'").ok
+        n = len(server.requests)
+        server.script(overflow=True)
+        server.script(text="Summary: garden notes.")
+        server.script(text="Recovered answer.")
+        r = chat(kernel, "go on")
+        assert r.final_text() == "Recovered answer." and "Context compacted: covered" in r.stdout
+        assert [(q.status, q.is_summary) for q in server.requests[n:]] == [(400, False), (200, True), (200, False)]
+        r = kernel.run("%config Ocw.reactive_compact = 'sometimes'", ok=False)
+        assert "reactive_compact" in r.stderr + "".join(str(m) for m in r.errors)
+    finally:
+        kernel.run("%config Ocw.reactive_compact = 'auto'")
+
+
 # -- the stop button ------------------------------------------------------------------------
 
 

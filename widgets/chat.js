@@ -119,7 +119,9 @@ function render({ model, el, experimental, host, signal }) {
   main.append(graph, conversation);
 
   const footer = h("div", "ocw-chat-footer");
-  const composer = h("div", "ocw-composer");
+  // data-lm-suppress-shortcuts: Lumino (JupyterLab, Notebook 7) stops looking for a
+  // shortcut at this element, so even a capture-phase keymap never sees the composer's keys.
+  const composer = h("div", "ocw-composer", { "data-lm-suppress-shortcuts": "true" });
   const menu = h("ul", "ocw-menu", { role: "listbox", id: `${uid}-menu` });
   menu.hidden = true;
   const input = h("textarea", "ocw-input", {
@@ -294,12 +296,23 @@ function render({ model, el, experimental, host, signal }) {
     runCommand(command, "");
   }
 
+  let unknownAsked = null; // the unknown /word the user was asked about
+
   /** Enter with the menu closed or closing: a registered command runs, else chat. */
   function submit() {
     const value = input.value;
     if (!value.trim()) return;
     const parsed = parseCommand(value, commands());
-    if (!parsed) return sendMessage(value);
+    if (!parsed) {
+      // A lone /word that is no command is most likely a typo (/sumary): ask once; Enter
+      // again with the same text sends it as a message.
+      if (/^\/[A-Za-z][\w-]*$/.test(value.trim()) && unknownAsked !== value) {
+        unknownAsked = value;
+        return showAlert(L().chat_unknown_command);
+      }
+      unknownAsked = null;
+      return sendMessage(value);
+    }
     const { command, args } = parsed;
     if (command.name === "help") return setInput("/");
     if (command.required && !args) return setInput(`/${command.name} `);
@@ -370,6 +383,12 @@ function render({ model, el, experimental, host, signal }) {
   }
 
   listen(input, "input", () => syncMenu());
+  // The composer owns its keys: no keydown/keyup/keypress from it reaches the notebook
+  // (Shift+Enter would run the cell and lose the draft; Escape would leave edit mode).
+  const ownKey = (e) => e.stopPropagation();
+  listen(composer, "keyup", ownKey);
+  listen(composer, "keypress", ownKey);
+  listen(composer, "keydown", ownKey);
   listen(input, "keydown", (e) => {
     if (e.isComposing || e.keyCode === 229) return; // an IME is composing: its Enter is not ours
     const open = menuState === "open" && matches.length > 0;
@@ -420,11 +439,13 @@ function render({ model, el, experimental, host, signal }) {
     const item = confirmTarget;
     closeConfirm();
     if (!item || refuseWhileBusy()) return;
-    busyRequest("rewind", "chat_rewind", { node_id: item.end_id }).catch(failed);
+    stick = true; // the view follows the branch's newest message after the move
+    busyRequest("rewind", "chat_rewind", { node_id: item.end_id }).then(scrollDown, failed);
   });
   function switchBranch(branch) {
     if (refuseWhileBusy()) return;
-    busyRequest("branch", "chat_branch", { node_id: branch.id }).catch(failed);
+    stick = true; // the switched-to branch shows its newest message, not its first
+    busyRequest("branch", "chat_branch", { node_id: branch.id }).then(scrollDown, failed);
   }
   let keepAnchor = null; // while older messages load: the scroll position to keep
   listen(older, "click", () => {

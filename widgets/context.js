@@ -12,7 +12,7 @@
 // model's comm dead and triggers "comm_live_update": the view then says it is
 // disconnected and disables its controls, since nothing it sends would arrive.
 
-const CATEGORIES = ["system", "tools", "summary", "messages", "free"];
+const CATEGORIES = ["system", "tools", "summary", "memory", "messages", "free"];
 
 // Ring colors by occupancy ratio (DESIGN.md §6): green < 50 %, yellow 50–80 %,
 // red ≥ 80 %. There is no separate "suggestion" state or border.
@@ -127,9 +127,9 @@ function render({ model, el }) {
   const panelId = `${uid}-panel`;
   const tipId = `${uid}-tip`;
   const disposers = [];
-  const listen = (target, type, fn) => {
-    target.addEventListener(type, fn);
-    disposers.push(() => target.removeEventListener(type, fn));
+  const listen = (target, type, fn, capture = false) => {
+    target.addEventListener(type, fn, capture);
+    disposers.push(() => target.removeEventListener(type, fn, capture));
   };
 
   // ---- DOM (built once; update() only changes text, classes, attributes) ----
@@ -392,6 +392,25 @@ function render({ model, el }) {
       ring.focus();
     }
   });
+
+  // The panel is a popover: Escape anywhere (a combobox with its list open keeps its own
+  // Escape) and a press outside the ring and the panel close it. Capture phase, because the
+  // chat composer stops its keys from bubbling to the notebook.
+  const closePanel = () => {
+    if (!model.get("panel_open")) return;
+    model.set("panel_open", false);
+    model.save_changes();
+  };
+  const doc = el.ownerDocument || document;
+  listen(doc, "keydown", (e) => {
+    if (e.key !== "Escape" || !model.get("panel_open") || root.contains(e.target)) return;
+    const t = e.target;
+    if (t && typeof t.getAttribute === "function" && t.getAttribute("aria-expanded") === "true") return;
+    closePanel();
+  }, true);
+  listen(doc, "mousedown", (e) => {
+    if (!root.contains(e.target)) closePanel();
+  }, true);
 
   listen(compact, "click", () => {
     const sessionId = model.get("session_id") || "";

@@ -226,7 +226,7 @@ describe("slash menu (seed 004)", () => {
 
   it("Enter sends anything else as chat, slashes included", async () => {
     mount();
-    const texts = ["hello there", "/etc/hosts is missing", "/nosuch"];
+    const texts = ["hello there", "/etc/hosts is missing", "/no such thing"];
     for (const [i, text] of texts.entries()) {
       type(text);
       key("Enter");
@@ -235,6 +235,36 @@ describe("slash menu (seed 004)", () => {
       await flush();
     }
     expect(invoke.calls.length).toBe(3);
+  });
+
+  it("a lone unknown /word asks first; Enter again sends it, an edit asks again", async () => {
+    mount();
+    type("/sumary");
+    key("Enter");
+    expect(invoke.calls).toEqual([]);
+    expect(input().value).toBe("/sumary");
+    expect($(".ocw-chat-alert").hidden).toBe(false);
+    expect($(".ocw-chat-alert").textContent).toBe("Unknown command — send it as a message with Enter again?");
+    type("/sumar"); // edited: a new question
+    key("Enter");
+    expect(invoke.calls).toEqual([]);
+    key("Enter");
+    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["chat_send", { text: "/sumar" }]]);
+    expect($(".ocw-chat-alert").hidden).toBe(true);
+    invoke.answer(0, { ok: true });
+    await flush();
+    type("/summary"); // a registered one never asks
+    key("Escape");
+    key("Enter");
+    expect(invoke.calls.map((c) => c.name)).toEqual(["chat_send", "chat_run"]);
+  });
+
+  it("the unknown-command question is in Chinese under zh", () => {
+    mount({ lang: "zh", labels: UI_LABELS.zh });
+    type("/nosuch");
+    key("Enter");
+    expect($(".ocw-chat-alert").textContent).toBe("未知命令——再按一次 Enter 将其作为消息发送？");
+    expect(invoke.calls).toEqual([]);
   });
 
   it.each(["compact", "context", "rewind", "branch", "new", "clear", "sessions", "doctor"])(
@@ -401,6 +431,49 @@ describe("keyboard: the ARIA combobox pattern", () => {
     expect(key("Tab").defaultPrevented).toBe(false);
     expect(key("Enter", { shiftKey: true }).defaultPrevented).toBe(false);
     expect(invoke.calls).toEqual([]);
+  });
+
+  it("the composer owns its keys: none of them reaches the notebook (document or the cell)", () => {
+    mount();
+    const seen = [];
+    const spy = (e) => seen.push(`${e.type}:${e.key}`);
+    for (const t of ["keydown", "keyup", "keypress"]) {
+      document.addEventListener(t, spy);
+      el.addEventListener(t, spy);
+    }
+    try {
+      type("line one");
+      key("Enter", { shiftKey: true }); // a new line, not the notebook's run-and-advance
+      key("Escape"); // not the notebook's command mode
+      key("Tab");
+      type("/");
+      expect(menuOpen()).toBe(true);
+      key("ArrowDown");
+      key("ArrowUp");
+      key("Tab");
+      type("/");
+      key("Escape");
+      for (const t of ["keyup", "keypress"]) {
+        input().dispatchEvent(new KeyboardEvent(t, { key: "Enter", shiftKey: true, bubbles: true }));
+      }
+      type("hello");
+      key("Enter"); // the send
+      expect(seen).toEqual([]);
+      // A key outside the composer still bubbles: the spy is live, so [] above can fail.
+      $(".ocw-conversation").dispatchEvent(new KeyboardEvent("keydown", { key: "j", bubbles: true }));
+      expect(seen).toEqual(["keydown:j", "keydown:j"]);
+    } finally {
+      for (const t of ["keydown", "keyup", "keypress"]) {
+        document.removeEventListener(t, spy);
+        el.removeEventListener(t, spy);
+      }
+    }
+  });
+
+  it("Lumino's keymap stops at the composer (data-lm-suppress-shortcuts)", () => {
+    mount();
+    expect(input().closest("[data-lm-suppress-shortcuts]")).not.toBe(null);
+    expect($(".ocw-conversation").closest("[data-lm-suppress-shortcuts]")).toBe(null);
   });
 
   it("an IME's Enter is not a send", () => {
@@ -640,6 +713,53 @@ describe("graph", () => {
   });
 });
 
+describe("the view after a move", () => {
+  const branches = [
+    { id: "n_a5", length: 5, time: "10:01", current: true, leaf: true, fork_id: "", fork_depth: 5, first_id: "", preview: "" },
+    { id: "n_b9", length: 8, time: "09:40", current: false, leaf: true, fork_id: "n_a2", fork_depth: 2, first_id: "n_b3",
+      preview: "try it with polars" },
+  ];
+  /** jsdom lays nothing out: the conversation gets a height, a content height and a scroll position. */
+  function layout(height) {
+    const c = $(".ocw-conversation");
+    let top = 0;
+    Object.defineProperty(c, "scrollHeight", { configurable: true, get: () => height.value });
+    Object.defineProperty(c, "clientHeight", { configurable: true, get: () => 200 });
+    Object.defineProperty(c, "scrollTop", { configurable: true, get: () => top, set: (v) => { top = Math.min(v, height.value); } });
+    return c;
+  }
+  const longer = [...ITEMS, { id: "n_b6", end_id: "n_b6", depth: 6, role: "user", time: "10:05", preview: "p", text: "p" }];
+
+  it.each([
+    ["a branch switch", () => $(".ocw-graph-branch").click()],
+    ["a rewind", () => { $$(".ocw-graph-node")[1].click(); $(".ocw-confirm-yes").click(); }],
+  ])("after %s the conversation shows the newest message, though the reader had scrolled up", async (_what, move) => {
+    const model = mount({ branches });
+    const height = { value: 1000 };
+    const c = layout(height);
+    c.scrollTop = 100; // the reader scrolled up to read
+    c.dispatchEvent(new Event("scroll"));
+    move();
+    height.value = 1400;
+    model.set("messages", longer); // the kernel's new branch arrives, then the answer
+    expect(c.scrollTop).toBe(1400);
+    invoke.answer(0, { ok: true, output: "" });
+    await flush();
+    expect(c.scrollTop).toBe(1400);
+  });
+
+  it("without a move, a reader who scrolled up stays where they are", () => {
+    const model = mount({ branches });
+    const height = { value: 1000 };
+    const c = layout(height);
+    c.scrollTop = 100;
+    c.dispatchEvent(new Event("scroll"));
+    height.value = 1400;
+    model.set("messages", longer);
+    expect(c.scrollTop).toBe(100);
+  });
+});
+
 describe("ring and lifecycle", () => {
   it("renders the ContextWidget beside the composer through the host", async () => {
     mount();
@@ -668,6 +788,15 @@ describe("ring and lifecycle", () => {
     cleanup = undefined;
     expect(model.listenerCount()).toBe(0);
     expect(el.children.length).toBe(0);
+  });
+
+  it("the Send button is styled from the theme's variables, not the native look", () => {
+    const rule = /\.ocw-chat \.ocw-send \{([^}]*)\}/.exec(CSS)[1];
+    expect(rule).toMatch(/background: var\(--ocw-accent\)/);
+    expect(rule).toMatch(/color: var\(--jp-ui-inverse-font-color0/);
+    expect(rule).toMatch(/border-radius/);
+    expect(CSS).toMatch(/--ocw-accent: var\(--jp-brand-color1/); // the accent follows the theme
+    expect(/\.ocw-chat \.ocw-send:disabled \{[^}]*background: var\(--ocw-bg-alt\)/.test(CSS)).toBe(true);
   });
 
   it("CSS classes are all ocw- prefixed", () => {

@@ -180,6 +180,42 @@ describe("ring", () => {
     expect(model.get("panel_open")).toBe(false);
   });
 
+  it("closes the panel on Escape pressed elsewhere and on a press outside, not inside", () => {
+    const model = mount({ panel_open: true });
+    const outside = document.createElement("textarea");
+    document.body.append(outside);
+    try {
+      // A press inside the panel keeps it open.
+      $(".ocw-panel").dispatchEvent(new MouseEvent("mousedown", { bubbles: true }));
+      expect(model.get("panel_open")).toBe(true);
+      // Escape in another element, even one that stops the key from bubbling (the chat composer).
+      outside.addEventListener("keydown", (e) => e.stopPropagation());
+      outside.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
+      expect(model.get("panel_open")).toBe(false);
+      expect($(".ocw-panel").hidden).toBe(true);
+      model.set("panel_open", true);
+      // Another key elsewhere does nothing; an open combobox keeps its Escape (its list closes).
+      outside.dispatchEvent(new KeyboardEvent("keydown", { key: "a", bubbles: true }));
+      outside.setAttribute("aria-expanded", "true");
+      outside.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
+      expect(model.get("panel_open")).toBe(true);
+      // A press outside closes it.
+      outside.dispatchEvent(new MouseEvent("mousedown", { bubbles: true }));
+      expect(model.get("panel_open")).toBe(false);
+      expect($(".ocw-panel").hidden).toBe(true);
+    } finally {
+      outside.remove();
+    }
+  });
+
+  it("stops listening to the document once removed", () => {
+    const model = mount({ panel_open: true });
+    cleanup();
+    cleanup = undefined;
+    document.body.dispatchEvent(new MouseEvent("mousedown", { bubbles: true }));
+    expect(model.get("panel_open")).toBe(true);
+  });
+
   it("ignores other keys", () => {
     const model = mount();
     $(".ocw-ring").dispatchEvent(new KeyboardEvent("keydown", { key: "a", bubbles: true }));

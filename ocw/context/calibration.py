@@ -6,17 +6,25 @@ session metadata (DESIGN.md §3).
   (an overflow error). A stated limit only ever lowers it; a report replaces an
   earlier figure (the server may have been restarted with another window). Both
   belong to the model they were learned for.
-- The calibration is measured ÷ estimated, an exponential moving average of the
-  session's provider samples: a local model's tokenizer may count twice what the
-  offline estimate says, and the threshold, the kept tail, snip and summarizer
-  sizes must be judged in the model's own tokens. Within ±3 % the estimate
-  stands (no scaling, no noise); outside 0.25–8 a sample is a misreport.
+- The calibration is measured ÷ estimated: a local model's tokenizer may count
+  twice what the offline estimate says, and the threshold, the kept tail, snip
+  and summarizer sizes must be judged in the model's own tokens. Within ±3 % the
+  estimate stands (no scaling, no noise); outside 0.25–8 a sample is a misreport.
+- It is robust, because one wrong sample must not break a session (issue 23: a
+  refused request's stated size moved it from 1.96 to 2.84, and every later
+  summarizer call then had no room): the estimate is the median of the last
+  CALIBRATION_RECENT samples, and it moves at most ×CALIBRATION_STEP per sample,
+  so a lone outlier moves it by at most one bounded step and is outvoted by the
+  next ones. Only samples of requests the server accepted and answered in full
+  reach it (callers: a stored turn's usage, the summarizer's own usage) — never a
+  refused, failed, snipped or interrupted request's.
 """
 from __future__ import annotations
 
 CALIBRATION_MIN, CALIBRATION_MAX = 0.25, 8.0
 CALIBRATION_DEAD_ZONE = 0.03
-CALIBRATION_WEIGHT = 0.5  # weight of the newest sample
+CALIBRATION_RECENT = 9  # the estimate is the median of this many newest samples ...
+CALIBRATION_STEP = 1.25  # ... and moves at most this factor per sample
 MIN_LEARNED_WINDOW = 256  # a stated window below this is a misreading, not a model
 
 
@@ -61,17 +69,38 @@ def calibration(metadata: dict, model: str) -> float:
     return 1.0
 
 
+def calibration_samples(metadata: dict, model: str) -> int:
+    """How many samples the calibration in use was learned from (0: none; the panel says it)."""
+    cal = metadata.get("calibration")
+    if isinstance(cal, dict) and cal.get("model") == model and isinstance(cal.get("ratio"), (int, float)):
+        n = cal.get("samples")
+        return n if positive_int(n) else 1
+    return 0
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+
 def blend(old: dict | None, ratio: float, model: str) -> dict | None:
     """The calibration after one more measured ÷ estimated sample (None: the sample is
-    not plausible and changes nothing)."""
-    if not (CALIBRATION_MIN <= ratio <= CALIBRATION_MAX):
+    not plausible and changes nothing): the median of the recent samples, at most
+    one step of ×CALIBRATION_STEP away from the ratio before."""
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not (CALIBRATION_MIN <= ratio <= CALIBRATION_MAX):
         return None
-    if isinstance(old, dict) and old.get("model") == model and isinstance(old.get("ratio"), (int, float)):
-        ratio = (1 - CALIBRATION_WEIGHT) * old["ratio"] + CALIBRATION_WEIGHT * ratio
-        samples = int(old.get("samples") or 0) + 1
+    if isinstance(old, dict) and old.get("model") == model and isinstance(old.get("ratio"), (int, float)) \
+            and not isinstance(old.get("ratio"), bool):
+        recent = [r for r in old.get("recent") or [] if isinstance(r, (int, float)) and not isinstance(r, bool)
+                  and CALIBRATION_MIN <= r <= CALIBRATION_MAX] or [float(old["ratio"])]
+        recent = (recent + [float(ratio)])[-CALIBRATION_RECENT:]
+        prev = float(old["ratio"])
+        new = min(max(_median(recent), prev / CALIBRATION_STEP), prev * CALIBRATION_STEP)
+        samples = int(old.get("samples") or 0) + 1 if positive_int(old.get("samples")) else 1
     else:
-        samples = 1
-    return {"ratio": round(ratio, 4), "samples": samples, "model": model}
+        recent, new, samples = [float(ratio)], float(ratio), 1
+    return {"ratio": round(new, 4), "samples": samples, "recent": [round(r, 4) for r in recent], "model": model}
 
 
 def with_samples(metadata: dict, samples, model: str) -> dict:

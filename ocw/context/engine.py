@@ -33,6 +33,8 @@ from ocw.context.render import block_text
 from ocw.text.tokens import FRAME_TOKENS, count_message, count_text, render_block, truncate_to_tokens
 from ocw.context.cut import TOO_SHORT as CUT_TOO_SHORT, find_cut_index
 from ocw.context.facts import append_facts
+from ocw.context import memory as mem
+from ocw.context.memory_rules import update as update_memory
 from ocw.text.focus import clean as clean_focus
 
 FACTS_MAX = 2048  # tokens for identifiers the summary omits (see facts_budget) ...
@@ -91,8 +93,10 @@ class CompactionResult:
 class Plan:
     boundary_id: str  # the last newly folded message: the new summary covers the branch up to it
     new_messages: list[dict]  # the newly folded turns, rendered
-    old_summary_text: str
+    old_summary_text: str  # the old summary's prose (its memory block apart)
     replaced_tokens: int  # old summary + newly folded turns
+    old_memory: mem.Memory = field(default_factory=mem.Memory)
+    first_turn: int = 1  # the turn (branch depth) of new_messages[0]
 
 
 ALREADY_COMPACTED = "already_compacted"  # no-op kinds, each with its own system message
@@ -101,7 +105,7 @@ NOTHING_OLDER = "nothing_older"
 
 
 def plan_compaction(history: list[dict], window: int, keep_recent_tokens: int | None = None,
-                    calibration: float = 1.0) -> Plan | tuple[str, str]:
+                    calibration: float = 1.0, first_turn: int = 1) -> Plan | tuple[str, str]:
     """Choose the cut over rendered history (system prompt, the active summary, the
     uncovered tail). Returns a Plan, or (no-op kind, reason) when there is nothing to
     compact. The same tail rule holds for every trigger (see cut.py); budgets are
@@ -118,8 +122,10 @@ def plan_compaction(history: list[dict], window: int, keep_recent_tokens: int | 
     return Plan(
         boundary_id=folded[-1]["id"],
         new_messages=folded,
-        old_summary_text=block_text(summary["content"]) if summary else "",
+        old_summary_text=block_text(mem.prose_blocks(summary["content"])) if summary else "",
         replaced_tokens=(summary["tokens"] if summary else 0) + sum(m["tokens"] for m in folded),
+        old_memory=mem.from_blocks(summary["content"]) if summary else mem.Memory(),
+        first_turn=first_turn,
     )
 
 
@@ -136,6 +142,7 @@ def _summary_input(previous: str, lines: list[str]) -> str:
     return f"<previous-summary>\n{prev}\n</previous-summary>\n\n<new-turns>\n" + "\n\n".join(lines) + "\n</new-turns>"
 
 
+MIN_SUMMARIZER_INPUT = 256  # tokens of input below which no summarizer call is made
 WRAPPER_TOKENS = 32  # the <previous-summary>/<new-turns> tags around a chunk
 CUT_NOTE = " […cut for the summarizer]"
 
@@ -199,7 +206,7 @@ def prepare(plan: Plan, provider, *, window: int, calibration: float, encoding: 
     prep = Prepared(plan, provider=provider, window=window, out_budget=out_budget,
                     max_tokens=math.ceil(out_budget * calibration), in_budget=in_budget, encoding=enc,
                     focus=clean_focus(focus), system=system)
-    if in_budget < 256:
+    if in_budget < MIN_SUMMARIZER_INPUT:
         return prep  # summarize() fails with a clear message, after compaction_started
     old_tokens = count_text(plan.old_summary_text, enc)
     first_room = max(128, in_budget - old_tokens - WRAPPER_TOKENS)
@@ -264,7 +271,7 @@ def summarize(provider, prep: Prepared) -> tuple[str, int]:
     takes as many lines as fit beside the current partial summary, and its input is
     counted exactly before it is sent, so every call fits the summarizer's window.
     Returns (text, calls made)."""
-    if prep.in_budget < 256:
+    if prep.in_budget < MIN_SUMMARIZER_INPUT:
         raise OcwError.localized("err_summarizer_window", window=f"{prep.window:,}")
     enc = prep.encoding
     partial = prep.plan.old_summary_text
@@ -308,17 +315,47 @@ def facts_budget(replaced_tokens: int, summary_tokens: int, window: int) -> int:
     return max(0, min(cap, room))
 
 
-def finish(prep: Prepared, text: str) -> str:
-    """The summary as it will be stored: the facts pass appends identifiers it omitted
-    (within `facts_budget`), and a summary not smaller than what it replaces is
-    refused (a compaction must shrink the context)."""
+def memory_turns(plan: Plan) -> list[tuple[int, str, str]]:
+    """The newly folded messages as (turn, role, text) for the memory pass; a tool
+    result is read whole as the model read it (the rendered, capped form)."""
+    return [(plan.first_turn + k, m["role"], block_text(m["content"])) for k, m in enumerate(plan.new_messages)]
+
+
+def build_memory(prep: Prepared, window: int, extra=()) -> mem.Memory:
+    """The memory after this compaction: the old one plus the folded turns, within
+    its share of the window and at most a quarter of what the compaction replaces
+    (so the memory alone can never make a compaction grow the context)."""
+    plan = prep.plan
+    budget = min(mem.budget_for(window), max(64, plan.replaced_tokens // 4))
+    return update_memory(plan.old_memory, memory_turns(plan), budget=budget, encoding=prep.encoding, extra=extra)
+
+
+def summary_blocks(text: str, memory: mem.Memory | None = None) -> list[dict]:
+    """A summary node's content: its prose, then the memory block (if any)."""
+    block = mem.to_block(memory) if memory is not None else None
+    return [{"type": "text", "text": text}] + ([block] if block else [])
+
+
+def finish(prep: Prepared, text: str, memory: mem.Memory | None = None) -> str:
+    """The summary's prose as it will be stored (beside `memory`): with the identifiers it
+    omitted appended by the facts pass (within `facts_budget`; never a value the
+    memory marks stale, never one the memory already holds), then the memory block.
+    A summary not smaller than what it replaces is refused (a compaction must
+    shrink the context)."""
     plan, enc = prep.plan, prep.encoding
+    memory = memory if memory is not None else mem.Memory()
+    mem_block = mem.to_block(memory)
+    mem_text = mem_block["text"] if mem_block else ""
     source = plan.old_summary_text + "\n" + "\n".join(prep.lines)
-    text_tokens = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
+
+    def blocks_of(t: str) -> list[dict]:
+        return summary_blocks(t, memory)
+
+    text_tokens = count_message("llm", blocks_of(text), enc, SUMMARY_NAME)
     if text_tokens < plan.replaced_tokens:  # else: rejected below, facts or not
         text = append_facts(text, source, facts_budget(plan.replaced_tokens, text_tokens, prep.window), enc,
-                            focus=prep.focus)
-    new_tokens = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
+                            focus=prep.focus, exclude=memory.stale_values(), present=mem_text)
+    new_tokens = count_message("llm", blocks_of(text), enc, SUMMARY_NAME)
     if new_tokens >= plan.replaced_tokens:
         raise OcwError.localized("err_not_smaller", new=f"{new_tokens:,}", old=f"{plan.replaced_tokens:,}")
     return text

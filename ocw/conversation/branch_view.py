@@ -314,19 +314,34 @@ class BranchView(PrunedView):
             b = self._rows.get(s.parent_id) if s else None
             tools = json.dumps(self.tool_definitions, sort_keys=True, ensure_ascii=False) if self.tool_definitions else ""
             head_cum = self._head.cum if self._head is not None else 0
+            memory = self._memory_tokens(s) if s else 0
             return {
                 "system": self._fixed_tokens("system", self.system_prompt),
                 "tools": self._fixed_tokens("tools", tools),
-                "summary": self._summary_tokens(s) if s else 0,
+                "summary": (self._summary_tokens(s) - memory) if s else 0,
+                "memory": memory,
                 "messages": head_cum - (b.cum if b is not None else 0) - self.pruned()[0],
             }
+
+    def _memory_tokens(self, s: Node) -> int:
+        """Tokens of the summary node's memory block (its own row in the panel); the
+        summary row keeps the rest, so the two add up to the node's count."""
+        from ocw.context.memory import BLOCK_KEY
+
+        cache = self.__dict__.setdefault("_memory_token_cache", {})
+        key = (s.id, self.epoch)
+        if key not in cache:
+            block = next((b for b in self._contents([s])[s.id] if isinstance(b, dict) and BLOCK_KEY in b), None)
+            n = count_text(block.get("text", ""), self.encoding.name) if block else 0
+            cache[key] = min(n, self._summary_tokens(s))
+        return cache[key]
 
     def _parts_after_summary(self, summary_tokens: int, boundary: Node) -> dict[str, int]:
         """occupancy_parts() as they will be once a summary of `summary_tokens` with
         this boundary is active (what a compaction's log records as its "after")."""
         parts = self.occupancy_parts()
         head_cum = self._head.cum if self._head is not None else 0
-        return {**parts, "summary": summary_tokens,
+        return {**parts, "summary": summary_tokens, "memory": 0,
                 "messages": head_cum - (boundary.cum or 0) - self.pruned(boundary)[0]}
 
     def _total_for(self, parts: dict[str, int], row: dict, metadata: dict, generation: int) -> int:
@@ -359,6 +374,7 @@ class BranchView(PrunedView):
                 session_id=self.id,
                 session_name=self.name,
                 window_source=self.window_source,
+                calibration_samples=cal.calibration_samples(self._row["metadata"], self.model),
             )
             saved, results = self.pruned()
             if results:  # in the ring's tokens: the figure a user compares with the total

@@ -9,11 +9,19 @@ summarizer and checks the text. This is where a session meets it:
   failure before or inside it leaves the session exactly as it was.
 - One compaction at a time per session (`compact_lock`); three automatic
   failures in a row pause automatic compaction for the session.
+- It always makes progress while anything is older than the kept tail: when the
+  summarizer's window has no room for one call (a small window, a high
+  calibration), the structural summary (ocw/context/structural.py, no model
+  call, bounded to a third of what it replaces) is stored instead, and the
+  finished message says so in one line. A model's summary that is not smaller
+  than what it replaces is still refused (the guards of seed 004).
 """
 from __future__ import annotations
 
 from ocw.context import events as ev
-from ocw.context.engine import CompactionResult, finish, plan_compaction, prepare, summarize
+from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, finish, plan_compaction,
+                                prepare, summarize, summary_blocks)
+from ocw.context.structural import structural_summary
 from ocw.text.errors import CompactionInProgress, OcwError
 from ocw.text.i18n import text as i18n_text
 
@@ -55,8 +63,9 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
     # "X" of "X → Y" is the figure the ring showed just before (measured or calibrated).
     tokens_before = session.occupancy()["total"]
     head, generation = session.head, session.generation
+    active = session.active_summary()
     plan = plan_compaction(session.rendered_history(), session.context_window, keep_recent_tokens,
-                           session.calibration)
+                           session.calibration, first_turn=(active.cover_count if active else 0) + 1)
     if isinstance(plan, tuple):  # decided before any LLM call: no compaction_started, no summarizer call
         kind, reason = plan
         payload = {"no_op": True, "no_op_kind": kind, "reason": reason, "trigger": trigger,
@@ -70,9 +79,11 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
                    encoding=session.encoding.name, focus=focus)
     session.compaction_running = True
     session.events.emit(ev.COMPACTION_STARTED, {"trigger": trigger, "tokens_before": tokens_before})
+    structural = prep.in_budget < MIN_SUMMARIZER_INPUT  # no room for one call: no model call at all
     try:
-        text, _ = summarize(provider, prep)
-        text = finish(prep, text)
+        text = structural_text(prep) if structural else summarize(provider, prep)[0]
+        memory = build_memory(prep, session.context_window)
+        text = summary_blocks(finish(prep, text, memory), memory)
         record = {"trigger": trigger, "before": tokens_before, "folded": len(plan.new_messages),
                   "focus": prep.focus or None}
         summary_id = session._persist_summary(text, plan.boundary_id, head, generation,
@@ -97,11 +108,19 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
                "tokens_after": after["total"], "summary_id": summary_id, "trigger": trigger}
     if prep.focus:
         payload["focus"] = prep.focus
+    if structural:
+        payload["structural_window"] = prep.window
     session.events.emit(ev.COMPACTION_FINISHED, payload)
     session._publish()
     return CompactionResult("succeeded", trigger, summarised_count=len(plan.new_messages),
                             tokens_before=tokens_before, tokens_after=after["total"], summary_id=summary_id,
                             summarizer_calls=prep.calls, payload=payload)
+
+
+def structural_text(prep) -> str:
+    plan = prep.plan
+    return structural_summary(plan.old_summary_text, plan.new_messages, plan.replaced_tokens,
+                              prep.out_budget, prep.encoding)
 
 
 def auto_compact_paused(session) -> bool:

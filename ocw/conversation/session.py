@@ -51,10 +51,19 @@ class Session(BranchView):
         """Append a message under HEAD and move HEAD to it. Returns the node id."""
         return self.append_many([(role, content, name)])[-1]
 
-    def append_many(self, messages: list[tuple], *, usage: int | None = None) -> list[str]:
+    def usage_basis(self) -> tuple:
+        """What a request built now is built on: (compactions so far, generation). A turn
+        takes it when it renders its request and hands it back with the sample."""
+        with self._lock:
+            return count_rules.compaction_count(self._row["metadata"]), self._row["occupancy_generation"]
+
+    def append_many(self, messages: list[tuple], *, usage: int | None = None,
+                    basis: tuple | None = None) -> list[str]:
         """Append (role, content[, name]) messages as a chain under HEAD, in one
         transaction: a turn's user message and reply land together or not at all,
-        with the provider's usage sample for the HEAD they produce (`usage`)."""
+        with the provider's usage sample for the HEAD they produce (`usage`), measured
+        on the context `basis` describes (`usage_basis()` when the request was built;
+        default: the session's view now)."""
         if not isinstance(messages, (list, tuple)) or not messages:
             raise InvalidArgument(f"messages takes a non-empty list of (role, content[, name]) tuples, not {messages!r:.60}")
         prepared = []
@@ -76,7 +85,7 @@ class Session(BranchView):
                              "tokens": self._count(role, name, blocks), "encoding": self.encoding.name})
         with self._lock:
             self._ensure_counted(self._head)
-            change = self._usage_change(usage, prepared) if usage is not None else None
+            change = self._usage_change(usage, prepared, basis) if usage is not None else None
             row, nodes = self.backend.append_nodes(self.id, prepared, change)
             for p in prepared:
                 self._remember_content(p["id"], p["content"])
@@ -88,12 +97,16 @@ class Session(BranchView):
         self._publish()
         return [n.id for n in nodes]
 
-    def _usage_change(self, used: int, prepared: list[dict]):
+    def _usage_change(self, used: int, prepared: list[dict], basis: tuple | None = None):
         """The usage sample of the HEAD this append produces, decided inside its
         transaction on the row the file holds (DESIGN.md §5), with the calibration
         it implies (measured ÷ the estimate at that HEAD)."""
         parts = self.occupancy_parts()
         estimated_after = sum(parts.values()) + sum(p["tokens"] for p in prepared)
+        # The context the request was built on (issue 23): a compaction since then, in
+        # this kernel or any other, makes the sample describe a context that no longer
+        # exists; as a baseline it would make the next ordinary turn look like a drop.
+        seen = tuple(basis) if basis is not None else self.usage_basis()
 
         def change(row, parent):
             try:
@@ -103,6 +116,8 @@ class Session(BranchView):
                 return None
 
         def decide(row):
+            if (count_rules.compaction_count(row["metadata"]), row["occupancy_generation"]) != seen:
+                return None  # stale: stored without a sample (the next turn's is exact)
             window = cal.effective_window(row["context_window"], row["metadata"], row["model"])
             sample = {"size": window, "used": used, "remaining": max(0, window - used) if isinstance(used, int) else None,
                       "source": "provider", "head": prepared[-1]["id"], "generation": row["occupancy_generation"]}
@@ -172,7 +187,7 @@ class Session(BranchView):
                         break
         if target is None:
             users = sum(1 for x in self._rows.ancestors(self.head) if x.role == "user") if self.head else 0
-            raise InvalidArgument(f"cannot rewind {n} turns; the branch has {users}",
+            raise InvalidArgument(f"cannot rewind {n} turn{'' if n == 1 else 's'}; the branch has {users}",
                            hint=f"use a number from 1 to {users}" if users else "there is nothing to rewind")
         parent = self._rows.get(target.parent_id) if target.parent_id else None
         self._move_head(parent)
@@ -373,7 +388,7 @@ class Session(BranchView):
 
         return compact(self, keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=provider, focus=focus)
 
-    def _persist_summary(self, text: str, boundary_id: str, expected_head: str | None, expected_generation: int,
+    def _persist_summary(self, text: str | list, boundary_id: str, expected_head: str | None, expected_generation: int,
                          usage_samples=(), record: dict | None = None) -> str:
         """Append the summary node beside the branch (its boundary: the last covered
         node), supersede the old one, bump the generation and count the compaction —
@@ -386,7 +401,8 @@ class Session(BranchView):
         import datetime as _dt
 
         from ocw.context import compaction_log
-        blocks = [{"type": "text", "text": text}]
+        # `text`: the summary's prose, or its blocks (prose, then the session memory's block).
+        blocks = list(text) if isinstance(text, list) else [{"type": "text", "text": text}]
         with self._lock:
             boundary = self._rows.get(boundary_id) if isinstance(boundary_id, str) else None
             if boundary is None or not self._on_branch(boundary):

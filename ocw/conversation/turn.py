@@ -16,10 +16,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ocw.context import calibration as cal_rules
 from ocw.context.cut import default_tail_budget
 from ocw.conversation.compaction import auto_compact_paused
 from ocw.context.engine import CompactionResult
 from ocw.context.snip import snip
+from ocw.text import checks
 from ocw.text.checks import repaired
 from ocw.text.errors import ContextOverflowError, EmptyReply, OcwError, StoreError
 from ocw.context.graph import SUMMARY_NAME
@@ -31,6 +33,7 @@ from ocw.text.prompts import SUMMARY_PREFIX, SYSTEM_NOTE_PREFIX
 from ocw.text.tokens import count_message, render_block
 
 log = logging.getLogger("ocw")
+REACTIVE_MODES = ("auto", "ask", "off")  # what a refusal as too long does (Ocw.reactive_compact)
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class Unsaved:
     head: str | None
     messages: list
     usage: int | None
+    basis: tuple | None = None  # what the usage sample was measured on (Session.append_many's `basis`)
 
 
 @dataclass
@@ -129,6 +133,7 @@ class Turn:
 
     def __init__(self, session, provider, *, threshold: float = 0.8, lang: str = "en",
                  tools=None, max_steps: int = 8, max_output_tokens: int | None = None, prune: bool = True,
+                 reactive_compact: str = "auto",
                  on_text: Callable[[str], None] | None = None,
                  on_system: Callable[[str], None] | None = None,
                  on_tool: Callable[[dict, dict], None] | None = None):
@@ -140,6 +145,12 @@ class Turn:
         self.max_steps = max_steps
         self.max_output_tokens = max_output_tokens
         self.prune = prune
+        checks.choice(reactive_compact, "reactive_compact", REACTIVE_MODES)
+        self.reactive_compact = reactive_compact
+        # The factor a retry is sized with when the refusal stated the prompt's size: the
+        # refused request's own measure, used for its retry only and never learned (a
+        # refused request is no sample of the model's tokenizer; DESIGN.md §3, issue 23).
+        self._retry_factor: float | None = None
         self.on_text = on_text or (lambda s: None)
         self.on_system = on_system or (lambda s: None)
         self.on_tool = on_tool or (lambda call, result: None)
@@ -185,6 +196,7 @@ class Turn:
         compaction could not bring it under."""
         s = self.session
         history = s.rendered_history()
+        self._basis = s.usage_basis()  # the context this request is built on (its sample's)
         parts = s.occupancy_parts()
         if history and history[0]["role"] == "system" and "id" not in history[0]:
             history[0] = {**history[0], "tokens": parts["system"]}
@@ -195,7 +207,7 @@ class Turn:
         if limit is None:
             limit = int(s.context_window * (self.threshold or 1.0))
         # snip counts estimated tokens; the limit is in the model's (calibrated) ones.
-        budget = int(limit / s.calibration) - parts["tools"]
+        budget = int(limit / self._factor()) - parts["tools"]
         history, dropped = snip(history, max(1, budget))
         self._snipped_now = bool(dropped)
         self._sent_estimate = parts["tools"] + sum(m.get("tokens", 0) for m in history)
@@ -209,6 +221,20 @@ class Turn:
         history = unpaired_tool_blocks_as_text(history)
         self._ids_in_use |= {b["id"] for m in history for b in m["content"] if b.get("type") == "tool_use"}
         return to_provider_messages(history)
+
+    def _factor(self) -> float:
+        """Calibrated tokens per estimated one for this request: the session's calibration,
+        or, for the retry of a refusal that stated the prompt's size, that larger measure."""
+        return max(self.session.calibration, self._retry_factor or 0.0)
+
+    def _message_size(self, pending: list[tuple]) -> int:
+        """The new messages with the system prompt and tool definitions, in calibrated
+        tokens: what any request of this turn carries however much history is left out."""
+        s = self.session
+        parts = s.occupancy_parts()
+        enc = s.encoding.name
+        own = sum(count_message(r, normalize_content(c), enc) for r, c in pending)
+        return int((own + parts["system"] + parts["tools"]) * self._factor())
 
     def _budget_ratio(self, pending: list[tuple]) -> float:
         """The turn budget (DESIGN.md §4): rendered history plus the new messages, over
@@ -224,6 +250,11 @@ class Turn:
         # The definitions count in the budget (the `tools` category): set them first.
         tool_defs = self.tools.definitions() if self.tools else None
         s.tool_definitions = tool_defs or []
+        # Refused first (issue 23): a message no window can take is said before any
+        # compaction or summarizer call, which could not help and would change the session.
+        size = self._message_size(pending) if pending else 0
+        if size > s.context_window:
+            raise self._too_big(size)
         if self.threshold and self._budget_ratio(pending) >= self.threshold:
             # Old tool output goes first (no LLM call); a summary only if that is not enough.
             if not self._prune() or self._budget_ratio(pending) >= self.threshold:
@@ -253,15 +284,25 @@ class Turn:
         none, half the request that failed."""
         s = self.session
         sent = getattr(self, "_sent_estimate", 0)
-        if getattr(err, "prompt_tokens", None) and sent:
-            s.learn_calibration(err.prompt_tokens, sent)
+        stated = getattr(err, "prompt_tokens", None)
+        if cal_rules.positive_int(stated) and sent:
+            ratio = stated / sent  # this retry's measure only: a refused request calibrates nothing
+            if cal_rules.CALIBRATION_MIN <= ratio <= cal_rules.CALIBRATION_MAX:
+                self._retry_factor = ratio
         if getattr(err, "limit", None):
             self._learn_window(err.limit, i18n_text("source_overflow", self.lang))
             limit = int(s.context_window * 0.8)
         else:
-            failed_size = getattr(err, "prompt_tokens", None) or int(sent * s.calibration)
+            failed_size = stated or int(sent * self._factor())
             limit = max(1, min(int(s.context_window * 0.8), failed_size // 2))
-        self._compact("reactive", keep_recent_tokens=min(default_tail_budget(s.context_window), limit // 4))
+        if self._newest_too_big(limit):  # before any compaction: it could not help
+            raise self._cannot_fit(limit)
+        keep = min(default_tail_budget(s.context_window), limit // 4)
+        if self.reactive_compact != "auto":
+            key = "refused_" + self.reactive_compact
+            raise ContextOverflowError(i18n_text(key, self.lang, window=f"{s.context_window:,}"),
+                                       hint=i18n_text(key + "_hint", self.lang, keep=f"{max(1, keep)}"))
+        self._compact("reactive", keep_recent_tokens=keep)
         return limit
 
     def _learn_window(self, tokens: int, source: str) -> None:
@@ -272,15 +313,16 @@ class Turn:
     def _newest_too_big(self, limit: int | None) -> bool:
         """The message being sent (with the system prompt and tools) alone exceeds what
         the retry must fit: no compaction or snip can help."""
-        return limit is not None and int(getattr(self, "_newest_estimate", 0) * self.session.calibration) > limit
+        return limit is not None and int(getattr(self, "_newest_estimate", 0) * self._factor()) > limit
+
+    def _too_big(self, size: int) -> ContextOverflowError:
+        return ContextOverflowError(
+            i18n_text("message_too_big", self.lang, tokens=f"{size:,}", window=f"{self.session.context_window:,}"),
+            hint=i18n_text("message_too_big_hint", self.lang))
 
     def _cannot_fit(self, limit: int | None) -> ContextOverflowError:
-        s = self.session
-        newest = int(getattr(self, "_newest_estimate", 0) * s.calibration)
         if self._newest_too_big(limit):
-            return ContextOverflowError(
-                i18n_text("message_too_big", self.lang, tokens=f"{newest:,}", window=f"{s.context_window:,}"),
-                hint=i18n_text("message_too_big_hint", self.lang))
+            return self._too_big(int(getattr(self, "_newest_estimate", 0) * self._factor()))
         return self._still_too_long(None)
 
     def _still_too_long(self, err) -> ContextOverflowError:
@@ -313,14 +355,14 @@ class Turn:
                     # One write: the turn and its usage sample (DESIGN.md §3: measured
                     # against the HEAD this request produced).
                     turn_msgs = [*pending, ("assistant", repaired(assistant))]
-                    usage = self._usage_to_record(reply)
+                    usage, basis = self._usage_to_record(reply), getattr(self, "_basis", None)
                     head = s.head
                     try:
-                        ids = s.append_many(turn_msgs, usage=usage)
+                        ids = s.append_many(turn_msgs, usage=usage, basis=basis)
                     except StoreError as e:
                         # The reply is on screen and not stored (a full disk, a lock wait that
                         # ran out, a dropped connection): kept, so it can be stored again.
-                        e.unsaved = Unsaved(s.id, head, turn_msgs, usage)
+                        e.unsaved = Unsaved(s.id, head, turn_msgs, usage, basis)
                         raise
                     self.result.node_ids += ids
                     self._note_missing_usage(reply)

@@ -17,6 +17,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ocw.notebook import report
+from ocw.notebook.items import content_preview, time_label
 from ocw.notebook.commands import BY_NAME, help_lines
 from ocw.notebook.results import Result, text
 from ocw.text import checks
@@ -113,11 +114,23 @@ def rewind(rt, line: str, rich: bool) -> Result:
     if arg[:1] in "+-0123456789":  # a count, not a node id (ids start with n_)
         target = s.rewind_turns(whole_number(arg, "%rewind takes a number of turns (1 or more) or a node id"))
         what = f"{arg} turn{'s' if arg != '1' else ''}"
+        said = f"Rewound {what}; HEAD is now {where(s, target)}."
     else:
         s.rewind(arg)
-        target, what = arg, arg
-    return Result(f"Rewound {what}; HEAD is now {target or 'the start'}. The next %%chat starts a new branch "
-                  f"(the old turns are kept: %branch).")
+        said = f"Rewound to {where(s, arg)}."
+    return Result(f"{said} The next %%chat starts a new branch (the old turns are kept: %branch).")
+
+
+def where(s, node_id: str | None) -> str:
+    """A message as a reader knows it — its number on the branch, role, time and first
+    words — never its bare id (ids mean nothing in a note)."""
+    if not node_id:
+        return "the start"
+    n = s.node(node_id)
+    when = time_label(n["created_at"])
+    words = content_preview(n["content"])
+    return (f"message {n['depth']} ({n['role']}{', ' + when if when else ''})"
+            + (f": “{words}”" if words else ""))
 
 
 def branch(rt, line: str, rich: bool) -> Result:
@@ -126,7 +139,7 @@ def branch(rt, line: str, rich: bool) -> Result:
     arg = line.strip()
     if arg:
         s.checkout(arg)
-    return text(f"Switched to {arg}." if arg else "", report.branches_table(s))
+    return text(f"Switched to the branch ending at {where(s, s.head)}." if arg else "", report.branches_table(s))
 
 
 def chat_widget(rt, line: str, rich: bool) -> Result:

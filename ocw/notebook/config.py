@@ -151,6 +151,10 @@ class Ocw(Configurable):
     lang = Enum(["en", "zh"], config=True, help="Language of system messages. Env: OCW_LANG.")
     auto_compact = Number(0.8, config=True,
                          help="Compact automatically before a request whose budget reaches this share of the window (0 = off). Env: OCW_AUTO_COMPACT (e.g. 0.8, 80 or off).")
+    reactive_compact = Enum(["auto", "ask", "off"], "auto", config=True,
+                            help="What a request the server refuses as too long does: auto (compact and retry once), "
+                                 "ask (stop the cell and offer %compact, %compact N or %new), off (stop the cell with "
+                                 "the refusal and the fixes). Neither ask nor off compacts anything.")
     system_prompt = Unicode("You are a helpful assistant working inside a Jupyter notebook. Answer in Markdown.",
                             config=True, help="System prompt for new sessions.")
     max_output_tokens = WholeNumber(4096, config=True, help="Most tokens a reply may have (1 to 2**31-1).")

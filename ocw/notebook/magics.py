@@ -80,7 +80,9 @@ class OcwMagics(Magics):
 
     @property
     def rich(self) -> bool:
-        return type(self.shell).__name__ == "ZMQInteractiveShell"
+        """A notebook that renders widgets and display updates; jupyter console (which
+        drops updates) and a terminal get text (ocw/notebook/frontend.py)."""
+        return type(self.shell).__name__ == "ZMQInteractiveShell" and self.runtime.frontend().updates
 
     @magic_arguments()
     @argument("--session", "-s", default=None, help="session name or id (default: named after the notebook)")
@@ -113,7 +115,8 @@ class OcwMagics(Magics):
             raise UsageError(interrupted_message(getattr(getattr(e, "turn_result", None), "tool_steps", 0))) from None
         view.finish()  # a reached step limit was already said by the turn's system message
         if self.runtime.config.status_line and self.runtime.current is not None:
-            print(report.status_line(self.runtime.current, self.runtime.config.lang))
+            print(report.status_line(self.runtime.current, self.runtime.config.lang,
+                                     self.runtime.config.reactive_compact))
 
     compact = line_magic("compact")(_runs("compact"))  # each line as typed: see _runs
     context = line_magic("context")(_runs("context"))

@@ -49,6 +49,8 @@ def context_table(session, lang: str | None = None) -> str:
     basis = L[occ["basis"]]
     if occ.get("calibration"):
         basis += f" ({L['calibration']} = {occ['calibration']:.2f}"
+        if occ.get("calibration_samples"):  # how much it rests on (issue 23)
+            basis += ", " + i18n.text("cal_samples", lang, n=occ["calibration_samples"])
         basis += f"; {L['rows_scaled']})" if occ.get("calibrated") else ")"
     encoding = occ["encoding"] if occ.get("encoding_exact", True) else f"{occ['encoding']} ({L['estimate']})"
     lines.append(f"  {L['basis']}: {basis}; {L['encoding']}: {encoding}")
@@ -58,13 +60,20 @@ def context_table(session, lang: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def status_line(session, lang: str | None = None) -> str:
+def status_line(session, lang: str | None = None, reactive: str = "auto") -> str:
     """The quiet line after a %%chat reply: the ring's figure in one line
-    (`context 58 % · 12,345 / 21,000 · auto-compact at 80 % · 2 compactions`)."""
+    (`context 58 % · 12,345 / 21,000 · auto-compact at 80 % · 2 compactions`). A line
+    that cannot fire says so: "paused" after three failures, "off" when turned off, and
+    "overflow recovery off" when a refusal will not compact (Ocw.reactive_compact)."""
+    from ocw.conversation.compaction import auto_compact_paused
+
     occ = session.occupancy()
     ratio = occ["reserve_ratio"]
-    auto = (i18n.text("status_auto", lang, pct=round(100 * ratio)) if ratio
-            else i18n.text("status_auto_off", lang))
+    auto = (i18n.text("status_auto_off", lang) if not ratio
+            else i18n.text("status_auto_paused", lang) if auto_compact_paused(session)
+            else i18n.text("status_auto", lang, pct=round(100 * ratio)))
+    if reactive != "auto":
+        auto += " · " + i18n.text("status_reactive_off", lang)
     n = occ["compaction_count"]
     line = i18n.text("status_line", lang, pct=round(100 * occ["ratio"]), used=f"{occ['total']:,}",
                      window=f"{occ['window']:,}", auto=auto,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import atexit
 import datetime as _dt
-import os
 import threading
 import weakref
 from typing import TYPE_CHECKING
@@ -20,13 +19,6 @@ from ocw.text.errors import OcwError, SessionNotFound
 
 if TYPE_CHECKING:  # imported when used: %load_ext must not load DuckDB
     from ocw.conversation.sessions import Store
-
-
-def notebook_session_name() -> str:
-    """A notebook's session is named after the notebook (Jupyter tells the kernel
-    its path in JPY_SESSION_NAME), so reopening it resumes the conversation."""
-    path = os.environ.get("JPY_SESSION_NAME", "").strip()
-    return path or "default"
 
 
 class Runtime:
@@ -46,6 +38,7 @@ class Runtime:
         # registry done with it) drops out instead of being refreshed forever.
         self.widgets: weakref.WeakSet = weakref.WeakSet()
         self.tools = None  # a ToolRegistry, created on first use
+        self._frontend = None  # ocw.notebook.frontend.Frontend, read on first use
         self._probed: set = set()  # (session, provider, model, base URL) whose window was asked for
         self.unsaved = None  # a reply shown but not stored (ocw.conversation.turn.Unsaved): %ocw retry-save
         self.config.observe(self._on_auto_compact_change, names=["auto_compact"])
@@ -54,6 +47,22 @@ class Runtime:
         # finalizer (or to the idle-release thread racing it), closing at exit
         # aborts the process ("terminate called ...") often enough to notice.
         atexit.register(self.close)
+
+    def frontend(self):
+        """This kernel's front end (ocw/notebook/frontend.py), read once: a batch run's
+        session name must not change mid-run. VS Code names the notebook in the namespace
+        after the kernel starts, so an unknown front end is looked at again."""
+        f = self._frontend
+        if f is None or (f.kind == "kernel" and self.shell is not None
+                         and isinstance(getattr(self.shell, "user_ns", {}).get("__vsc_ipynb_file__"), str)):
+            from ocw.notebook import frontend
+
+            f = self._frontend = frontend.current(self.shell)
+        return f
+
+    def notebook_session_name(self) -> str:
+        """The session a cell continues when it names none (OCW_SESSION, else by front end)."""
+        return self.frontend().session_name()
 
     def _on_auto_compact_change(self, change) -> None:
         """`%config Ocw.auto_compact = …` moves the panel's line at once."""
@@ -95,7 +104,7 @@ class Runtime:
             self.current.sync()
             return self.current
         try:
-            s = store.open_session(notebook_session_name())
+            s = store.open_session(self.notebook_session_name())
         except SessionNotFound:
             return None
         self._make_current(s)
@@ -119,7 +128,7 @@ class Runtime:
         current — as long as nothing was written since (see Store.undo_sessions)."""
         cfg = self.config
         provider = provider or cfg.provider
-        name = name or (self.current.name if self.current is not None else notebook_session_name())
+        name = name or (self.current.name if self.current is not None else self.notebook_session_name())
         store, previous = self.store, self.current
         if self.current is not None and self.current.store is store and self.current.name == name:
             old = self.current  # no lookup by name every cell: the session object is kept
@@ -266,7 +275,7 @@ class Runtime:
             return run_turn(
                 s, text, provider, threshold=self.config.auto_compact, lang=self.config.lang,
                 tools=registry, max_steps=self.config.max_tool_steps, max_output_tokens=self.config.max_output_tokens,
-                prune=self.config.prune_tool_output,
+                prune=self.config.prune_tool_output, reactive_compact=self.config.reactive_compact,
                 on_text=on_text, on_system=on_system, on_tool=on_tool,
             )
         except BaseException as e:
@@ -328,7 +337,7 @@ class Runtime:
             self.unsaved = None
             raise OcwError(f"session {s.name!r} moved on since that reply was shown; it was not stored",
                            hint="the reply is still on screen above: ask again, or copy what you need from it")
-        ids = s.append_many(u.messages, usage=u.usage)  # a failure again: one line, the reply still kept
+        ids = s.append_many(u.messages, usage=u.usage, basis=u.basis)  # failing again: one line, still kept
         self.unsaved = None
         return i18n.text("retry_saved", self.config.lang, n=len(ids), name=s.name)
 

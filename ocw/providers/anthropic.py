@@ -224,9 +224,12 @@ class AnthropicProvider(HTTPProvider):
                 # unknown event types are ignored (the API's versioning policy)
             if not done and seen:
                 raise self._error("stream ended without message_stop", response=response)
-        if not seen:
+        content = [c for c in (_ocw_block(blocks[i]) for i in sorted(blocks)) if c is not None] if seen else []
+        if not seen or not any((c.get("type") == "text" and c.get("text")) or c.get("type") == "tool_use"
+                               for c in content):
+            # No event at all, or an empty reply (no text, no tool call): asked once
+            # unstreamed, so a refusal behind a gateway is seen; the empty stream's usage is not kept.
             return self._resend_unstreamed(MESSAGES_PATH, self._payload(messages, system, tools, max_tokens, stream=False), emit)
-        content = [c for c in (_ocw_block(blocks[i]) for i in sorted(blocks)) if c is not None]
         return Reply(content=content, usage=usage, stop_reason=stop, model=model or self.model, request_id=rid)
 
     def complete(

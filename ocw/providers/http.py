@@ -25,7 +25,8 @@ Rules (DESIGN.md §7):
 - Retries happen only before the first byte of a body; a stream that breaks
   midway raises (the partial reply was already shown, replaying it would lie).
 - A stream that ends cleanly with no event at all (llama-cpp-python's answer to
-  an over-long streamed prompt) is asked again once without streaming, to
+  an over-long streamed prompt), or with an empty reply (no text, no tool call:
+  what LiteLLM makes of that stream), is asked again once without streaming, to
   learn the real error or get the reply (``_resend_unstreamed``).
 - Every error carries status, request id and body text, with the API key
   scrubbed out of all of them (``ocw.text.secrets``).
@@ -274,11 +275,11 @@ class HTTPProvider:
         return err.status in RETRY_STATUSES or (err.status or 0) >= 500
 
     def _resend_unstreamed(self, path: str, payload: dict, emit: StreamCallback) -> Reply:
-        """The stream ended cleanly with no event at all: send the same request once
+        """The stream ended cleanly with no event, or with an empty reply: send the same request once
         without streaming. Its error is raised (llama-cpp-python's 400 with the
         window and prompt size); its reply is emitted once, as a stream would
         have (thinking, text, each tool_use), and returned with its usage."""
-        log.info("%s: the stream ended with no event; asking once more without streaming", self.name)
+        log.info("%s: the stream brought no reply (no event, or no text and no tool call); asking once more without streaming", self.name)
         doc, response = self._post_json(path, payload)
         reply = self._reply_from_json(doc, response)
         for block in reply.content:

@@ -234,7 +234,10 @@ class OpenAIProvider(HTTPProvider):
                         finish = choice["finish_reason"]
             if not done and seen:
                 raise self._error("stream ended without [DONE]", response=response, body="".join(text)[-2000:])
-        if not seen:
+        if not seen or (not text and not calls):
+            # No event at all, or an empty reply (a gateway turns llama-cpp-python's empty
+            # overflow stream into a "stop" chunk with no text): asked once unstreamed, so a
+            # refusal behind any gateway is seen. The empty stream's usage is not kept.
             return self._resend_unstreamed(CHAT_PATH, self._payload(messages, system, tools, max_tokens, stream=False), emit)
         content: list[dict] = []
         if thinking:

@@ -8,7 +8,7 @@ from __future__ import annotations
 MESSAGES = {
     "en": {
         "started": "Compacting context…",
-        "finished": "Context compacted: covered {n} older messages, {before} → {after} tokens",
+        "finished": "Context compacted: covered {n} older message{s}, {before} → {after} tokens",
         "failed": "Context compaction failed",
         "failed_error": "Context compaction failed: {error}",
         "no_op": "Context is already compacted; no older messages to fold.",
@@ -26,6 +26,19 @@ MESSAGES = {
                           "compacting once this turn",
         "still_too_long_hint": "keep less with %compact {keep}, or start a new session with %new",
         "auto_paused": "Automatic compaction is paused for this session after 3 failures in a row; %compact still works.",
+        "refused_off": "The server refused the request as too long (its window is {window} tokens); nothing was "
+                       "stored or compacted: recovery is off (Ocw.reactive_compact = 'off')",
+        "refused_off_hint": "fold older messages with %compact (or keep less: %compact {keep}), or start over with %new; "
+                            "%config Ocw.reactive_compact = 'auto' recovers by itself",
+        "refused_ask": "The server refused the request as too long (its window is {window} tokens); nothing was "
+                       "stored or compacted (Ocw.reactive_compact = 'ask')",
+        "refused_ask_hint": "compact now with %compact (or keep less: %compact {keep}) and run this cell again, "
+                            "or start over with %new",
+        "structural_summary": "The summarizer's window ({window} tokens) has no room for a model-written summary; "
+                              "a structural summary (no model call) was used.",
+        "status_auto_paused": "auto-compact paused (%compact works)",
+        "status_reactive_off": "overflow recovery off",
+        "cal_samples": "{n} samples",  # the %context table: what the calibration rests on
         "snipped": "The request was still over the window after compaction; {n} older message{s} left out of this "
                    "request only (still kept in the session).",
         "snipped_uncompacted": "The request was over the window and nothing was compacted this turn; {n} older "
@@ -70,6 +83,17 @@ MESSAGES = {
         "still_too_long": "本轮压缩一次之后，请求对模型来说仍然太长（其窗口为 {window} tokens）",
         "still_too_long_hint": "用 %compact {keep} 保留更少内容，或用 %new 开始新会话",
         "auto_paused": "本会话的自动压缩已连续失败 3 次，现已暂停；仍可使用 %compact。",
+        "refused_off": "服务器以请求过长为由拒绝了它（其窗口为 {window} tokens）；未保存也未压缩任何内容：溢出恢复已关闭"
+                       "（Ocw.reactive_compact = 'off'）",
+        "refused_off_hint": "用 %compact 折叠较早的消息（或用 %compact {keep} 保留更少），或用 %new 重新开始；"
+                            "%config Ocw.reactive_compact = 'auto' 可自动恢复",
+        "refused_ask": "服务器以请求过长为由拒绝了它（其窗口为 {window} tokens）；未保存也未压缩任何内容"
+                       "（Ocw.reactive_compact = 'ask'）",
+        "refused_ask_hint": "现在用 %compact 压缩（或用 %compact {keep} 保留更少）后重新运行本单元格，或用 %new 重新开始",
+        "structural_summary": "摘要模型的窗口（{window} tokens）容不下模型撰写的摘要；已改用结构化摘要（不调用模型）。",
+        "status_auto_paused": "自动压缩已暂停（%compact 仍可用）",
+        "status_reactive_off": "溢出恢复已关闭",
+        "cal_samples": "{n} 个样本",
         "snipped": "压缩后请求仍超出窗口；本次请求省略了 {n} 条较早的消息（会话中仍保留）。",
         "snipped_uncompacted": "请求超出窗口，且本轮没有进行压缩；本次请求省略了 {n} 条较早的消息"
                                "（会话中仍保留；%compact 可将其折叠进摘要）。",
@@ -110,13 +134,18 @@ def system_message(event: str, payload: dict | None = None, lang: str | None = N
         if payload.get("no_op"):
             kind = payload.get("no_op_kind")
             return text({"too_short": "no_op_short", "nothing_older": "no_op_tail"}.get(kind, "no_op"), lang)
-        return text(
+        n = payload.get("summarised_count", 0)
+        done = text(
             "finished",
             lang,
-            n=payload.get("summarised_count", 0),
+            n=n,
+            s="" if n == 1 else "s",
             before=f"{payload.get('tokens_before', 0):,}",
             after=f"{payload.get('tokens_after', 0):,}",
         )
+        if payload.get("structural_window"):  # no model-written summary could fit: said in one line
+            done += ("。" if normalize_lang(lang) == "zh" else ". ") + text("structural_summary", lang, window=f"{payload['structural_window']:,}")
+        return done
     if event == "compaction_failed":
         err = payload.get("error")
         if payload.get("error_key") in MESSAGES["en"]:  # ocw's own words: in the user's language

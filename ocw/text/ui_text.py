@@ -19,6 +19,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "cat_system": "System prompt",
         "cat_tools": "Tool definitions",
         "cat_summary": "Summary",
+        "cat_memory": "Session memory",
         "cat_messages": "Messages",
         "cat_free": "Free space",
         "total": "Total",
@@ -92,6 +93,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "chat_superseded": "superseded",
         "chat_menu": "Slash commands",
         "chat_failed": "Failed: {error}",
+        "chat_unknown_command": "Unknown command — send it as a message with Enter again?",
         "chat_disconnected": "Disconnected: the kernel restarted or stopped. Run %chat again for a live view.",
     },
     "zh": {
@@ -99,6 +101,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "cat_system": "系统提示词",
         "cat_tools": "工具定义",
         "cat_summary": "摘要",
+        "cat_memory": "会话记忆",
         "cat_messages": "消息",
         "cat_free": "剩余空间",
         "total": "合计",
@@ -171,6 +174,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "chat_superseded": "已被取代",
         "chat_menu": "斜杠命令",
         "chat_failed": "失败：{error}",
+        "chat_unknown_command": "未知命令——再按一次 Enter 将其作为消息发送？",
         "chat_disconnected": "已断开：内核已重启或停止。请重新运行 %chat 以获得实时视图。",
     },
 }

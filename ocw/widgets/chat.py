@@ -31,6 +31,7 @@ import traitlets as t
 from anywidget.experimental import command
 
 from ocw.context import events as ev
+from ocw.widgets import snapshot
 from ocw.widgets._static import asset
 from ocw.notebook.items import branch_items, message_items, summary_items, tool_step
 from ocw.notebook import actions, references
@@ -336,7 +337,8 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             err = OcwError(i18n_text("no_session", self.lang))
             err.answer = {"no_session": True}
             raise err
-        if cmd.name == "context":  # the ring beside the composer opens its panel
+        if cmd.name == "context" and not args.strip():  # the ring beside the composer opens its panel
+            # (with --text the table goes into the conversation, as in a terminal)
             if self.ring is not None:
                 self.ring.panel_open = True
             return {}
@@ -409,6 +411,9 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             return None
         data, metadata = bundle
         data["text/plain"] = repr(self)
+        # A saved or exported notebook (nbconvert --to html) shows this where no widget runs.
+        data["text/html"] = snapshot.chat_html(self.session_name or self.session_id or "no session",
+                                               list(self.messages), dict(self.summary or {}))
         return data, metadata
 
 

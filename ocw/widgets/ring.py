@@ -26,6 +26,7 @@ import anywidget
 import traitlets as t
 
 from ocw.context import events as ev
+from ocw.widgets import snapshot
 from ocw.widgets._static import asset
 from ocw.widgets.base import Localized, weak_listener
 from ocw.text.i18n import normalize_lang, system_message
@@ -33,7 +34,7 @@ from ocw.text.checks import shown
 
 log = logging.getLogger("ocw")
 
-CATEGORIES = ("system", "tools", "summary", "messages", "free")
+CATEGORIES = ("system", "tools", "summary", "memory", "messages", "free")
 
 from ocw.text.ui_text import UI_LABELS, ui_labels  # noqa: E402  (the one source of UI text)
 
@@ -267,7 +268,15 @@ class ContextWidget(Localized, anywidget.AnyWidget):
             return None
         data, metadata = bundle
         data["text/plain"] = repr(self)
+        data["text/html"] = self._snapshot()  # what a saved or exported notebook shows
         return data, metadata
 
+    def _snapshot(self) -> str:
+        """The ring's state as static HTML, from the figures it shows (ocw/widgets/snapshot.py)."""
+        if not self.session_id:
+            return snapshot.ring_html("no session", 0, 0)
+        L = ui_labels(self.lang)
+        rows = [(L.get(f"cat_{cat}", cat), int(n), self.percents.get(cat)) for cat, n in self.breakdown.items()]
+        return snapshot.ring_html(self.session_name or self.session_id, self.total, self.window, rows)
 
 __all__ = ["ContextWidget", "UI_LABELS", "ui_labels"]

@@ -1,12 +1,13 @@
 """The window ocw plans with and the calibration of its estimates (ocw/context/calibration.py),
 pure, with DESIGN.md §3's numbers as literals: a learned window of at least 256 tokens that
 only ever lowers the configured one unless the server reports it; measured ÷ estimated
-within 0.25–8, blended half-and-half with what came before, and ignored within ±3 %."""
+within 0.25–8, the median of the last 9 samples moved at most ×1.25 per sample, and ignored
+within ±3 %."""
 from __future__ import annotations
 
 import pytest
 
-from ocw.context.calibration import blend, calibration, effective_window, learn_window, learned_window, positive_int, window_source, with_samples
+from ocw.context.calibration import blend, calibration, calibration_samples, effective_window, learn_window, learned_window, positive_int, window_source, with_samples
 
 
 @pytest.mark.parametrize("v, ok", [(1, True), (256, True), (0, False), (-1, False), (True, False), (1.0, False),
@@ -65,30 +66,65 @@ def test_calibration_belongs_to_its_model():
     assert calibration(meta, "m") == 2.0 and calibration(meta, "n") == 1.0 and calibration({}, "m") == 1.0
 
 
-@pytest.mark.parametrize("ratio, ok", [(0.25, True), (8.0, True), (0.2499, False), (8.0001, False), (1.0, True)])
+@pytest.mark.parametrize("ratio, ok", [(0.25, True), (8.0, True), (0.2499, False), (8.0001, False), (1.0, True),
+                                       (True, False), ("2", False)])
 def test_a_sample_outside_0_25_to_8_is_a_misreport(ratio, ok):
     got = blend(None, ratio, "m")
-    assert (got == {"ratio": ratio, "samples": 1, "model": "m"}) if ok else got is None
+    assert (got == {"ratio": ratio, "samples": 1, "recent": [ratio], "model": "m"}) if ok else got is None
 
 
-def test_samples_blend_half_and_half_and_are_counted():
+def test_the_estimate_is_the_median_of_recent_samples_within_a_bounded_step():
     first = blend(None, 2.0, "m")
-    assert first == {"ratio": 2.0, "samples": 1, "model": "m"}
-    second = blend(first, 1.0, "m")
-    assert second == {"ratio": 1.5, "samples": 2, "model": "m"}
-    assert blend(second, 1.1, "m") == {"ratio": 1.3, "samples": 3, "model": "m"}
+    assert first == {"ratio": 2.0, "samples": 1, "recent": [2.0], "model": "m"}
+    second = blend(first, 1.8, "m")
+    assert second == {"ratio": 1.9, "samples": 2, "recent": [2.0, 1.8], "model": "m"}  # median of two
+    third = blend(second, 1.9, "m")
+    assert third["ratio"] == 1.9 and third["samples"] == 3
+    # One outlier (the refused request of issue 23 stated 2.84 against 1.96): the median of
+    # [2.0, 1.8, 1.9, 2.84] stays among the honest samples, never near the outlier.
+    fourth = blend(third, 2.84, "m")
+    assert fourth["ratio"] == 1.95 and fourth["samples"] == 4
+    # A step is bounded on both sides: ×1.25 up, ÷1.25 down, even when every sample agrees.
+    up = blend({"ratio": 1.0, "samples": 5, "recent": [4.0] * 8, "model": "m"}, 4.0, "m")
+    assert up["ratio"] == 1.25
+    down = blend({"ratio": 2.5, "samples": 5, "recent": [1.0] * 8, "model": "m"}, 1.0, "m")
+    assert down["ratio"] == 2.0
+    just = blend({"ratio": 1.0, "samples": 5, "recent": [1.2] * 8, "model": "m"}, 1.2, "m")
+    assert just["ratio"] == 1.2  # within the step: the median itself
+
+
+def test_only_the_nine_newest_samples_vote():
+    cal = None
+    for r in [1.0] * 9 + [2.0] * 5:
+        cal = blend(cal, r, "m")
+    assert cal["recent"] == [1.0] * 4 + [2.0] * 5 and len(cal["recent"]) == 9
+    assert cal["samples"] == 14
+    assert 1.0 < cal["ratio"] <= 2.0  # the majority of the nine newest is 2.0: it moves towards it
+    assert blend(cal, 2.0, "m")["recent"] == [1.0] * 3 + [2.0] * 6
+
+
+def test_old_entries_and_other_models():
+    # An entry written before `recent` existed: its ratio is the one recent sample.
+    assert blend({"ratio": 2.0, "samples": 7, "model": "m"}, 1.8, "m") == {
+        "ratio": 1.9, "samples": 8, "recent": [2.0, 1.8], "model": "m"}
+    assert blend({"ratio": 2.0, "model": "m"}, 1.8, "m")["samples"] == 1
+    assert blend({"ratio": 2.0, "samples": 9, "model": "x"}, 1.0, "m") == {"ratio": 1.0, "samples": 1, "recent": [1.0], "model": "m"}
+    assert blend({"ratio": "2", "samples": 9, "model": "m"}, 1.0, "m")["ratio"] == 1.0
     # Rounded to 4 decimals.
-    assert blend({"ratio": 1.23456, "samples": 7, "model": "m"}, 1.0, "m") == {"ratio": 1.1173, "samples": 8, "model": "m"}
-    # An old entry without a count, or for another model.
-    assert blend({"ratio": 2.0, "model": "m"}, 1.0, "m") == {"ratio": 1.5, "samples": 1, "model": "m"}
-    assert blend({"ratio": 2.0, "samples": 9, "model": "x"}, 1.0, "m") == {"ratio": 1.0, "samples": 1, "model": "m"}
-    assert blend({"ratio": "2", "samples": 9, "model": "m"}, 1.0, "m") == {"ratio": 1.0, "samples": 1, "model": "m"}
+    assert blend(None, 1.234567, "m")["ratio"] == 1.2346
+
+
+def test_the_sample_count_the_panel_shows():
+    assert calibration_samples({}, "m") == 0
+    assert calibration_samples({"calibration": {"ratio": 2.0, "samples": 3, "model": "m"}}, "m") == 3
+    assert calibration_samples({"calibration": {"ratio": 2.0, "samples": 3, "model": "m"}}, "n") == 0
+    assert calibration_samples({"calibration": {"ratio": 2.0, "model": "m"}}, "m") == 1
 
 
 def test_with_samples_skips_what_is_not_a_positive_count():
     meta = {"k": "v"}
     assert with_samples(meta, [(10, 0), (0, 10), (None, 5), (5, None), (True, 5)], "m") is meta
-    assert with_samples(meta, [(300, 100)], "m") == {"k": "v", "calibration": {"ratio": 3.0, "samples": 1, "model": "m"}}
-    assert with_samples(meta, [(600, 100), (200, 100)], "m")["calibration"] == {"ratio": 4.0, "samples": 2, "model": "m"}
-    assert with_samples(meta, [(900, 100), (200, 100)], "m")["calibration"] == {"ratio": 2.0, "samples": 1, "model": "m"}
+    assert with_samples(meta, [(300, 100)], "m") == {
+        "k": "v", "calibration": {"ratio": 3.0, "samples": 1, "recent": [3.0], "model": "m"}}
+    assert with_samples(meta, [(300, 100), (330, 100)], "m")["calibration"]["ratio"] == 3.15
     assert with_samples(meta, [(100, 1)], "m") is meta  # 100: not plausible, nothing learned

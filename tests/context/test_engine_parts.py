@@ -239,13 +239,13 @@ def test_finish_counts_the_summary_as_it_will_be_stored():
 
 
 def test_finish_puts_the_kinds_a_focus_names_first_in_the_facts_list():
-    lines = ["[user] ticket OPS-4471 is about config/settings.toml"]
+    lines = ["[user] config/settings.toml is about ticket OPS-4471"]
     text = "Summary."
     stored = count_message("llm", [{"type": "text", "text": text}], ENC, SUMMARY_NAME)
     one = n("Key identifiers:") + 2 + n("config/settings.toml") + 1  # room for the path alone
     replaced = next(r for r in range(1, 10_000) if int(r * 0.9) - stored == one)
     prep = prep_for(lines, in_budget=1_000, replaced=replaced, window=1_000_000)
-    assert finish(prep, text) == "Summary.\n\nKey identifiers: OPS-4471"  # in order: the ticket comes first
+    assert finish(prep, text) == "Summary.\n\nKey identifiers: OPS-4471"  # newest first: the ticket
     prep.focus = "keep the file paths"
     assert finish(prep, text) == "Summary.\n\nKey identifiers: config/settings.toml"
 
@@ -427,7 +427,7 @@ def test_the_facts_list_fills_exactly_the_room_the_stored_summary_leaves(bytewis
     enc = byte_encoding if bytewise else ENC
     text = "Summary."
     stored = count_message("llm", [{"type": "text", "text": text}], enc, SUMMARY_NAME)
-    lines = ["[user] ticket OPS-4471 is about config/settings.toml", "[assistant] see #12"]
+    lines = ["[assistant] see #12", "[user] ticket OPS-4471 is about config/settings.toml"]  # #12 oldest: left out
     c = lambda t: count_text(t, enc)  # noqa: E731
     two = c("Key identifiers:") + 2 + (c("OPS-4471") + 1) + (c("config/settings.toml") + 1)
     replaced = next(r for r in range(1, 10_000) if int(r * 0.9) - stored == two)
@@ -436,7 +436,7 @@ def test_the_facts_list_fills_exactly_the_room_the_stored_summary_leaves(bytewis
     assert finish(prep, text) == "Summary.\n\nKey identifiers: OPS-4471; config/settings.toml"
     prep = prep_for(lines, in_budget=1_000, replaced=replaced + 10, window=1_000_000)
     prep.encoding = enc
-    assert finish(prep, text) == "Summary.\n\nKey identifiers: OPS-4471; config/settings.toml; #12"
+    assert finish(prep, text) == "Summary.\n\nKey identifiers: #12; OPS-4471; config/settings.toml"
 
 
 # -- _fit: one call's input, exactly (in an encoding where every byte is one token) ----------------------

@@ -172,14 +172,14 @@ def test_a_backticked_name_is_present_when_the_summary_names_it_bare():
 def test_the_header_counts_against_the_cap_cl100k():
     assert count_text("Key identifiers:", ENC) == 3
     assert (count_text("ABC-7", ENC), count_text("KeyError", ENC)) == (3, 2)
-    source, summary = "ABC-7 then KeyError", "S."
+    source, summary = "KeyError then ABC-7", "S."  # ABC-7 is the newer: it wins the room
 
     def listed(cap):
         out = append_facts(summary, source, cap, ENC)
         return out.split(f"{FACTS_HEADER} ", 1)[1].split("; ") if FACTS_HEADER in out else []
 
-    assert listed(13) == ["ABC-7", "KeyError"]
-    assert listed(12) == ["ABC-7", "KeyError"]  # 5 + 4 + 3: exactly the cap
+    assert listed(13) == ["KeyError", "ABC-7"]  # listed as they came
+    assert listed(12) == ["KeyError", "ABC-7"]  # 5 + 4 + 3: exactly the cap
     assert listed(11) == ["ABC-7"]
     assert listed(9) == ["ABC-7"]  # 5 + 4
     assert listed(8) == ["KeyError"]  # 5 + 3: ABC-7 is skipped, the shorter one still fits
@@ -191,9 +191,9 @@ def test_the_header_counts_against_the_cap_cl100k():
 def test_the_cap_is_counted_in_the_given_encoding_o200k():
     path = "/srv/données/überall.csv"  # 8 tokens in o200k, 9 in cl100k
     assert (count_text(path, "o200k_base"), count_text(path, "cl100k_base")) == (8, 9)
-    out = append_facts("S.", f"{path} and KeyError", 17, "o200k_base")  # 5 + 9 + 3
-    assert out == f"S.\n\n{FACTS_HEADER} {path}; KeyError"
-    out = append_facts("S.", f"{path} and KeyError", 16, "o200k_base")
+    out = append_facts("S.", f"KeyError and {path}", 17, "o200k_base")  # 5 + 9 + 3
+    assert out == f"S.\n\n{FACTS_HEADER} KeyError; {path}"
+    out = append_facts("S.", f"KeyError and {path}", 16, "o200k_base")  # the newer path wins the room
     assert out == f"S.\n\n{FACTS_HEADER} {path}"
 
 

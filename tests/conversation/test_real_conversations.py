@@ -18,7 +18,7 @@ import ocw
 
 TOPICS = ["the ingestion job", "the flaky merge test", "the 503 errors", "the memory spike", "the DuckDB migration",
           "the retry policy", "the dashboard", "the timeout in worker 7", "the prod config", "the nightly export"]
-COMPACTED = re.compile(r"^Context compacted: covered (\d+) older messages, ([\d,]+) → ([\d,]+) tokens$", re.M)
+COMPACTED = re.compile(r"^Context compacted: covered (\d+) older messages?, ([\d,]+) → ([\d,]+) tokens$", re.M)
 
 
 def long_turn(i: int) -> str:

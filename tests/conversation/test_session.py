@@ -176,8 +176,12 @@ def test_rewind_turns(sess):
     assert sess.rewind_turns(1) == a1
     assert sess.branch() == [u1, a1]
     assert sess.rewind_turns(1) is None
-    with pytest.raises(OcwError):
+    with pytest.raises(OcwError) as one:
         sess.rewind_turns(1)
+    assert "cannot rewind 1 turn;" in str(one.value)  # one turn, singular
+    with pytest.raises(OcwError) as two:
+        sess.rewind_turns(2)
+    assert "cannot rewind 2 turns;" in str(two.value)
 
 
 # -- counting once ----------------------------------------------------------------
@@ -321,7 +325,7 @@ def test_occupancy_fields(sess):
     occ = sess.occupancy()
     assert set(occ) >= {"total", "window", "ratio", "breakdown", "basis", "generation", "head", "encoding",
                         "compaction_count", "session_id"}
-    assert set(occ["breakdown"]) == {"system", "tools", "summary", "messages", "free"}
+    assert set(occ["breakdown"]) == {"system", "tools", "summary", "memory", "messages", "free"}
     assert occ["head"] == a and occ["generation"] == 0 and occ["window"] == 100_000
     assert occ["ratio"] == pytest.approx(occ["total"] / 100_000)
     assert occ["basis"] == "estimated"

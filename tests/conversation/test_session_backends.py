@@ -9,20 +9,27 @@ read the DuckDB file with SQL stay there); here their `store` / `estore` /
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 import ocw
-from test_compaction_count import (  # noqa: F401  (collected here, on both backends)
+
+# test_engine.py lives with the context engine's tests (tests/context/); its session-level
+# tests are collected here too, so that folder is on the path however this file is run.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "context"))
+from test_compaction_count import (  # noqa: E402,F401  (collected here, on both backends)
     test_counts_belong_to_one_session, test_failed_or_no_op_compactions_count_nothing,
 )
-from test_engine import (  # noqa: F401
+from test_engine import (  # noqa: E402,F401
     test_after_success_occupancy_is_the_reported_figure_and_estimated, test_auto_failures_must_be_consecutive,
     test_auto_failures_pause_auto_compaction_and_a_success_resets,
     test_chunking_cuts_one_message_larger_than_the_summarizer_window, test_end_to_end_with_the_offline_provider,
     test_four_messages_are_enough, test_identifiers_survive_three_compactions, test_one_compaction_at_a_time,
     test_recompacting_a_compacted_session_is_no_op,
 )
-from test_session import (  # noqa: F401
+from test_session import (  # noqa: E402,F401
     sess, test_append_strings_and_blocks, test_content_cache_is_bounded_and_history_still_complete,
     test_each_message_is_counted_once, test_measured_basis_lives_only_as_long_as_head_and_generation,
     test_model_change_recounts, test_occupancy_equals_full_recount, test_occupancy_fields,

@@ -16,7 +16,7 @@ from ocw.providers.base import Reply, Usage
 from ocw.text.tokens import count_message, count_text
 
 TOPIC = "The nightly job in etl/load_{i}.py reads orders_{i}.csv and writes 3.{i} GB to s3://bucket/day{i}. "
-FINISHED = re.compile(r"^Context compacted: covered (\d+) older messages, ([\d,]+) → ([\d,]+) tokens$")
+FINISHED = re.compile(r"^Context compacted: covered (\d+) older messages?, ([\d,]+) → ([\d,]+) tokens$")
 
 
 def fill_to(s, ratio: float, words: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import _thread
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -172,7 +173,8 @@ def test_compact_reports_success_then_nothing_to_fold(lang, openai_env, monkeypa
     # Y is the occupancy total after (estimated basis until the next request).
     x, y = before["total"], after["total"]
     assert after["basis"] == "estimated" and y < x
-    expected = MESSAGES[lang]["finished"].format(n=n_covered, before=f"{x:,}", after=f"{y:,}")
+    expected = MESSAGES[lang]["finished"].format(n=n_covered, s="" if n_covered == 1 else "s", before=f"{x:,}",
+                                                 after=f"{y:,}")
     assert out.strip() == expected
     if lang == "zh":
         assert out.startswith("上下文已压缩：覆盖了 4 条较早的消息")
@@ -554,11 +556,15 @@ def test_rewind_branch_new_sessions(ip, capsys):
 
     res, out, err = run(ip, "%rewind", capsys)
     assert res.error_in_exec is None and s.head == path[3]
-    assert f"Rewound 1 turn; HEAD is now {path[3]}" in out
+    # The note says where HEAD is as a reader knows it: number, role, time, first words; no bare id.
+    assert re.search(r"^Rewound 1 turn; HEAD is now message 4 \(assistant, \d\d:\d\d\): “.+”\. The next", out), out
+    assert "n_" not in out
     res, out, err = run(ip, "%rewind 2", capsys)
     assert s.head is None and "Rewound 2 turns; HEAD is now the start" in out
     res, out, err = run(ip, f"%branch {path[5]}", capsys)  # back to the old leaf
-    assert s.head == path[5] and f"Switched to {path[5]}" in out
+    first = out.splitlines()[0]
+    assert s.head == path[5] and re.fullmatch(r"Switched to the branch ending at message 6 \(assistant, \d\d:\d\d\): “.+”\.",
+                                              first), first
     res, out, err = run(ip, f"%rewind {path[1]}", capsys)
     assert s.head == path[1] and s.branch() == path[:2]
 
@@ -646,16 +652,19 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
     res, out, err = run(oip, "%context", capsys)
     assert res.error_in_exec is None, err
     assert out.startswith("Context — session 'default', model gpt-4o-mini")
-    for label, key in (("System prompt", "system"), ("Tool definitions", "tools"), ("Summary", "summary"),
-                       ("Messages", "messages"), ("Free space", "free")):
+    rows = (("System prompt", "system"), ("Tool definitions", "tools"), ("Summary", "summary"),
+            ("Session memory", "memory"), ("Messages", "messages"), ("Free space", "free"))
+    for label, key in rows:
         assert f"{label:<18} {occ['breakdown'][key]:>9,}" in out, label
     assert f"{'Total':<18} {occ['total']:>9,} / 2,000 tokens ({100 * occ['ratio']:.1f}%)" in out
     assert occ["calibrated"]  # the server counts differently from the estimate: rows are scaled
-    assert (f"Basis: measured (measured ÷ estimated = {occ['calibration']:.2f}; the rows are scaled to add up to "
-            "the total); Encoding: o200k_base") in out
+    n = occ["calibration_samples"]
+    assert n >= 1 and ocw.current_session().metadata["calibration"]["samples"] == n  # issue 23: what it rests on
+    assert (f"Basis: measured (measured ÷ estimated = {occ['calibration']:.2f}, {n} samples; the rows are scaled to "
+            "add up to the total); Encoding: o200k_base") in out
     # Every figure agrees: the rows add up to the total, the percents to 100.0 %.
-    assert sum(occ["breakdown"][k] for k in ("system", "tools", "summary", "messages")) == occ["total"]
-    shown = [float(ln.rsplit(None, 1)[-1].rstrip("%")) for ln in out.splitlines()[1:6]]
+    assert sum(occ["breakdown"][k] for k in ("system", "tools", "summary", "memory", "messages")) == occ["total"]
+    shown = [float(ln.rsplit(None, 1)[-1].rstrip("%")) for ln in out.splitlines()[1:1 + len(rows)]]
     assert round(sum(shown), 1) == 100.0
     assert "Compactions: 0" in out
     # After a compaction: the estimate, and the count.

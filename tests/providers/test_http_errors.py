@@ -417,7 +417,8 @@ def test_an_unstreamed_re_send_is_logged(refserver, caplog):
     refserver.script(text="the answer")
     assert p.stream([user("q")]).text == "the answer"
     # The server (like llama-cpp-python) also let the connection go: the re-send says so too.
-    assert ocw_log(caplog) == ["anthropic: the stream ended with no event; asking once more without streaming",
+    assert ocw_log(caplog) == ["anthropic: the stream brought no reply (no event, or no text and no tool call); "
+                               "asking once more without streaming",
                                "anthropic: the reused connection was closed by the server (RemoteProtocolError); "
                                "sending again on a fresh one"]
     p.close()

@@ -103,6 +103,35 @@ def test_empty_stream_then_a_tool_call_is_emitted_as_a_stream_would(refserver, w
     assert len(refserver.requests) == 2
 
 
+def test_an_empty_streamed_reply_is_asked_once_unstreamed(refserver, wire, sleeps):
+    """Issue 23: a gateway (LiteLLM) turns llama-cpp-python's empty overflow stream into a
+    complete stream with no text. Asked once unstreamed, the refusal is seen with its numbers."""
+    p, _ = wire
+    refserver.script(text="")  # a well-formed stream with an empty reply
+    refserver.script(overflow=True)
+    refserver.model_window = 2048
+    with pytest.raises(ContextOverflowError) as ei:
+        p.stream([user("q")])
+    first, second = refserver.requests
+    assert first.stream and first.status == 200 and not second.stream and second.status == 400
+    assert ei.value.limit == 2048 and sleeps == []
+
+
+def test_an_empty_streamed_reply_then_an_answer_is_taken_and_a_nonempty_one_is_not_resent(refserver, wire):
+    p, _ = wire
+    refserver.script(text="")
+    refserver.script(text="the unstreamed answer")
+    assert p.stream([user("q")]).text == "the unstreamed answer" and len(refserver.requests) == 2
+    refserver.script(text="x")  # one character is a reply: never asked twice
+    assert p.stream([user("q")]).text == "x" and len(refserver.requests) == 3
+    refserver.script(text="still empty")
+    refserver.script(text="")  # only once: an empty unstreamed reply is the turn's to report
+    refserver.clear_scripts()
+    refserver.script(text="")
+    refserver.script(text="")
+    assert p.stream([user("q")]).text == "" and len(refserver.requests) == 5
+
+
 def test_stream_with_events_but_no_end_stays_an_error_and_is_not_resent(refserver, wire):
     p, name = wire
     refserver.script(text="one two three", end_after_chunks=2)

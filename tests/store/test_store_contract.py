@@ -7,6 +7,8 @@ from __future__ import annotations
 import inspect
 import threading
 
+from pathlib import Path
+
 import pytest
 
 from ocw.text.errors import StoreError
@@ -375,20 +377,22 @@ def test_describe_names_the_database(backend):
 
 
 # -- walls --------------------------------------------------------------------------------------
-PG_MODULES = ("store_api.py", "pg_store.py", "pg_conn.py", "pg_schema.py", "pg_listen.py", "pg_url.py", "transfer.py")
+# That the store imports no session is tests/test_layers.py's rule (the store sits below the
+# conversation layer); here, what only the PostgreSQL side must keep.
+PG_MODULES = ("api.py", "postgres/store.py", "postgres/conn.py", "postgres/schema.py", "postgres/listen.py",
+              "postgres/url.py", "transfer.py")
 
 
 @pytest.mark.parametrize("module", PG_MODULES)
-def test_the_postgres_store_modules_do_not_import_the_session(module):
-    from test_imports import PKG, imports_of
-
-    found = {m for m in imports_of(PKG / module) if m in ("ocw.conversation.session", "ocw.conversation.sessions", "ocw.conversation.compaction")}
-    assert not found, f"{module} imports {found}"
-    # ...and no driver at import time: psycopg is imported inside functions only.
+def test_the_postgres_store_modules_import_no_driver_at_import_time(module):
     import ast
 
-    top = [n for n in ast.parse((PKG / module).read_text()).body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    path = Path(__file__).resolve().parents[2] / "ocw" / "store" / module
+    top = [n for n in ast.parse(path.read_text()).body if isinstance(n, (ast.Import, ast.ImportFrom))]
     assert not any("psycopg" in ast.dump(n) for n in top), f"{module} imports psycopg at import time"
+    # the control: the check reads the module (a driver import inside a function is seen by ast.walk)
+    assert any("psycopg" in ast.dump(n) for n in ast.walk(ast.parse(path.read_text()))) or module in (
+        "api.py", "transfer.py", "postgres/url.py", "postgres/schema.py")
 
 
 def test_load_ext_with_a_postgres_url_loads_no_driver(tmp_path):

@@ -75,3 +75,11 @@ def test_result_message_follows_its_outcome():
     assert noop.message() == EXPECTED["en"]["no_op"]
     bad = CompactionResult("failed", error="provider timed out", payload={"error": "provider timed out"})
     assert bad.event == "compaction_failed" and bad.message("zh") == EXPECTED["zh"]["failed_error"]
+
+
+def test_one_message_is_singular_two_plural():
+    one = system_message("compaction_finished", {"summarised_count": 1, "tokens_before": 900, "tokens_after": 400})
+    assert one == "Context compacted: covered 1 older message, 900 → 400 tokens"
+    two = system_message("compaction_finished", {"summarised_count": 2, "tokens_before": 900, "tokens_after": 400})
+    assert two == "Context compacted: covered 2 older messages, 900 → 400 tokens"
+    assert system_message("compaction_finished", {"summarised_count": 1}, "zh").startswith("上下文已压缩：覆盖了 1 条")

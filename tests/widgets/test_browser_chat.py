@@ -6,7 +6,7 @@ user does: it types `/co`, sees the menu open upward with /compact first, picks 
 Enter and watches the four system-message states appear in the conversation — started
 and finished (the ring beside the composer drops), no-op (compacting again), failed
 (a summarizer that raises) — types a message and sees the reply stream in before it is
-stored, rewinds by clicking a message in the graph (after its confirmation) and sees the
+stored, keeps Shift+Enter as a new line in its draft (the cell does not re-run), rewinds by clicking a message in the graph (after its confirmation) and sees the
 next message fork a branch that the graph then shows. Finally the kernel restarts under
 the widget: it says it is disconnected and turns its controls off. Screenshots of each
 state go to test-artifacts/browser/chat-*.png.
@@ -149,6 +149,25 @@ def scenario(nb: NotebookPage) -> None:
     chat.submit("/compact")
     expect(chat.note("no_op")).to_have_text(NO_OP, timeout=30_000)
     chat.idle()
+
+    # The composer owns its keys (issue 24): Shift+Enter is a new line in the draft, never
+    # the notebook's run-and-advance; Escape does not leave for command mode. Running the
+    # "state" cell afterwards is the barrier: a re-run of the widget's cell, had the key
+    # reached the notebook, would be queued before it and show a new execution count.
+    prompt = chat.cell.locator(".jp-InputArea-prompt").first
+    count_before = prompt.inner_text().strip()
+    assert re.match(r"^\[\d+\]:?$", count_before), count_before
+    chat.input.click()
+    chat.input.press_sequentially("line one", delay=20)
+    chat.input.press("Shift+Enter")
+    chat.input.press_sequentially("line two", delay=20)
+    chat.input.press("Escape")
+    expect(chat.input).to_have_value("line one\nline two")
+    expect(chat.input).to_be_focused()
+    nb.run_cell("state")
+    assert prompt.inner_text().strip() == count_before, (count_before, prompt.inner_text())
+    expect(chat.input).to_have_value("line one\nline two")
+    chat.input.fill("")
 
     # A message streams in: the reply grows on screen before it is stored.
     nb.run_cell("slow-stream")

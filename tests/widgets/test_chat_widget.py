@@ -304,6 +304,27 @@ def test_summary_from_the_widget_puts_the_summary_into_the_conversation_as_sanit
     assert "html" not in w.notes[-1]
 
 
+def test_context_text_and_doctor_appear_in_the_conversation_as_in_a_cell(small, monkeypatch, capsys):
+    """/context --text and /doctor put the same text into the conversation that their
+    magics print in a terminal (issue 24): one Result, shown per surface."""
+    from ocw.notebook import actions
+
+    turns(small, 2)
+    w = ocw.chat()
+    before = len(w.notes)
+    answer = invoke(w, "chat_run", {"name": "context", "args": "--text"}, monkeypatch)
+    table = actions.run(get_runtime(), "context", "--text").text
+    assert answer["ok"] is True and answer["output"] == table.strip() and "Total" in table
+    assert w.notes[-1]["kind"] == "output" and w.notes[-1]["text"] == table.strip()
+    assert w.ring.panel_open is False  # --text is the table, not the panel
+    answer = invoke(w, "chat_run", {"name": "doctor", "args": ""}, monkeypatch)
+    doctor = actions.run(get_runtime(), "doctor").text
+    assert answer["ok"] is True and w.notes[-1]["text"] == doctor.strip() and len(w.notes) == before + 2
+    # Bare /context still opens the ring's panel and adds no note.
+    invoke(w, "chat_run", {"name": "context", "args": ""}, monkeypatch)
+    assert w.ring.panel_open is True and len(w.notes) == before + 2
+
+
 def test_with_no_session_a_command_that_needs_one_says_so_and_does_nothing(ip, monkeypatch):
     w = ocw.chat()
     for name in ("compact", "rewind", "branch"):
@@ -383,7 +404,9 @@ def test_graph_clicks_run_rewind_and_branch_and_the_next_message_forks(small, mo
     old_leaf = path[-1]
     assert [b["id"] for b in w.branches] == [old_leaf] and w.branches[0]["current"]
     answer = invoke(w, "chat_rewind", {"node_id": path[3]}, monkeypatch)
-    assert answer["ok"] is True and answer["output"].startswith(f"Rewound {path[3]}; HEAD is now {path[3]}")
+    assert answer["ok"] is True and re.match(r"Rewound to message 4 \(assistant, \d\d:\d\d\): “.+”\. The next",
+                                             answer["output"]), answer["output"]
+    assert "n_" not in answer["output"] and w.notes[-1]["text"] == answer["output"]
     assert s.head == path[3] and w.head == path[3] and len(w.messages) == 4
     # HEAD inside the branch: the old leaf forks after message 4.
     other = next(b for b in w.branches if not b["current"])
@@ -395,7 +418,7 @@ def test_graph_clicks_run_rewind_and_branch_and_the_next_message_forks(small, mo
     current = next(b for b in w.branches if b["current"])
     assert current["id"] == s.head and current["length"] == 6 and current["leaf"]
     answer = invoke(w, "chat_branch", {"node_id": old_leaf}, monkeypatch)
-    assert answer["ok"] is True and answer["output"].startswith(f"Switched to {old_leaf}.")
+    assert answer["ok"] is True and answer["output"].startswith("Switched to the branch ending at message 6 (assistant, ")
     assert s.head == old_leaf and len(w.messages) == 6
     # %branch in text tells the branches apart the same way.
     capsys.readouterr()
@@ -422,7 +445,7 @@ def test_notes_belong_to_the_branch_they_were_said_on(small, monkeypatch):
     # Back on the old tip: its compaction, the rewind's line (said at message 6, on this
     # branch) and the switch's line.
     assert [n["kind"] for n in w.notes] == ["started", "finished", "output", "output"]
-    assert w.notes[-1]["text"].startswith(f"Switched to {leaf}.")
+    assert w.notes[-1]["text"].startswith("Switched to the branch ending at message ")
 
 
 # -- reading a long session ----------------------------------------------------------------------

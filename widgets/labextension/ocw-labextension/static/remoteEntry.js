@@ -87,8 +87,11 @@
       id: `${NAME}:chat-cell-markdown`,
       description: "Edit %%chat cells as Markdown, not Python.",
       autoStart: true,
-      requires: [INotebookTracker],
+      // Optional: Voilà (and any app without notebooks) has no tracker; the plugin then
+      // has nothing to do and activates cleanly instead of failing on every load.
+      optional: [INotebookTracker],
       activate(app, tracker) {
+        if (!tracker) return;
         const followed = new WeakSet();
         const scan = (notebook) => {
           for (const cell of notebook.widgets) follow(cell.model, followed);

@@ -1,0 +1,204 @@
+"""The deterministic memory pass: what the folded turns say, as memory events.
+
+It reads sentences, not fixed phrasings: a setting is any "name … value" a
+user sets, changes, bumps or states ("set batch size to 64", "lr: 3e-4", "the
+p95 latency is now 741 ms", "use 8 workers"); an instruction is a standing
+cue ("from now on", "always", "never", "I prefer", "please keep"); a decision
+chooses one thing over another; a TODO is what is still to do or to answer;
+a retraction or a closing names what it ends. Only the user's words make
+instructions, decisions, settings, TODOs and retractions; tool output and the
+user's words feed the working set. ocw's own text (summary and memory blocks,
+prune stubs, system notes, the offline model's digests, identifier lists) is
+never read: `own_text` filters it out, so nothing ocw wrote is harvested back.
+
+Pure; the events go to `memory.merge`.
+"""
+from __future__ import annotations
+
+import re
+
+from ocw.context.memory import Event, Item, norm_key
+from ocw.text.prompts import SUMMARY_PREFIX, SYSTEM_NOTE_PREFIX
+
+_OWN_PREFIXES = ("(offline model)", "[old tool output pruned:", SYSTEM_NOTE_PREFIX.strip(), SUMMARY_PREFIX.strip(),
+                 "Key identifiers:", "Identifiers:", "[Session memory:", "[… ")
+_OWN_LINE = re.compile(r"\[… [\d,]+ of [\d,]+ tokens cut from this tool result[^\]]*\]|\[old tool output pruned:[^\]]*\]")
+
+
+_LISTS = ("Key identifiers:", "Identifiers:")
+
+
+def own_text(line: str, keep_lists: bool = False) -> bool:
+    """A line ocw wrote itself (never a source of facts). `keep_lists`: the previous
+    summary's identifier lists are kept (the facts pass carries them on)."""
+    s = line.strip()
+    return s.startswith(_OWN_PREFIXES) and not (keep_lists and s.startswith(_LISTS))
+
+
+def clean(text: str, keep_lists: bool = False) -> str:
+    """`text` without ocw's own lines and stubs."""
+    return "\n".join(_OWN_LINE.sub(" ", ln) for ln in text.splitlines() if not own_text(ln, keep_lists))
+
+
+_NUM_WORDS = "zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|sixteen|twenty|thirty|fifty|hundred"
+_UNIT = (r"(?:ms|µs|ns|s|sec|secs|seconds|min|mins|minutes|h|hrs|hours|days|weeks|KB|MB|GB|TB|KiB|MiB|GiB|kB|%|px"
+         r"|GHz|MHz|°C|tokens|rows|req/s|epochs|workers|threads|steps|k|x|USD|EUR)")
+_NUMBER = rf"(?:[-+]?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?|{_NUM_WORDS})(?:\s?{_UNIT}\b)?"
+_TOKEN = r"(?:`[^`\n]{1,80}`|\"[^\"\n]{1,80}\"|'[^'\n]{1,60}'|[\w./:@+-]*[\w/%])"
+_KEY = r"(?:`[^`\n]{1,60}`|[A-Za-z_][\w.-]*(?:[ -][A-Za-z_][\w.-]*){0,3})"
+_VERB = r"(?:set|change|changed|switch|switched|bump|bumped|raise|raised|lower|lowered|increase|increased|decrease" \
+        r"|decreased|update|updated|reduce|reduced|move|moved|make|made|put|drop|dropped)"
+
+_SETTING_RULES = [
+    # set / change / bump the batch size to 64
+    re.compile(rf"\b{_VERB}\s+(?:the\s+|our\s+|my\s+)?(?P<key>{_KEY})\s+(?:from\s+{_TOKEN}\s+)?(?:to|=|->|→)\s+"
+               rf"(?P<val>{_TOKEN})", re.I),
+    # the p95 latency is now 741 ms; batch_size should be 64; threshold = 0.45; lr: 3e-4
+    re.compile(rf"(?:^|[,;(]\s*|\b(?:the|our|my)\s+)(?P<key>{_KEY})\s*(?:\bis now\b|\bshould be\b|\bis\b|\bare\b|\bwas\b"
+               rf"|\bequals\b|\bcame out at\b|\bcomes to\b|\bmeasured\b|\bat\b|=|:)\s*(?P<val>{_NUMBER}|`[^`\n]{{1,80}}`)"
+               rf"(?!\w)(?!\.\d)", re.I),
+    # use 8 workers; use `fp16` for precision; go with 0.3 for dropout
+    re.compile(rf"\b(?:use|with|keep)\s+(?P<val>{_NUMBER}|`[^`\n]{{1,80}}`)\s+(?:for\s+(?:the\s+)?)?(?P<key>{_KEY})",
+               re.I),
+]
+_BAD_KEYS = frozenset("it this that which what there here he she they we i you answer answers reply it's one".split())
+
+_INSTRUCTION = re.compile(r"\b(?:from now on|going forward|in future|in the future|always|never|i prefer|i'd prefer|"
+                          r"i would prefer|please (?:always|keep|don't|do not|never|use|write|answer|reply|respond)|"
+                          r"don't ever|do not ever|make sure (?:you|to) always|i want you to|"
+                          r"(?:answer|reply|respond|write) (?:only )?in (?:english|chinese|french|german|spanish|japanese))\b",
+                          re.I)
+_LANG = re.compile(r"\b(?:in|into)\s+(English|Chinese|French|German|Spanish|Japanese|Korean|Italian)\b", re.I)
+_DECISION = re.compile(rf"\b(?:we(?:'ll| will| are going to|'re going to)|let's|lets|i(?:'ll| will)|decided to|"
+                       rf"decision:|we decided to|i decided to|we chose to|go with|we'll go with)?\s*"
+                       rf"(?:go with|use|choose|chose|pick|picked|adopt|stick with|switch to|going with|keep)\s+"
+                       rf"(?P<a>{_TOKEN}(?:\s[\w.-]+)?)\s+(?:over|instead of|rather than|and not)\s+(?P<b>{_TOKEN})", re.I)
+_TODO = re.compile(r"(?:\btodo\b:?|\b(?:we|i) still (?:need|have) to\b|\bstill to do:?|\bremember to\b|"
+                   r"\bdon't forget to\b|\bdo not forget to\b|\bopen question:?|\bnext step:?|\blater,? (?:we should|let's)\b|"
+                   r"\bwe should (?:also )?(?=\w+ .* later)|\bwe need to\b|\bneeds? to be (?:done|checked|fixed)\b:?)"
+                   r"\s*(?P<what>[^!?\n]{3,160})", re.I)
+_QUESTION = re.compile(r"\b(?:open question|still unclear|we don't know yet|tbd)\b:?\s*(?P<what>[^\n]{3,160})", re.I)
+_CLOSE = re.compile(r"\b(?:done with|finished|completed|closed|resolved|no need to|no longer need to|"
+                    r"crossed off|we did|i did|took care of)\s+(?P<what>[^.!?\n,;]{2,120})"
+                    r"|(?P<what2>[^.!?\n,;]{2,80}?)\s+(?:is|are) (?:now )?(?:done|finished|fixed|resolved|closed|answered)\b",
+                    re.I)
+_RETRACT = re.compile(rf"\b(?:forget(?: about)?|ignore|disregard|scratch|drop)\s+(?P<a>{_TOKEN})"
+                      rf"|(?P<b>{_TOKEN})\s+(?:is|was|are|looks) (?:actually )?(?:corrupt|corrupted|wrong|broken|bogus|"
+                      rf"invalid|outdated|obsolete|gone|deleted|stale|not (?:valid|right|correct))"
+                      rf"|\bthere (?:is|'s) no (?:such )?(?:column|file|table|field|key|branch|commit)?\s*(?P<c>{_TOKEN})"
+                      rf"|(?P<d>{_TOKEN})\s+(?:does not|doesn't|did not|didn't) exist", re.I)
+
+_WORKING = [
+    ("url", re.compile(r"https?://[^\s<>\"'`)\]]+")),
+    ("commit", re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")),
+    ("error", re.compile(r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception)\b(?::\s*[^\n]{1,80})?")),
+    ("shape", re.compile(r"\b(?P<name>[A-Za-z_]\w*)(?:\.shape|\s+(?:has|with|is of|now has)\s+(?:a\s+)?shape)\s*(?:is\s*|of\s*|=\s*|:\s*)?"
+                         r"(?P<val>\(\s*\d[\d,]*\s*,\s*\d[\d,]*\s*\))")),
+    ("columns", re.compile(r"\b(?P<name>[A-Za-z_]\w*)(?:\.columns|\s+(?:has|with|now has)\s+(?:the\s+)?columns?)\s*(?:are|is|:|=)?\s*"
+                           r"(?P<val>`?[A-Za-z_]\w*`?(?:\s*,\s*(?:and\s+)?`?[A-Za-z_]\w*`?){1,12})")),
+    ("file", re.compile(r"(?<![\w/.:])(?:~|\.{1,2})?(?:[\w.@-]+/)+[\w.@-]*\w|(?<![\w/.])[\w-]+\.(?:py|ipynb|js|ts|json|"
+                        r"csv|tsv|parquet|yaml|yml|toml|sql|sh|md|txt|log|duckdb|db|html)\b")),
+]
+_SENT = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip(" \t-*>") for s in _SENT.split(text) if len(s.strip()) >= 3]
+
+
+def _val(v: str) -> str:
+    return v.strip().rstrip(".,;:")
+
+
+def _settings(s: str, turn: int) -> list[Item]:
+    out: dict[str, Item] = {}
+    for rx in _SETTING_RULES:
+        for m in rx.finditer(s):
+            key, val = norm_key(m.group("key")), _val(m.group("val"))
+            words = key.split("_")
+            if not key or key in _BAD_KEYS or words[0] in _BAD_KEYS or not val or len(key) > 48:
+                continue
+            if val.lower() in ("the", "a", "an", "it", "be", "use", "and"):
+                continue
+            out.setdefault(key, Item("setting", key, val, turn))
+    return list(out.values())
+
+
+def working_items(text: str, turn: int) -> list[Item]:
+    out: list[Item] = []
+    seen: set[str] = set()
+    taken: list[tuple[int, int]] = []
+    for kind, rx in _WORKING:
+        for m in rx.finditer(text):
+            if any(a <= m.start() < b for a, b in taken):
+                continue  # a path inside a URL, a hash inside a commit line already taken
+            if kind in ("shape", "columns"):
+                value, key = _val(m.group("val")), f"{kind}:{m.group('name')}"
+                detail = f"{m.group('name')} {kind}"
+            else:
+                value = _val(m.group(0))
+                key, detail = f"{kind}:{value}", kind
+            if len(value) < 3 or value in seen:
+                continue
+            seen.add(value)
+            taken.append((m.start(), m.end()))
+            out.append(Item("working", norm_key(key), value, turn, detail=detail))
+    return out
+
+
+def events(turns: list[tuple[int, str, str]]) -> list[Event]:
+    """Memory events of (turn, role, text) messages, in order."""
+    out: list[Event] = []
+    for turn, role, raw in turns:
+        text = clean(raw)
+        if not text.strip():
+            continue
+        if role == "tool":
+            out += [Event("add", turn, i) for i in working_items(text, turn)]
+            continue
+        if role != "user":
+            continue  # the model's own words restate; only the user's set what is current
+        for s in sentences(text):
+            retracted = False
+            for m in _RETRACT.finditer(s):
+                target = next(g for g in m.groups() if g)
+                out.append(Event("retract", turn, target=target.strip("`'\"")))
+                retracted = True
+            for m in _CLOSE.finditer(s):
+                out.append(Event("close", turn, target=(m.group("what") or m.group("what2")).strip()))
+            if retracted:
+                continue
+            if _INSTRUCTION.search(s):
+                lang = _LANG.search(s)
+                key = "language" if lang else norm_key(re.sub(r"\b(always|never|don't|do not|not|please|from now on|"
+                                                              r"going forward|i prefer|i'd prefer)\b", " ", s.lower()))[:60]
+                out.append(Event("add", turn, Item("instruction", key, s[:240], turn)))
+                continue
+            d = _DECISION.search(s)
+            if d:
+                a, b = _val(d.group("a")), _val(d.group("b"))
+                out.append(Event("add", turn, Item("decision", norm_key(a), a, turn, detail=b)))
+                continue
+            t = _TODO.search(s) or _QUESTION.search(s)
+            if t and not _CLOSE.search(s):
+                what = _val(t.group("what"))
+                out.append(Event("add", turn, Item("todo", norm_key(" ".join(what.split()[:6])), what, turn)))
+            out += [Event("add", turn, i) for i in _settings(s, turn)]
+            out += [Event("add", turn, i) for i in working_items(s, turn)]
+    return out
+
+
+def update(old, turns: list[tuple[int, str, str]], *, budget: int, encoding: str, extra=()):
+    """The memory after folding `turns` into `old`: the deterministic events (and
+    `extra` events, e.g. a summarizer's structured answer) merged latest-wins,
+    grounded in the turns and the old memory, and fitted to `budget` tokens."""
+    from ocw.context.memory import Memory, fit, ground, merge
+
+    evs = events(turns)
+    source = "\n".join(clean(t) for _, _, t in turns) + "\n" + "\n".join(
+        f"{i.value}\n{i.detail}" for i in old.items)
+    extra = [e for e in extra if e.item is None or ground([e.item], source)]
+    new = merge(old, sorted(evs + list(extra), key=lambda e: e.turn))
+    olds = {id(i) for i in old.items}
+    new = Memory([i for i in new.items if ground([i], source) or id(i) in olds], new.evicted)
+    return fit(new, budget, encoding)

@@ -1,0 +1,168 @@
+"""Session memory rules (issue 22, DESIGN.md §4b): each rule pinned through the pure
+pass, through Session.compact on a real DuckDB file, and through %%chat with
+automatic compaction in a real InteractiveShell (the offline model)."""
+from __future__ import annotations
+
+import pytest
+
+from ocw.context.facts import FACTS_HEADER, append_facts
+from ocw.context.memory import Event, Item, Memory, from_blocks, ground, merge, render
+from ocw.context.memory_rules import events, update
+
+ENC = "cl100k_base"
+PAD = " ".join(f"filler{i}" for i in range(250))
+
+
+def mem_of(*texts, role="user", old=None, budget=2_000):
+    return update(old or Memory(), [(i + 1, role, t) for i, t in enumerate(texts)], budget=budget, encoding=ENC)
+
+
+def current(m, kind):
+    return {i.key: i.value for i in m.current(kind)}
+
+
+# -- the pure pass, one rule at a time ------------------------------------------------------
+def test_a_change_replaces_and_the_old_value_is_only_superseded():
+    m = mem_of("Please set the batch size to 64.", "Let's bump batch_size to 128 now.")
+    assert current(m, "setting") == {"batch_size": "128"}
+    assert [i.value for i in m.items if i.status == "superseded"] == ["64"]
+    assert "128" in render(m) and "= 64" not in render(m)
+
+
+def test_a_retraction_removes_the_item():
+    m = mem_of("Load data/raw/events.parquet first.", "Forget data/raw/events.parquet, it is corrupt.")
+    assert "data/raw/events.parquet" not in render(m)
+    assert "data/raw/events.parquet" in m.stale_values()
+    kept = mem_of("Load data/raw/events.parquet first.")  # without the retraction it is current
+    assert "data/raw/events.parquet" in render(kept)
+
+
+def test_a_closing_removes_the_todo():
+    m = mem_of("TODO: check the outliers in sales_2024.csv.", "Done with the outliers check.")
+    assert m.current("todo") == []
+    still = mem_of("TODO: check the outliers in sales_2024.csv.", "Something else entirely.")
+    assert [i.value for i in still.current("todo")] == ["check the outliers in sales_2024.csv"]
+
+
+def test_instruction_and_decision_are_kept_with_their_turn():
+    m = mem_of("From now on answer in Chinese.", "We'll go with polars over pandas.")
+    assert [(i.value, i.turn) for i in m.current("instruction")] == [("From now on answer in Chinese.", 1)]
+    (d,) = m.current("decision")
+    assert (d.value, d.detail, d.turn) == ("polars", "pandas", 2)
+    later = mem_of("From now on answer in Chinese.", "Actually, answer in English from now on.")
+    assert [i.value for i in later.current("instruction")] == ["Actually, answer in English from now on."]
+
+
+def test_a_quantity_keeps_what_it_names():
+    m = mem_of("The p95 latency is now 741 ms.")
+    assert current(m, "setting") == {"p95_latency": "741 ms"}
+
+
+def test_an_invented_value_is_dropped():
+    invented = Event("add", 3, Item("setting", "threshold", "0.93", 3))
+    honest = Event("add", 3, Item("setting", "threshold", "0.45", 3))
+    m = update(Memory(), [(1, "user", "the threshold is 0.45")], budget=2_000, encoding=ENC, extra=[invented])
+    assert current(m, "setting") == {"threshold": "0.45"}
+    m2 = update(Memory(), [(1, "user", "hello")], budget=2_000, encoding=ENC, extra=[honest])
+    assert m2.current() == []  # 0.45 occurs nowhere in the turns or the old memory
+    assert ground([Item("working", "k", "data/x.csv", 1)], "see data/x.csv") != []
+
+
+def test_ocw_own_text_is_never_harvested():
+    own = ("[old tool output pruned: ls(path='logs/run_1') returned 1,776 tokens; ocw keeps the full result]\n"
+           "(offline model) It is 40 tokens long and begins “see logs/run_2.txt”\n"
+           "[system note] results in logs/run_3.txt were cut")
+    assert events([(1, "tool", own)]) == []
+    out = append_facts("S.", own + "\nthe user opened notes/plan.md", 500, ENC)
+    assert "notes/plan.md" in out
+    assert "run_1" not in out and "run_2" not in out and "run_3" not in out and "1,776" not in out
+
+
+def test_a_superseded_value_is_never_re_added_by_the_facts_pass():
+    m = mem_of("Use config/old.yaml for the run.", "Forget config/old.yaml.")
+    source = "Use config/old.yaml for the run. Forget config/old.yaml."
+    assert "config/old.yaml" not in append_facts("S.", source, 500, ENC, exclude=m.stale_values())
+    assert "config/old.yaml" in append_facts("S.", source, 500, ENC)  # the planted bug: no exclusion
+
+
+def test_newest_identifiers_win_the_room():
+    source = " ".join(f"logs/run_{i}.txt" for i in range(1, 21))
+    out = append_facts("S.", source, 40, ENC)
+    listed = out.split(FACTS_HEADER, 1)[1]
+    assert "logs/run_20.txt" in listed and "logs/run_1.txt;" not in listed and "logs/run_1.txt" not in listed
+
+
+def test_the_memory_keeps_its_budget_and_says_what_it_evicted():
+    texts = [f"Open data/part_{i:02d}.parquet next." for i in range(60)] + ["From now on answer in Chinese."]
+    m = mem_of(*texts, budget=200)
+    from ocw.text.tokens import count_text
+
+    assert count_text(render(m), ENC) <= 200 and m.evicted > 0
+    assert "answer in Chinese" in render(m)  # instructions go last
+    assert "data/part_59.parquet" in render(m) and "data/part_00.parquet" not in render(m)  # oldest go first
+    assert f"{m.evicted} older" in render(m)
+
+
+def test_merge_is_latest_wins_whatever_the_input_order():
+    a = Event("add", 5, Item("setting", "lr", "3e-4", 5))
+    b = Event("add", 2, Item("setting", "lr", "1e-3", 2))
+    assert current(merge(Memory(), [a, b]), "setting") == {"lr": "3e-4"}
+
+
+# -- through Session.compact -------------------------------------------------------------------
+def test_rules_hold_through_session_compact_and_are_carried(store):
+    s = store.create_session(model="ocw-offline", context_window=8192)
+    said = ["Please set the batch size to 64.", "From now on answer in Chinese.",
+            "We'll go with polars over pandas.", "TODO: check the outliers in sales_2024.csv.",
+            "Forget config/staging.yaml, it is wrong.", "Use config/staging.yaml and config/prod.yaml."]
+    for t in said:
+        s.append("user", t + " " + PAD)
+        s.append("assistant", "ok " + PAD)
+    assert s.compact(keep_recent_tokens=300).outcome == "succeeded"
+    # Second compaction: changes, a closing and a retraction arrive in new turns.
+    for t in ["Change batch size to 128.", "Done with the outliers check.", "config/staging.yaml is corrupt."]:
+        s.append("user", t + " " + PAD)
+        s.append("assistant", "ok " + PAD)
+    r = s.compact(keep_recent_tokens=300)
+    assert r.outcome == "succeeded" and r.tokens_after < r.tokens_before
+    node = s.active_summary()
+    m = from_blocks(s._contents([node])[node.id])
+    assert current(m, "setting")["batch_size"] == "128"
+    assert m.current("todo") == []
+    assert "config/staging.yaml" not in {i.value for i in m.current()}
+    assert "config/prod.yaml" in {i.value for i in m.current()}
+    assert [i.value for i in m.current("instruction")] == ["From now on answer in Chinese."]
+    sent = "\n".join(b.get("text", "") for msg in s.rendered_history() for b in msg["content"])
+    assert "batch_size = 128" in sent and "batch_size = 64" not in sent
+    facts = node_text = s._contents([node])[node.id][0]["text"]
+    listed = facts.split(FACTS_HEADER, 1)[1] if FACTS_HEADER in facts else ""
+    assert "config/staging.yaml" not in listed  # the facts pass never re-adds it (the prose is the summarizer's)
+    assert "config/staging.yaml" not in render(m)
+    occ = s.occupancy()
+    assert occ["breakdown"]["memory"] > 0
+    assert occ["breakdown"]["summary"] + occ["breakdown"]["memory"] == node.tokens
+
+
+# -- through %%chat with automatic compaction --------------------------------------------------
+def test_rules_hold_through_chat_with_auto_compaction(ocw_shell):
+    import ocw
+
+    shell, rt = ocw_shell
+    shell.run_line_magic("config", "Ocw.provider = 'offline'")
+    shell.run_line_magic("config", "Ocw.context_window = 4096")
+    cells = ["Please set the batch size to 64.", "From now on answer in Chinese.",
+             "TODO: check the outliers in sales_2024.csv.", "Forget config/staging.yaml.",
+             "Change batch size to 128.", "Done with the outliers check."]
+    for t in cells + [f"Go on with part {i}." for i in range(6)]:
+        res = shell.run_cell(f"%%chat\n{t} {PAD}")
+        assert res.error_in_exec is None
+    s = ocw.current_session()
+    s.sync()
+    assert s.compaction_count >= 1
+    node = s.active_summary()
+    m = from_blocks(s._contents([node])[node.id])
+    assert current(m, "setting").get("batch_size") == "128"
+    assert "batch_size = 64" not in "\n".join(b.get("text", "") for msg in s.rendered_history()
+                                              for b in msg["content"])
+    assert m.current("todo") == [] and "config/staging.yaml" not in {i.value for i in m.current()}
+    assert [i.value for i in m.current("instruction")] == ["From now on answer in Chinese."]

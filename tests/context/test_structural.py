@@ -1,0 +1,38 @@
+"""The structural summary (ocw/context/structural.py): no model call, deterministic, and
+bounded to min(budget, a third of what it replaces) tokens, so it always fits and
+always shrinks the context."""
+from __future__ import annotations
+
+import pytest
+
+from ocw.context.structural import STRUCTURAL_HEADER, structural_summary
+from ocw.text.tokens import count_text
+
+ENC = "cl100k_base"
+
+
+def msgs(n: int) -> list[dict]:
+    return [{"role": "user" if i % 2 == 0 else "assistant",
+             "content": [{"type": "text", "text": f"Turn {i}: we loaded orders_{i}.csv into the staging table "
+                                                  "and checked the row counts against yesterday's run. " * 4}]}
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("replaced, budget, room", [(3_000, 256, 256), (600, 256, 200), (30, 256, 10), (9, 256, 8)])
+def test_it_fits_the_smaller_of_its_budget_and_a_third_of_what_it_replaces(replaced, budget, room):
+    text = structural_summary("An earlier summary. " * 200, msgs(30), replaced, budget, ENC)
+    assert count_text(text, ENC) <= room
+    assert text == structural_summary("An earlier summary. " * 200, msgs(30), replaced, budget, ENC)  # deterministic
+
+
+def test_it_outlines_the_folded_messages_in_order_after_the_previous_summary():
+    text = structural_summary("Loads run nightly.", msgs(4), 3_000, 512, ENC)
+    lines = text.splitlines()
+    assert lines[0] == STRUCTURAL_HEADER and lines[1] == "- earlier: Loads run nightly."
+    assert [ln.split(":")[0] for ln in lines[2:]] == ["- user", "- assistant", "- user", "- assistant"]
+    assert lines[2].startswith("- user: Turn 0: we loaded orders_0.csv")
+    assert all(count_text(ln, ENC) <= 24 + 4 for ln in lines[2:])  # each message: the head of its text
+
+
+def test_without_a_previous_summary_there_is_no_earlier_line():
+    assert "- earlier:" not in structural_summary("", msgs(2), 3_000, 512, ENC)

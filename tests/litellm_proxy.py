@@ -1,0 +1,92 @@
+"""LiteLLM's proxy (the gateway many teams put in front of their models) in front of the
+two real servers of tests/realservers.py, for the tests (issue 23).
+
+The proxy lives in a virtual environment of its own (it pins many packages; it must not
+touch ocw's): ``$OCW_LITELLM_VENV``, else ``<repo>/.venv-litellm``. The first test that
+needs it creates that venv and installs ``litellm[proxy]==LITELLM_VERSION`` from PyPI
+(about 6 minutes on this machine; ``make litellm`` does the same ahead of time). An
+install that fails FAILS the test with pip's last lines — it never skips.
+
+Each fixture starts ``litellm.proxy.proxy_cli`` on a free loopback port with one model,
+``tiny``, routed to the upstream's OpenAI URL, a master key of its own (the API key
+clients send) and ``LITELLM_LOCAL_MODEL_COST_MAP=True`` (offline), waits until
+``/v1/models`` answers, yields a :class:`RunningServer`, and stops it by its PID.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from realservers import REPO, RunningServer, _free_port, _wait_ready, _stop
+
+LITELLM_VERSION = "1.108.7"
+INSTALL_TIMEOUT = 1800  # seconds
+
+
+def litellm_venv() -> Path:
+    return Path(os.environ.get("OCW_LITELLM_VENV") or REPO / ".venv-litellm")
+
+
+def litellm_python() -> Path:
+    """The venv's Python with LiteLLM's proxy installed (installed here when absent)."""
+    venv = litellm_venv()
+    py = venv / "bin" / "python"
+    probe = [str(py), "-c", "import litellm.proxy.proxy_cli"]
+    if py.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+        return py
+    steps = ([[sys.executable, "-m", "venv", str(venv)]] if not py.exists() else []) + [
+        [str(py), "-m", "pip", "install", "-q", f"litellm[proxy]=={LITELLM_VERSION}"]]
+    for argv in steps:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"installing LiteLLM's proxy into {venv} took over {INSTALL_TIMEOUT} s: {' '.join(argv)}")
+        if done.returncode != 0:
+            tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
+            pytest.fail(f"could not install LiteLLM's proxy into {venv} ({' '.join(argv)}):\n{tail}")
+    return py
+
+
+def start_proxy(upstream: RunningServer, tmp: Path):
+    py = litellm_python()
+    port = _free_port()
+    key = "sk-ocw-" + secrets.token_hex(8)
+    config = tmp / "litellm.yaml"
+    config.write_text(
+        "model_list:\n"
+        f"  - model_name: {upstream.model}\n"
+        "    litellm_params:\n"
+        f"      model: openai/{upstream.model}\n"
+        f"      api_base: {upstream.openai_url}\n"
+        "      api_key: x\n")
+    env = dict(os.environ, LITELLM_MASTER_KEY=key, LITELLM_LOCAL_MODEL_COST_MAP="True",
+               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    log = tmp / "litellm.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(py), "-m", "litellm.proxy.proxy_cli", "--config", str(config),
+                                 "--host", "127.0.0.1", "--port", str(port)],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    server = RunningServer(f"LiteLLM → {upstream.name}", f"http://127.0.0.1:{port}", proc, log,
+                           speaks_anthropic=upstream.speaks_anthropic, api_key=key)
+    try:
+        _wait_ready(server, headers={"Authorization": f"Bearer {key}"})
+        yield server
+    finally:
+        _stop(server)
+
+
+@pytest.fixture(scope="session")
+def litellm_llama_server(llama_server, tmp_path_factory):
+    """LiteLLM in front of llama-server (OpenAI wire; its /v1/messages reaches llama-server's /v1/responses)."""
+    yield from start_proxy(llama_server, tmp_path_factory.mktemp("litellm-llama-server"))
+
+
+@pytest.fixture(scope="session")
+def litellm_llama_cpp_python(llama_cpp_python_server, tmp_path_factory):
+    """LiteLLM in front of llama-cpp-python (OpenAI wire only: its /v1/messages needs /v1/responses)."""
+    yield from start_proxy(llama_cpp_python_server, tmp_path_factory.mktemp("litellm-llama-cpp-python"))
