@@ -23,7 +23,7 @@ from ocw.context.engine import CompactionResult
 from ocw.context.snip import snip
 from ocw.text import checks
 from ocw.text.checks import repaired
-from ocw.text.errors import ContextOverflowError, EmptyReply, OcwError
+from ocw.text.errors import ContextOverflowError, EmptyReply, OcwError, StoreError
 from ocw.context.graph import SUMMARY_NAME
 from ocw.text.i18n import text as i18n_text
 from ocw.context.render import normalize_content
@@ -34,6 +34,20 @@ from ocw.text.tokens import count_message, render_block
 
 log = logging.getLogger("ocw")
 REACTIVE_MODES = ("auto", "ask", "off")  # what a refusal as too long does (Ocw.reactive_compact)
+
+
+@dataclass(frozen=True)
+class Unsaved:
+    """A turn the model answered and the store did not take: its messages, the HEAD
+    they go under, the usage sample. Attached to the StoreError as `unsaved`; the
+    notebook keeps it for `%ocw retry-save`, which writes it only while HEAD is
+    still there (so nothing lands on a branch it was not an answer to)."""
+
+    session_id: str
+    head: str | None
+    messages: list
+    usage: int | None
+    basis: tuple | None = None  # what the usage sample was measured on (Session.append_many's `basis`)
 
 
 @dataclass
@@ -340,9 +354,16 @@ class Turn:
                 if not calls:
                     # One write: the turn and its usage sample (DESIGN.md §3: measured
                     # against the HEAD this request produced).
-                    ids = s.append_many([*pending, ("assistant", repaired(assistant))],
-                                        usage=self._usage_to_record(reply),
-                                        basis=getattr(self, "_basis", None))
+                    turn_msgs = [*pending, ("assistant", repaired(assistant))]
+                    usage, basis = self._usage_to_record(reply), getattr(self, "_basis", None)
+                    head = s.head
+                    try:
+                        ids = s.append_many(turn_msgs, usage=usage, basis=basis)
+                    except StoreError as e:
+                        # The reply is on screen and not stored (a full disk, a lock wait that
+                        # ran out, a dropped connection): kept, so it can be stored again.
+                        e.unsaved = Unsaved(s.id, head, turn_msgs, usage, basis)
+                        raise
                     self.result.node_ids += ids
                     self._note_missing_usage(reply)
                     break

@@ -223,10 +223,17 @@ def export(rt, line: str, rich: bool) -> Result:
     return Result(exporting.export(rt.require_session(), fmt, path, force=force))
 
 
+def retry_save(rt, line: str, rich: bool) -> Result:
+    """%ocw retry-save — store the reply a failed write (a full disk, a lock wait, a lost connection) left unsaved."""
+    no_arguments("%ocw retry-save", line)
+    return Result(rt.retry_save())
+
+
 ACTIONS: dict[str, Callable[..., Result]] = {
     "compact": compact, "summary": summary, "context": context, "rewind": rewind, "branch": branch,
     "new": new, "sessions": sessions, "export": export, "session": session, "chat-widget": chat_widget,
     "help": help_, "doctor": doctor, "tools": tools, "allow-code": _code(True), "deny-code": _code(False),
+    "retry-save": retry_save,
 }
 
 

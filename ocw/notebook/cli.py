@@ -17,15 +17,41 @@ import os
 import sys
 
 from ocw.text.errors import OcwError, StoreError
+from ocw.text.secrets import mask_credentials
+
+SIDE_FILES = ("", ".wal", ".ocw-lock")  # what opening a DuckDB file may create beside it
 
 
-def _open(where: str, *, must_exist: bool):
+def _is_file(where: str) -> bool:
     from ocw.store.postgres import url as pg_url
+
+    return not pg_url.is_url(where) and where != ":memory:"
+
+
+def _check_source(where: str) -> None:
+    """A source is read, never written: it must already be an ocw database at this
+    ocw's schema (an empty file would be made one; an earlier ocw's file would be
+    migrated; a newer one's is refused as the magics refuse it). Read-only looks only."""
+    from ocw.store.duckdb import migrations, ownership
+
+    path = ownership.check_path(where)
+    if not os.path.exists(path):
+        raise StoreError(f"there is no ocw database at {where}", hint="check the path (--from)")
+    claim = ownership.classify_file(path) if os.path.getsize(path) else ownership.Claim("new", 0)
+    if claim is None:
+        return  # held by a kernel right now: the store checks again as it opens it
+    if claim.kind == "new":
+        raise StoreError(f"{where} holds no ocw sessions (an empty database); nothing to copy, and it is left as it is",
+                         hint="check the path (--from)")
+    if claim.version < migrations.SCHEMA_VERSION:
+        raise StoreError(f"{where} was written by an earlier ocw (schema {claim.version}); a copy never writes its "
+                         "source, and reading it needs an upgrade", hint="open it once with this ocw (%config Ocw.db "
+                         "or OCW_DB), which upgrades it, then copy")
+
+
+def _open(where: str):
     from ocw.conversation.sessions import open_backend
 
-    if must_exist and not pg_url.is_url(where) and where != ":memory:" \
-            and not os.path.exists(os.path.expanduser(where)):
-        raise StoreError(f"there is no ocw database at {where}", hint="check the path (--from)")
     return open_backend(where)
 
 
@@ -33,6 +59,19 @@ def _default() -> str:
     from ocw.store.paths import default_db_path
 
     return default_db_path()
+
+
+def _one_line(text: str) -> str:
+    """What the command prints of an error: one line, no `user:password@`."""
+    return " ".join(mask_credentials(str(text)).split())
+
+
+def _created(where: str) -> list[str]:
+    """The files a new DuckDB destination would be (so a failed copy can take them back)."""
+    if not _is_file(where):
+        return []
+    path = os.path.expanduser(where)
+    return [path + side for side in SIDE_FILES if not os.path.lexists(path + side)]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -58,23 +97,41 @@ def main(argv: list[str] | None = None) -> int:
     source = args.source or _default()
     dest = args.dest or _default()
     src = dst = None
+    new_files: list[str] = []
     try:
-        from ocw.store.transfer import copy_sessions
+        from ocw.store.transfer import copy_sessions, session_ids
 
-        src = _open(source, must_exist=True)
-        dst = _open(dest, must_exist=False)
+        if _is_file(source):
+            _check_source(source)
+        src = _open(source)
+        ids = session_ids(src, args.session, hint="check the name (a session's name or id)")
+        new_files = _created(dest)
+        dst = _open(dest)
         if (src.kind, str(src.path)) == (dst.kind, str(dst.path)):
             raise StoreError(f"--from and --to are the same database ({src.describe()})")
-        outcomes = copy_sessions(src, dst, args.session)
-    except OcwError as e:
-        print(f"ocw {args.command}: {e.user_message()}", file=sys.stderr)
-        return 2
+        outcomes = copy_sessions(src, dst, ids=ids)
+    except (Exception, KeyboardInterrupt) as e:
+        # Every failure is one line on stderr (a DuckDB, psycopg or OS error too), its
+        # `user:password@` masked; a destination this run created holds nothing: removed.
+        for b in (dst, src):
+            if b is not None:
+                b.close()
+        src = dst = None
+        for f in new_files:
+            try:
+                os.remove(f)
+            except (OSError, ValueError):  # ValueError: a name with a NUL (never created)
+                pass
+        text = e.user_message() if isinstance(e, OcwError) else (
+            "interrupted; nothing was copied" if isinstance(e, KeyboardInterrupt) else f"{type(e).__name__}: {e}")
+        print(f"ocw {args.command}: {_one_line(text)}", file=sys.stderr)
+        return 130 if isinstance(e, KeyboardInterrupt) else 2
     finally:
         for b in (src, dst):
             if b is not None:
                 b.close()
     for o in outcomes:
-        print(o.line())
+        print(" ".join(mask_credentials(o.line()).splitlines()))
     counts = {k: sum(o.status == k for o in outcomes) for k in ("copied", "updated", "same", "refused")}
     print(f"ocw {args.command}: {len(outcomes)} session(s) from {src.describe()} to {dst.describe()}: "
           f"{counts['copied']} copied, {counts['updated']} updated, {counts['same']} already there, "

@@ -159,6 +159,10 @@ class Ocw(Configurable):
                             config=True, help="System prompt for new sessions.")
     max_output_tokens = WholeNumber(4096, config=True, help="Most tokens a reply may have (1 to 2**31-1).")
     timeout = Number(60.0, config=True, help="Seconds to wait for the provider (above 0).")
+    lock_timeout = Number(10.0, config=True,
+                          help="Seconds a write waits while another kernel holds the session (the DuckDB file, or "
+                               "the session's row on PostgreSQL) before giving up in one line that names it "
+                               "(above 0).")
     max_retries = WholeNumber(2, config=True, help="Retries on 408/409/429/5xx, honoring Retry-After (0 to 10).")
     tools = Bool(False, config=True, help="Offer the built-in read-only tools (variables, describe, read_file) to the model.")
     max_tool_steps = WholeNumber(8, config=True, help="Most model→tool→model steps in one turn (1 to 1000).")
@@ -295,6 +299,10 @@ class Ocw(Configurable):
     @validate("timeout")
     def _check_timeout(self, proposal):
         return _trait(checks.seconds, proposal["value"], "Ocw.timeout")
+
+    @validate("lock_timeout")
+    def _check_lock_timeout(self, proposal):
+        return _trait(checks.seconds, proposal["value"], "Ocw.lock_timeout")
 
     ENV_OPTIONS = ("provider", "model", "base_url", "context_window", "db", "lang", "auto_compact", "debug")
     # Read from the environment again at every command while nothing else set them:

@@ -60,10 +60,27 @@ def _fence(text: str) -> str:
     return "`" * max(3, run + 1)
 
 
+_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def _closed(text: str) -> str:
+    """Message text as Markdown, with a code fence it leaves open closed at its end
+    (an unclosed ``` would turn every later heading of the export into code)."""
+    fence = None
+    for line in text.splitlines():
+        m = _FENCE_LINE.match(line)
+        if fence is None and m:
+            fence = m.group(1)
+        elif fence is not None and m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
+                and not line.strip()[len(m.group(1)):]:
+            fence = None
+    return text if fence is None else f"{text.rstrip(chr(10))}\n{fence}"
+
+
 def _block_md(block: dict) -> str:
     t = block.get("type")
     if t == "text":
-        return block.get("text", "")
+        return _closed(block.get("text", ""))
     if t == "thinking":
         return "*Thinking:*\n\n" + "\n".join("> " + ln for ln in block.get("thinking", "").splitlines())
     if t == "tool_use":
@@ -112,7 +129,7 @@ def branch_markdown(session) -> tuple[str, int, int]:
              f"{len(nodes):,} messages on this branch · {session.compaction_count} "
              f"compaction{'s' if session.compaction_count != 1 else ''}", ""]
     if session.system_prompt:
-        lines += ["## System prompt", "", session.system_prompt, ""]
+        lines += ["## System prompt", "", _closed(session.system_prompt), ""]
     for i, n in enumerate(nodes, 1):
         lines += [f"## {i} · {n.role}", ""]
         lines += ["\n\n".join(_block_md(b) for b in contents[n.id]), ""]
@@ -163,7 +180,10 @@ def write(path: str, text: str, *, force: bool = False) -> str:
     if os.path.exists(path) and not force and not _is_ours(path):
         raise ExportError(f"{path} exists and is not an ocw export; nothing was written",
                           hint="give another path, or add --force to replace it")
-    fd, tmp = tempfile.mkstemp(prefix=".ocw-export-", dir=folder)
+    try:  # the temp file too: a folder that exists but cannot be written is one line
+        fd, tmp = tempfile.mkstemp(prefix=".ocw-export-", dir=folder)
+    except OSError as e:
+        raise ExportError(f"cannot write in {folder}: {e.strerror or e}", hint="pick a folder you can write to") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -213,6 +233,13 @@ def export(session, fmt: str = "md", path: str | None = None, *, force: bool = F
     """Export `session`; returns the one line saying where it went."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}", hint="use --format md or --format json")
+    if path is not None and path.endswith(("/", os.sep)):
+        # A trailing slash names a folder: the file goes in it, under its default name
+        # (taken for a file name, `dir/newdir/` wrote a file called newdir).
+        folder = os.path.expanduser(path)
+        if not os.path.isdir(folder):
+            raise ExportError(f"no folder {os.path.abspath(folder)}", hint="create it first, or give another path")
+        path = os.path.join(folder, os.path.basename(default_path(session, fmt)))
     text, messages, summaries = branch_markdown(session) if fmt == "md" else session_json(session)
     where = write(path or default_path(session, fmt), text, force=force)
     what = (f"{messages:,} messages of this branch, {summaries} summar{'y' if summaries == 1 else 'ies'}"

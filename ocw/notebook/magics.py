@@ -18,7 +18,7 @@ import functools
 import sys
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ocw.notebook import actions, references, report
@@ -28,7 +28,7 @@ from ocw.notebook.runtime import Runtime
 from ocw.notebook.streaming import StreamView, interrupted_message
 from ocw.text.errors import OcwError
 
-OCW_SUBCOMMANDS = ("help", "doctor", "tools", "allow-code", "deny-code", "export")  # `%ocw <word>`
+OCW_SUBCOMMANDS = ("help", "doctor", "tools", "allow-code", "deny-code", "export", "retry-save")  # `%ocw <word>`
 
 
 def friendly(fn):
@@ -56,7 +56,12 @@ def _debug(config) -> bool:
 
 def _runs(name: str):
     """A line magic that runs command `name` of the table and shows its result
-    (ocw/notebook/actions.py); its help (`%compact?`) is the action's."""
+    (ocw/notebook/actions.py); its help (`%compact?`) is the action's.
+
+    Its line reaches ocw as typed (`no_var_expand`): IPython's `$var`/`{expr}`
+    expansion of a magic's line costs time quadratic in the line (a pasted
+    20,000-character focus took 16 s, a million-character name never ended) and
+    would evaluate braces in a focus or a name."""
     action = actions.ACTIONS[name]
 
     def magic(self, line):
@@ -64,7 +69,7 @@ def _runs(name: str):
 
     magic.__name__ = action.__name__.rstrip("_")
     magic.__doc__ = action.__doc__
-    return friendly(magic)
+    return no_var_expand(friendly(magic))
 
 
 @magics_class
@@ -100,6 +105,9 @@ class OcwMagics(Magics):
             self.runtime.chat(cell, session=unquoted(args.session), new=args.new, model=unquoted(args.model),
                               provider=args.provider, tools=args.tools,
                               on_text=view.on_text, on_system=view.on_system, on_tool=view.on_tool)
+        except OcwError:
+            view.finish()  # the reply shown so far ends its line; the error line follows
+            raise
         except KeyboardInterrupt as e:
             # One message for one event: the partial reply stays as it was, and the
             # error line (which also stops a Run All) says what was kept.
@@ -110,7 +118,7 @@ class OcwMagics(Magics):
             print(report.status_line(self.runtime.current, self.runtime.config.lang,
                                      self.runtime.config.reactive_compact))
 
-    compact = line_magic("compact")(_runs("compact"))
+    compact = line_magic("compact")(_runs("compact"))  # each line as typed: see _runs
     context = line_magic("context")(_runs("context"))
     summary = line_magic("summary")(_runs("summary"))
     rewind = line_magic("rewind")(_runs("rewind"))
@@ -121,9 +129,10 @@ class OcwMagics(Magics):
     sessions = line_magic("sessions")(_runs("sessions"))
 
     @line_magic
+    @no_var_expand
     @friendly
     def ocw(self, line):
-        """%ocw help | doctor | tools | allow-code | deny-code | export [--format md|json] [--force] [PATH]"""
+        """%ocw help | doctor | tools | allow-code | deny-code | retry-save | export [--format md|json] [--force] [PATH]"""
         words = line.strip().split() or ["help"]
         cmd = words[0]
         if cmd not in OCW_SUBCOMMANDS:

@@ -75,28 +75,44 @@ def _inline(text: str):
 
 
 def _is_table(value) -> bool:
-    return all(hasattr(value, a) for a in ("head", "shape", "to_string")) and isinstance(
-        getattr(value, "shape", None), tuple)
+    try:  # hasattr runs a __getattr__, which may raise anything
+        return all(hasattr(value, a) for a in ("head", "shape", "to_string")) and isinstance(
+            getattr(value, "shape", None), tuple)
+    except Exception:
+        return False
+
+
+def _table(value) -> str:
+    shape = value.shape
+    kind = type(value).__name__
+    text = value.head(HEAD_ROWS).to_string()
+    rows = shape[0] if shape else 0
+    size = f"{rows:,} rows × {shape[1]:,} columns" if len(shape) > 1 else f"{rows:,} values"
+    shown = f"; the first {HEAD_ROWS} shown" if rows > HEAD_ROWS else ""
+    return f"{text}\n[{kind}: {size}{shown}]"
 
 
 def describe(value) -> str:
-    """The text a value is sent as (before the budget)."""
+    """The text a value is sent as (before the budget). Never raises: the value is the
+    user's object, and its head(), __getattr__ or __repr__ may raise anything — even
+    SystemExit — which must not end the cell with a traceback (nor the kernel). What
+    cannot be shown is sent as `<Type object at 0x…>` and said so."""
     if isinstance(value, str):
         return value
     if _is_table(value):
-        shape = value.shape
-        kind = type(value).__name__
-        text = value.head(HEAD_ROWS).to_string()
-        rows = shape[0] if shape else 0
-        size = f"{rows:,} rows × {shape[1]:,} columns" if len(shape) > 1 else f"{rows:,} values"
-        shown = f"; the first {HEAD_ROWS} shown" if rows > HEAD_ROWS else ""
-        return f"{text}\n[{kind}: {size}{shown}]"
+        try:
+            return _table(value)
+        except (Exception, SystemExit):
+            pass  # a table-like object whose head() fails: shown as any other value
     from IPython.lib.pretty import pretty
 
     try:
-        return pretty(value, max_seq_length=200)
-    except Exception:  # a broken __repr__ must not break the cell
-        return object.__repr__(value)
+        text = pretty(value, max_seq_length=200)
+        if isinstance(text, str):
+            return text
+    except (Exception, SystemExit):  # a broken __repr__ must not break the cell
+        pass
+    return object.__repr__(value) + " (its repr failed)"
 
 
 def cut(text: str, label: str, budget: int, encoding: str) -> tuple[str, str | None]:
@@ -113,8 +129,10 @@ def cut(text: str, label: str, budget: int, encoding: str) -> tuple[str, str | N
 
 def _place(text: str, lang: str = "") -> str:
     """Inline for one line; a fenced block of its own for more."""
-    if "\n" not in text.strip("\n"):
+    if "\n" not in text.strip("\n") and "```" not in text and "~~~" not in text:
         return text.strip("\n")
+    # A value holding a fence marker goes in a fence longer than any backtick run of it
+    # (inline, its ``` would open a code block that swallows the rest of the message).
     run = max((len(r) for r in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, run + 1)
     return f"\n{fence}{lang}\n{text.strip(chr(10))}\n{fence}\n"

@@ -44,6 +44,7 @@ class Runtime:
         self.tools = None  # a ToolRegistry, created on first use
         self._frontend = None  # ocw.notebook.frontend.Frontend, read on first use
         self._probed: set = set()  # (session, provider, model, base URL) whose window was asked for
+        self.unsaved = None  # a reply shown but not stored (ocw.conversation.turn.Unsaved): %ocw retry-save
         self.config.observe(self._on_auto_compact_change, names=["auto_compact"])
         self.config.observe(self._on_lang_change, names=["lang"])
         # Close the DuckDB file before the interpreter tears down: left to the
@@ -91,11 +92,12 @@ class Runtime:
             if self._store is None or self._store_path != self.config.db:
                 from ocw.conversation.sessions import Store
 
-                fresh = Store(self.config.db)
+                fresh = Store(self.config.db, lock_timeout=self.config.lock_timeout)
                 old, self._store, self._store_path = self._store, fresh, self.config.db
                 self.current = None
                 if old is not None:
                     old.close()
+            self._store.backend.lock_timeout = self.config.lock_timeout  # %config Ocw.lock_timeout, live
             return self._store
 
     def current_session(self):
@@ -286,7 +288,11 @@ class Runtime:
                 prune=self.config.prune_tool_output, reactive_compact=self.config.reactive_compact,
                 on_text=on_text, on_system=on_system, on_tool=on_tool,
             )
-        except BaseException:
+        except BaseException as e:
+            unsaved = getattr(e, "unsaved", None)
+            if unsaved is not None:  # the reply is on screen, not stored: %ocw retry-save
+                self.unsaved = unsaved
+                e.hint = i18n.text("unsaved_hint", self.config.lang)
             try:
                 if undo():
                     self._probed &= probed  # what the probe learned was undone too: ask again next time
@@ -327,6 +333,23 @@ class Runtime:
             s = self.store.open_session(session_id)
         return s.compact(keep_recent_tokens=keep_recent_tokens, trigger="manual", provider=self.provider_for(s),
                          focus=focus)
+
+    def retry_save(self) -> str:
+        """`%ocw retry-save`: store the reply a failed write left on screen only, under the
+        HEAD it answered. Refused (one line, the reply kept) if the session moved on."""
+        u = self.unsaved
+        if u is None:
+            return i18n.text("retry_nothing", self.config.lang)
+        s = self.current if self.current is not None and self.current.id == u.session_id \
+            else self.store.open_session(u.session_id)
+        s.sync()
+        if s.head != u.head:
+            self.unsaved = None
+            raise OcwError(f"session {s.name!r} moved on since that reply was shown; it was not stored",
+                           hint="the reply is still on screen above: ask again, or copy what you need from it")
+        ids = s.append_many(u.messages, usage=u.usage, basis=u.basis)  # failing again: one line, still kept
+        self.unsaved = None
+        return i18n.text("retry_saved", self.config.lang, n=len(ids), name=s.name)
 
     def compact_action(self, session_id: str) -> str:
         """The panel's Compact now: same path as %compact; returns the system message."""

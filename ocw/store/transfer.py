@@ -187,19 +187,28 @@ def copy_session(src, dst, sid: str) -> Outcome:
     return Outcome(name, sid, "updated", f"+{len(missing)} nodes")
 
 
-def copy_sessions(src, dst, names: list[str] | None = None) -> list[Outcome]:
-    """Copy the named sessions (ids or names; None: all) from `src` to `dst`.
-    An unknown name is an error before anything is copied."""
-    if names:
-        ids = []
-        for n in names:
-            sid = src.find_session(n)
-            if sid is None:
-                raise StoreError(f"no session {n!r} in {src.describe()}", hint="list them with %sessions")
-            ids.append(sid)
-    else:
-        ids = [sid for sid, _ in sorted(_Adapter(src).sessions(), key=lambda r: r[1])]
-    return [copy_session(src, dst, sid) for sid in dict.fromkeys(ids)]
+def session_ids(src, names: list[str] | None = None, hint: str = "list them with %sessions") -> list[str]:
+    """The ids of the named sessions (ids or names; None: all, by name) in `src`, each
+    once. An unknown name is a StoreError — asked before the destination is opened,
+    so a refused copy has created nothing."""
+    if not names:
+        return [sid for sid, _ in sorted(_Adapter(src).sessions(), key=lambda r: r[1])]
+    ids = []
+    for n in names:
+        sid = src.find_session(n)
+        if sid is None:
+            raise StoreError(f"no session {n!r} in {src.describe()}", hint=hint)
+        ids.append(sid)
+    return list(dict.fromkeys(ids))
+
+
+def copy_sessions(src, dst, names: list[str] | None = None, *, ids: list[str] | None = None) -> list[Outcome]:
+    """Copy the named sessions (ids or names; None: all) from `src` to `dst`, or the
+    sessions `ids` already resolved by :func:`session_ids`. An unknown name is an
+    error before anything is copied."""
+    if ids is None:
+        ids = session_ids(src, names)
+    return [copy_session(src, dst, sid) for sid in ids]
 
 
 def snapshot(backend, sid: str) -> dict | None:

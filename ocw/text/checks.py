@@ -18,6 +18,10 @@ from ocw.text.errors import InvalidArgument
 
 INT32_MAX = 2**31 - 1  # DuckDB INTEGER, the type of every stored count and window
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Bidirectional controls: in a name they make it read reversed or reordered where it is
+# shown (U+202E in a widget's title), so a name that looks like another can be made.
+_BIDI = re.compile(r"[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+MAX_NAME_CHARS = 1024  # a name is a label (a notebook's path at most), not a document
 
 
 def _is_int(value) -> bool:
@@ -91,9 +95,26 @@ def name(value, arg: str) -> str:
     if bad:
         raise InvalidArgument(f"{arg} takes one line of printable text; it contains "
                               f"{unicodedata.name(bad.group(), repr(bad.group()))} at character {bad.start() + 1}")
+    bidi = _BIDI.search(value)
+    if bidi:
+        raise InvalidArgument(f"{arg} takes text without bidirectional controls; it contains "
+                              f"{unicodedata.name(bidi.group(), 'U+%04X' % ord(bidi.group()))} at character "
+                              f"{bidi.start() + 1}")
+    if len(value) > MAX_NAME_CHARS:
+        raise InvalidArgument(f"{arg} takes at most {MAX_NAME_CHARS:,} characters, not {len(value):,}")
     if value != value.strip():
-        raise InvalidArgument(f"{arg} takes text without leading or trailing spaces, not {value!r}")
+        raise InvalidArgument(f"{arg} takes text without leading or trailing spaces, not {shown(value)!r}")
     return value
+
+
+def shown(value: str) -> str:
+    """A name as every surface shows it: controls and bidirectional characters as
+    escapes (`\\u202e`), so a name stored before they were refused reads the same, and
+    in its own order, in `%session`, `%sessions` and the widgets."""
+    if not _CONTROL.search(value) and not _BIDI.search(value):
+        return value
+    return "".join(c.encode("unicode_escape").decode("ascii") if _CONTROL.match(c) or _BIDI.match(c) else c
+                   for c in value)
 
 
 def model(value, arg: str = "model") -> str:

@@ -54,6 +54,10 @@ MESSAGES = {
         "err_interrupted": "interrupted; nothing was saved",
         "step_limit": "Stopped after {n} tool step{s} (the limit, %config Ocw.max_tool_steps = {limit}); "
                       "the calls and results are saved, ask again to continue.",
+        "unsaved_hint": "the reply above was not stored; %ocw retry-save stores it once the database can be "
+                        "written again (until the session moves on or the kernel restarts)",
+        "retry_saved": "Stored the reply that had not been saved ({n} messages) in session {name!r}.",
+        "retry_nothing": "Nothing waits to be stored: every reply of this kernel was saved.",
         # The quiet line after each %%chat reply (%config Ocw.status_line = False turns it off).
         "status_line": "context {pct} % · {used} / {window} · {auto} · {count}",
         "status_auto": "auto-compact at {pct} %",
@@ -101,6 +105,9 @@ MESSAGES = {
         "err_not_smaller": "摘要（{new} tokens）不比它替代的内容（{old} tokens）小；未保存任何内容",
         "err_interrupted": "已中断；未保存任何内容",
         "step_limit": "已执行 {n} 步工具调用，达到上限（%config Ocw.max_tool_steps = {limit}）；调用与结果已保存，可继续提问。",
+        "unsaved_hint": "上面的回复未能保存；数据库可写后运行 %ocw retry-save 即可保存（在会话继续之前或内核重启之前有效）",
+        "retry_saved": "已保存先前未能保存的回复（{n} 条消息），会话 {name!r}。",
+        "retry_nothing": "没有待保存的内容：此内核的每条回复都已保存。",
         "status_line": "上下文 {pct} % · {used} / {window} · {auto} · {count}",
         "status_auto": "{pct} % 时自动压缩",
         "status_auto_off": "自动压缩已关闭",

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import weakref
 from typing import Iterable
 
@@ -67,6 +68,33 @@ def scrub_values(text: str | None, values: Iterable[str | None]) -> str | None:
         if v in text:
             text = text.replace(v, REDACTED)
     return text
+
+
+# `user:password@` anywhere in a value or a message: in a URL with two slashes, one
+# slash or none (`postgresql:/me:PW@h/db`, `me:PW@h/db`), and a password holding
+# `/`, `#`, `?` or `:` (greedy to the token's last `@`). A scheme's own colon is
+# not a user's (`(?!//)` after it), so `postgresql://me:PW@h` masks `PW` only.
+_CREDENTIAL = re.compile(r"(?<![^\s/'\"(=,;<\[])(?P<user>[^\s:/@'\"]*):(?!//)(?P<pw>[^\s'\"]*)@")
+_PASSWORD_PARAM = re.compile(r"(?P<key>\b(?:ssl)?password=)(?P<pw>[^&\s'\"]*)", re.IGNORECASE)
+
+
+def mask_credentials(text):
+    """`text` with the password of every `user:password@` in it replaced by
+    <redacted>, whatever the scheme's shape. Why a pattern rather than a parser:
+    a mistyped URL is exactly what a parser rejects, and its error would quote
+    the password; this runs before any parser or library sees the value."""
+    if not isinstance(text, str):
+        return text
+    if "password=" in text.lower():
+        text = _PASSWORD_PARAM.sub(lambda m: m["key"] + REDACTED if m["pw"] else m[0], text)
+    if "@" not in text or ":" not in text:
+        return text
+    return _CREDENTIAL.sub(lambda m: f"{m['user']}:{REDACTED}@", text)
+
+
+def has_credentials(text) -> bool:
+    """Whether `text` holds a `user:password@` (see :func:`mask_credentials`)."""
+    return mask_credentials(text) != text
 
 
 class Secret:
@@ -106,8 +134,9 @@ def known_values() -> list[str]:
 
 
 def scrub(text: str | None) -> str | None:
-    """``text`` with every known key masked (see :func:`known_values`)."""
-    return scrub_values(text, known_values())
+    """``text`` with every known key and any `user:password@` masked (see
+    :func:`known_values`, :func:`mask_credentials`)."""
+    return mask_credentials(scrub_values(text, known_values()))
 
 
 class SecretLogFilter(logging.Filter):
@@ -118,21 +147,19 @@ class SecretLogFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         values = known_values()
-        if not values:
-            return True
         try:
             message = record.getMessage()
         except Exception:  # a broken format string is the logging module's to report
             return True
-        clean = scrub_values(message, values)
+        clean = mask_credentials(scrub_values(message, values))
         if clean != message:
             record.msg, record.args = clean, None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = scrub_values(record.exc_text, values)
+            record.exc_text = mask_credentials(scrub_values(record.exc_text, values))
         if record.stack_info:
-            record.stack_info = scrub_values(record.stack_info, values)
+            record.stack_info = mask_credentials(scrub_values(record.stack_info, values))
         return True
 
 

@@ -37,6 +37,7 @@ from ocw.notebook.items import branch_items, message_items, summary_items, tool_
 from ocw.notebook import actions, references
 from ocw.notebook.commands import BY_NAME, slash_menu
 from ocw.notebook.streaming import StreamView, interrupted_message
+from ocw.text.checks import shown
 from ocw.text.errors import OcwError
 from ocw.conversation.history import PAGE
 from ocw.text.i18n import normalize_lang, system_message
@@ -45,6 +46,7 @@ from ocw.text.ui_text import ui_labels
 from ocw.widgets.base import Localized, weak_listener
 
 log = logging.getLogger("ocw")
+ANYWIDGET_COMMANDS = "_anywidget_commands"  # where anywidget keeps a class's commands (its experimental API)
 NOTES_KEPT = 50  # system messages kept per session in the widget (they are not stored)
 NOTE_KINDS = {ev.COMPACTION_STARTED: "started", ev.COMPACTION_FAILED: "failed"}
 
@@ -134,6 +136,7 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         self._notes: list[tuple[dict, tuple | None]] = []  # every note, with the event it tells of
         self._event_texts: list[str] = []  # compaction notes of the running command (said once)
         self._in_turn = False
+        self._running = ""  # what runs, as the kernel knows it: `busy` is its synced copy
         self._dirty = False
         self._tool_steps = 0
         self._next_note = 0
@@ -164,7 +167,7 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         self._session = session
         self._unsubscribe = session.events.subscribe(weak_listener(self))
         with self.hold_sync():
-            self.session_id, self.session_name = str(session.id), str(session.name or "")
+            self.session_id, self.session_name = str(session.id), shown(str(session.name or ""))
             self._refresh(force=True)
         return self
 
@@ -277,10 +280,30 @@ class ChatWidget(Localized, anywidget.AnyWidget):
 
     def _turn_over(self) -> None:
         with self.hold_sync():
-            self._in_turn = False
+            self._in_turn, self._running = False, ""
             self.pending, self.streaming, self.stream_steps, self.busy = "", "", [], ""
             self._dirty = False
             self._refresh()
+
+    @t.observe("busy")
+    def _busy_is_the_kernels(self, change) -> None:
+        """`busy` is shown by the browser and written by the kernel only: a front end
+        that writes it (any can) is put back, and no guard reads it."""
+        if change["new"] != self._running:
+            self.busy = self._running
+
+    def _handle_custom_msg(self, content, buffers):
+        """Every request is answered: a command name this widget does not have (or a
+        request without one) gets {"ok": False} instead of no answer, which would
+        leave the browser's promise waiting forever."""
+        if isinstance(content, dict) and content.get("kind") == "anywidget-command" and "id" in content:
+            name = content.get("name")
+            if not isinstance(name, str) or name not in getattr(type(self), ANYWIDGET_COMMANDS, {}):
+                self.send({"id": content["id"], "kind": "anywidget-command-response",
+                           "response": {"ok": False, "error": f"the chat widget has no command {str(name)[:80]!r}"}},
+                          [])
+                return
+        super()._handle_custom_msg(content, buffers)
 
     # -- browser -> Python ------------------------------------------------------------
     # Commands are named chat_*: a command named like a Widget method (send!) would
@@ -292,13 +315,14 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         if not isinstance(text, str) or not text.strip():
             L = ui_labels(self.lang)
             raise OcwError(L["chat_err_empty"], hint=L["chat_err_empty_hint"])
-        if self._in_turn or self.busy:
+        if self._in_turn or self._running:
             raise OcwError(ui_labels(self.lang)["chat_busy_refused"])
         self._runtime.config.check_environment()
         sent = self._with_references(text)
         stream = _Stream(self)
         with self.hold_sync():
             self._in_turn, self._tool_steps, self._event_texts = True, 0, []
+            self._running = "send"
             self.pending, self.streaming, self.stream_steps, self.busy = text, "", [], "send"
         try:
             self._runtime.chat(sent, on_text=stream.on_text, on_system=stream.on_system, on_tool=stream.on_tool)
@@ -314,7 +338,7 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         if cmd is None or not cmd.slash or not isinstance(args, str):
             L = ui_labels(self.lang)
             raise OcwError(L["chat_err_not_command"].format(name=name), hint=L["chat_err_not_command_hint"])
-        if self._in_turn or self.busy:
+        if self._in_turn or self._running:
             raise OcwError(ui_labels(self.lang)["chat_busy_refused"])
         if cmd.needs_session and self._runtime.current_session() is None:
             err = OcwError(i18n_text("no_session", self.lang))
@@ -368,10 +392,12 @@ class ChatWidget(Localized, anywidget.AnyWidget):
     def _command(self, busy: str, name: str, line: str) -> str:
         """Run command `name` of the table as its magic would and put its result into
         the conversation as a note (unless a compaction event already said it)."""
-        self._event_texts, self.busy = [], busy
+        self._event_texts, self._running = [], busy
+        self.busy = busy
         try:
             result = actions.run(self._runtime, name, line)
         finally:
+            self._running = ""
             self.busy = ""
         text = result.text.strip()
         if (text or result.html) and text not in self._event_texts:

@@ -30,6 +30,7 @@ from ocw.widgets import snapshot
 from ocw.widgets._static import asset
 from ocw.widgets.base import Localized, weak_listener
 from ocw.text.i18n import normalize_lang, system_message
+from ocw.text.checks import shown
 
 log = logging.getLogger("ocw")
 
@@ -119,7 +120,7 @@ class ContextWidget(Localized, anywidget.AnyWidget):
         self._unsubscribe = session.events.subscribe(weak_listener(self))
         with self.hold_sync():
             self.session_id = str(session.id)
-            self.session_name = str(getattr(session, "name", "") or "")
+            self.session_name = shown(str(getattr(session, "name", "") or ""))
             self.busy = bool(getattr(session, "compaction_running", False))
             self._say(None)
             self.refresh()
@@ -205,7 +206,7 @@ class ContextWidget(Localized, anywidget.AnyWidget):
             name = occ.get("session_name")
             if name is None and self._session is not None:
                 name = getattr(self._session, "name", "")
-            self.session_name = str(name or "")
+            self.session_name = shown(str(name or ""))
 
     def _on_event(self, name: str, payload: dict) -> None:
         if self._session is None:

@@ -225,6 +225,14 @@ MAGIC_ROWS = [
     M("ocw: tools extra", "%ocw tools all", "all"),
     M("ocw: allow-code extra", "%ocw allow-code please", "please"),
     M("ocw: deny-code extra", "%ocw deny-code x", "x"),
+    # issue 25: the newer surfaces
+    M("ocw: retry-save extra", "%ocw retry-save now", "now"),
+    M("ocw: export to /proc", "%ocw export /proc/chat.md", "/proc"),
+    M("ocw: export into a missing folder/", "%ocw export no/such/dir/", "no folder"),
+    M("ocw: export under a file", "%ocw export {path}/chat.md", "no folder", "text"),
+    M("new: --name with U+202E", "%new --name abc\u202edef", "bidirectional"),
+    M("new: --name 2,000 chars", "%new --name " + "n" * 2000, "at most 1,024"),
+    M("compact: focus 1 MB", "%compact -- " + "k" * 1_000_000, "at most 2,000"),
 ]
 
 CONFIG_ROWS = [
@@ -252,6 +260,8 @@ CONFIG_ROWS = [
     C("max_output_tokens", "True"), C("max_output_tokens", "1.5"),
     C("timeout", "-1"), C("timeout", "0"), C("timeout", "float('nan')"), C("timeout", "float('inf')"),
     C("timeout", "True"), C("timeout", "'abc'"), C("timeout", "None"),
+    C("lock_timeout", "-1"), C("lock_timeout", "0"), C("lock_timeout", "float('nan')"),
+    C("lock_timeout", "float('inf')"), C("lock_timeout", "True"), C("lock_timeout", "'abc'"),
     C("max_retries", "-1"), C("max_retries", "11"), C("max_retries", "True"), C("max_retries", "2.5"),
     C("tools", "'yes'"), C("tools", "2"),
     C("max_tool_steps", "0"), C("max_tool_steps", "1001"), C("max_tool_steps", "True"),

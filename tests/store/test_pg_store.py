@@ -211,7 +211,7 @@ def test_ocw_can_live_in_its_own_schema_beside_other_tables(pg_url):
 # -- connections --------------------------------------------------------------------------------------
 def kill_ocw_connections(url) -> int:
     rows = sql(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    " WHERE application_name = 'ocw' AND datname = current_database()")
+                    " WHERE application_name LIKE 'ocw %' AND datname = current_database()")
     return len(rows)
 
 
@@ -226,14 +226,15 @@ def test_a_connection_dropped_between_cells_is_replaced(pg, pg_url, monkeypatch)
     assert pg._pool.connects == before + 1
 
 
-def test_a_connection_dropped_mid_burst_is_one_line_then_replaced(pg, pg_url, monkeypatch):
+def test_a_connection_dropped_mid_burst_is_replaced_without_an_error(pg, pg_url, monkeypatch):
+    """Issue 25: a kept connection the server closed a moment ago (within CHECK_AFTER)
+    is seen closed by a zero-wait poll of its socket and replaced; it used to fail
+    the next write once with "is the PostgreSQL server running?"."""
     from ocw.store.postgres import conn as pg_conn
 
     new_session(pg)
-    monkeypatch.setattr(pg_conn, "CHECK_AFTER", 1e9)  # kept connections are trusted: the control
+    monkeypatch.setattr(pg_conn, "CHECK_AFTER", 1e9)  # no timed check: the poll alone
     assert kill_ocw_connections(pg_url) >= 1
-    with pytest.raises(StoreError) as e:
-        pg.append_nodes("s1", msgs(("a", "user", 1)))
-    assert "\n" not in e.value.user_message() and "is the PostgreSQL server running" in e.value.hint
-    row, _ = pg.append_nodes("s1", msgs(("a", "user", 1)))  # the dead connection was dropped
-    assert row["head_id"] == "a" and pg.node_count("s1") == 1
+    before = pg._pool.connects
+    row, _ = pg.append_nodes("s1", msgs(("a", "user", 1)))
+    assert row["head_id"] == "a" and pg.node_count("s1") == 1 and pg._pool.connects == before + 1

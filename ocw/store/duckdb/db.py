@@ -25,6 +25,7 @@ import duckdb
 
 from ocw.store.duckdb import ownership
 from ocw.store.duckdb.settings import DUCKDB_CONFIG
+from ocw.store.holder import BUSY_HINT, process_name
 from ocw.text.errors import StoreBusy, StoreError
 
 _TOKENS = itertools.count(1)
@@ -79,6 +80,25 @@ def _unlock(fd: int) -> None:
     elif _msvcrt is not None:  # pragma: no cover - Windows
         os.lseek(fd, 0, os.SEEK_SET)
         _msvcrt.locking(fd, _msvcrt.LK_UNLCK, 1)
+
+
+class _WriteFailed(Exception):
+    """A commit DuckDB refused (inside Db.transaction only)."""
+
+
+def _first_line(e: BaseException) -> str:
+    text = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return text.removeprefix("TransactionContext Error: ").removeprefix("Failed to commit: ")
+
+
+def _holder(fd: int) -> str:
+    """The process that holds the sidecar lock (its token starts with its pid)."""
+    try:
+        token = os.pread(fd, 32, 0).decode("ascii", "replace")
+    except OSError:
+        token = ""
+    pid = token.split(":", 1)[0].strip()
+    return process_name(int(pid)) if pid.isdigit() else "another process"
 
 
 class Db:
@@ -183,8 +203,10 @@ class Db:
                 os.close(fd)  # no advisory locks here: DuckDB's own lock (and its retry) alone
                 return
             if time.monotonic() >= deadline:
+                who = _holder(fd)
                 os.close(fd)
-                raise StoreBusy(f"database {self.path} is held by another process") from None
+                raise StoreBusy(f"database {self.path} is held by {who}; gave up after {self.lock_timeout:g} s",
+                                hint=BUSY_HINT) from None
             waited = True
             self._signal_waiting()
             time.sleep(delay)
@@ -265,7 +287,8 @@ class Db:
                 if "lock" not in str(e).lower():
                     raise StoreError(f"cannot open {self.path}: {e}") from None
                 if time.monotonic() >= deadline:
-                    raise StoreBusy(f"database {self.path} is locked by another process") from None
+                    raise StoreBusy(f"database {self.path} is locked by another process; gave up after "
+                                    f"{self.lock_timeout:g} s", hint=BUSY_HINT) from None
                 waited = True
                 self._signal_waiting()
                 time.sleep(delay * (0.5 + random.random()))
@@ -425,15 +448,48 @@ class Db:
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """All or nothing: on any exception the file is exactly as before."""
+        """All or nothing: on any exception the file is exactly as before.
+
+        A write the disk refuses (full, a file-size limit, an I/O error) is a
+        StoreError of one line, not DuckDB's traceback; DuckDB may have given up on
+        the open database after it, so the connection is dropped and the next use
+        opens the file again (replaying what had committed)."""
         with self.connect() as con:
             con.begin()
             try:
                 yield con
+                try:
+                    con.commit()
+                except duckdb.Error as e:  # any failed commit: DuckDB says TransactionException
+                    raise _WriteFailed(e) from None
+            except (_WriteFailed, duckdb.IOException, duckdb.FatalException, duckdb.OutOfMemoryException) as e:
+                self._abandon(con)
+                cause = e.args[0] if isinstance(e, _WriteFailed) else e
+                raise StoreError(f"cannot write {self.path}: {_first_line(cause)}; nothing of it was stored",
+                                 hint="free some space (or fix the disk), then try again") from None
             except BaseException:
-                con.rollback()
+                try:
+                    con.rollback()
+                except duckdb.Error:  # a failed commit ended the transaction already
+                    pass
                 raise
-            con.commit()
             self._dirty = True
+
+    def _abandon(self, con) -> None:
+        """After a failed write: roll back what can be, close, let the next use reopen."""
+        try:
+            con.rollback()
+        except duckdb.Error:
+            pass
+        with self._cond:
+            if self._con is con:
+                try:
+                    self._con.execute("PRAGMA disable_checkpoint_on_shutdown")  # no checkpoint onto a full disk
+                except duckdb.Error:
+                    pass
+                try:
+                    self._close()
+                except duckdb.Error:
+                    pass  # closed either way (_close clears the connection and the lock)
 
 

@@ -30,15 +30,17 @@ from functools import lru_cache
 from ocw.store.duckdb.settings import DUCKDB_CONFIG
 from ocw.store.marker import marker_version
 from ocw.text.errors import BadDatabasePath, ForeignDatabase
+from ocw.text.secrets import has_credentials, mask_credentials
 
 MEMORY = ":memory:"
 MARKER_TABLE = "ocw_meta"
 DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB file (after an 8-byte checksum)
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^(md|motherduck):", re.IGNORECASE)
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^(md|motherduck|postgres|postgresql):", re.IGNORECASE)
 
 
 def _bad(path, why: str) -> BadDatabasePath:
-    return BadDatabasePath(f"cannot use {path!r} as the ocw database: {why}")
+    """The one refusal line; a `user:password@` in the value is masked first."""
+    return BadDatabasePath(f"cannot use {mask_credentials(path)!r} as the ocw database: {why}")
 
 
 def check_path(value) -> str:
@@ -61,7 +63,11 @@ def check_path(value) -> str:
         raw.encode("utf-8")
     except UnicodeEncodeError:
         raise _bad(raw, "the path contains characters that are not valid Unicode") from None
-    if _URL.match(raw):  # a PostgreSQL URL never gets here (ocw.conversation.sessions.open_backend routes it first)
+    if _URL.match(raw) or has_credentials(raw):
+        # A PostgreSQL URL never gets here (ocw.conversation.sessions.open_backend routes it first):
+        # this is one with a slash missing, no scheme, or another scheme. Taken for a file,
+        # DuckDB would read `me:` as an extension's name, quote the whole value (password
+        # included) and make the folders of the path.
         from ocw.store.postgres.url import redact
 
         raise _bad(redact(raw), "it is a URL ocw cannot use; give a DuckDB file path, or a PostgreSQL database"

@@ -98,6 +98,15 @@ class DuckDBStore:
             self.db.close()
             raise
 
+    @property
+    def lock_timeout(self) -> float:
+        """Seconds a write waits for another process holding the file (then StoreBusy)."""
+        return self.db.lock_timeout
+
+    @lock_timeout.setter
+    def lock_timeout(self, seconds: float) -> None:
+        self.db.lock_timeout = seconds
+
     def describe(self) -> str:
         """Where the sessions live, fit to show (a file path has no secrets)."""
         return self.path

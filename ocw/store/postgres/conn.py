@@ -14,6 +14,7 @@ serialises writers per session (ocw/store/postgres/store.py), never globally.
 from __future__ import annotations
 
 import re
+import select
 import threading
 import time
 from contextlib import contextmanager
@@ -59,7 +60,12 @@ _HINTS = (
      "is the PostgreSQL server running and reachable? check host and port"),
     (re.compile(r"definition of service .* not found|service file", re.I),
      "check the service name and PGSERVICEFILE / ~/.pg_service.conf"),
-    (re.compile(r"permission denied", re.I), "ask the database's owner to grant this user CREATE and USAGE"),
+    (re.compile(r"statement timeout|canceling statement", re.I),
+     "the server's statement_timeout stopped the write; nothing of it was stored"),
+    (re.compile(r"permission denied", re.I),
+     "the database's owner grants this role: USAGE ON SCHEMA; SELECT, INSERT, UPDATE, DELETE ON sessions, nodes, "
+     "node_counts; SELECT ON ocw_meta, schema_version; USAGE, SELECT ON ALL SEQUENCES IN SCHEMA (README: "
+     "A team database)"),
 )
 
 
@@ -77,8 +83,50 @@ def store_error(e: BaseException, where: str, secrets, doing: str = "use") -> St
     return StoreError(f"cannot {doing} the ocw database {where}: {text}", hint=hint or "see %ocw doctor")
 
 
+DEFAULT_LOCK_TIMEOUT = 10.0  # seconds; the notebook's is %config Ocw.lock_timeout
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(round(seconds * 1000)))
+
+
+def application_name() -> str:
+    """What this process's connections say they are (pg_stat_activity), so another
+    kernel's bounded lock wait can name it: `ocw kernel 5f3a9c1e (pid 1234)`."""
+    from ocw.store.holder import this_process
+
+    return f"ocw {this_process()}"[:63]
+
+
+def lock_holders(conn) -> list[str]:
+    """Who else is in a write transaction on the sessions table now (row locks are
+    not listed by row: a transaction writing sessions holds RowShareLock or
+    RowExclusiveLock on the table), named by their application_name."""
+    rows = conn.execute(
+        "SELECT DISTINCT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+        " WHERE l.locktype = 'relation' AND l.relation = to_regclass('sessions') AND l.granted"
+        " AND l.mode IN ('RowShareLock', 'RowExclusiveLock') AND l.pid <> pg_backend_pid()"
+        " AND a.state <> 'idle'").fetchall()
+    names = [r[0][4:] if (r[0] or "").startswith("ocw ") else (r[0] or "a client") for r in rows]
+    return sorted(n for n in names if n)
+
+
+def _has_input(conn) -> bool:
+    """Has the server sent something to an idle connection? Nothing is due on one;
+    what comes is a server closing it (a terminated backend, an idle timeout, a
+    shutdown: its last words, then EOF). A zero-wait poll of the socket, no round
+    trip — so a connection the server closed is checked and replaced, instead of
+    failing the next cell once with "is the server running?"."""
+    try:
+        return bool(select.select([conn.fileno()], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True  # no usable socket: let the check decide
+
+
 class Pool:
-    def __init__(self, url: str, where: str):
+    def __init__(self, url: str, where: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT):
+        self.lock_timeout = lock_timeout  # seconds a statement waits for a lock (then LockNotAvailable)
+        self._set_timeout: dict[int, float] = {}  # id(connection) -> the lock_timeout it has
         self.url = url  # without its password (ocw/store/postgres/url.py)
         self.where = where
         self.secrets = pg_url.secrets_of(url)
@@ -92,10 +140,13 @@ class Pool:
         psycopg = driver()
         try:
             conn = psycopg.connect(pg_url.connect_url(self.url), autocommit=True, connect_timeout=CONNECT_TIMEOUT,
-                                   application_name="ocw")
+                                   application_name=application_name())
+            # Not `options=`: that would replace the URL's own (a search_path, say).
+            conn.execute(f"SET lock_timeout = {_ms(self.lock_timeout)}")
         except psycopg.Error as e:
             raise store_error(e, self.where, self.secrets, "connect to") from None
         self.connects += 1
+        self._set_timeout[id(conn)] = self.lock_timeout
         i = conn.info
         self.pids.add(i.backend_pid)
         self.info = (i.user, i.host, i.port, i.dbname)
@@ -105,6 +156,13 @@ class Pool:
     def connection(self) -> Iterator:
         psycopg = driver()
         conn = self._take(psycopg)
+        if self._set_timeout.get(id(conn)) != self.lock_timeout:  # %config Ocw.lock_timeout changed
+            try:
+                conn.execute(f"SET lock_timeout = {_ms(self.lock_timeout)}")
+                self._set_timeout[id(conn)] = self.lock_timeout
+            except BaseException:
+                self._discard(conn)
+                raise
         try:
             yield conn
         finally:
@@ -129,7 +187,7 @@ class Pool:
             if conn.closed or conn.broken:
                 self._discard(conn)
                 continue
-            if time.monotonic() - since < CHECK_AFTER:
+            if time.monotonic() - since < CHECK_AFTER and not _has_input(conn):
                 return conn
             try:
                 conn.execute("")
@@ -138,6 +196,7 @@ class Pool:
                 self._discard(conn)
 
     def _discard(self, conn) -> None:
+        self._set_timeout.pop(id(conn), None)
         try:
             self.pids.discard(conn.info.backend_pid)
         except Exception:  # pragma: no cover - a dead connection may not say

@@ -22,7 +22,7 @@ from ocw.store.postgres.schema import NOTIFY_CHANNEL
 
 log = logging.getLogger("ocw")
 POLL = 0.5  # seconds between checks of the stop flag
-RETRY = (0.5, 1, 2, 5, 10)  # seconds before reconnect attempts
+RETRY = (0.1, 0.25, 0.5, 1.0)  # seconds before reconnect attempts: a view is stale at most ~1 s after an outage
 
 
 class Listener:

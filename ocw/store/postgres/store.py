@@ -25,9 +25,10 @@ from typing import Callable, Iterator
 
 from ocw.store.postgres import schema as pg_schema
 from ocw.store.postgres import url as pg_url
-from ocw.text.errors import InvalidArgument, StoreError
+from ocw.store.holder import BUSY_HINT
+from ocw.text.errors import InvalidArgument, StoreBusy, StoreError
 from ocw.context.graph import SUMMARY_NAME, Node
-from ocw.store.postgres.conn import Pool, driver, one_line, store_error
+from ocw.store.postgres.conn import DEFAULT_LOCK_TIMEOUT, Pool, driver, lock_holders, one_line, store_error
 
 SESSION_COLUMNS = ("id", "name", "provider", "model", "context_window", "system_prompt", "head_id",
                    "occupancy_generation", "metadata", "rev", "count_epoch", "created_at", "updated_at")
@@ -63,16 +64,17 @@ class PostgresStore:
     def __init__(self, url: str, **options):
         """Connects, checks the database is ocw's (or empty) and migrates it. A URL
         ocw cannot use is one StoreError line; nothing local is ever created."""
-        for key, value in options.items():  # the DuckDB store's timing options mean nothing here
+        for key, value in options.items():  # the DuckDB store's timing options; lock_timeout is used here too
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 raise InvalidArgument(f"Store({key}=...) takes a number of seconds above 0, not {value!r}")
         self.path = pg_url.checked(url)
         self._where = pg_url.display(self.path)
-        self._pool = Pool(self.path, self._where)
+        self._pool = Pool(self.path, self._where, options.get("lock_timeout", DEFAULT_LOCK_TIMEOUT))
         self._listener = None
         with self._errors("open"), self._pool.connection() as conn:
             self._where = self._pool.where = self.describe()
             pg_schema.migrate(conn, self._where)
+        pg_url.remember(self.path)
 
     def describe(self) -> str:
         """User, host, port and database — what the server says it is, once connected."""
@@ -108,11 +110,33 @@ class PostgresStore:
             self._listener.start()
 
     # -- plumbing ---------------------------------------------------------------------
+    @property
+    def lock_timeout(self) -> float:
+        """Seconds a write waits for another kernel's lock on a session (then StoreBusy)."""
+        return self._pool.lock_timeout
+
+    @lock_timeout.setter
+    def lock_timeout(self, seconds: float) -> None:
+        self._pool.lock_timeout = seconds
+
+    def _busy(self) -> StoreBusy:
+        """The one line for a lock wait that ran out, naming the other writer if it can."""
+        try:
+            with self._pool.connection() as conn:
+                who = lock_holders(conn)
+        except Exception:  # naming is a courtesy; the line is said either way
+            who = []
+        by = f" by {', '.join(who[:2])}" if who else " by another kernel"
+        return StoreBusy(f"the session is being written{by} in {self.describe()}; gave up after "
+                         f"{self.lock_timeout:g} s, nothing was written", hint=BUSY_HINT)
+
     @contextmanager
     def _errors(self, doing: str = "use") -> Iterator[None]:
         psycopg = driver()
         try:
             yield
+        except psycopg.errors.LockNotAvailable:
+            raise self._busy() from None
         except psycopg.errors.IntegrityError as e:
             raise StoreError(f"the ocw database {self.describe()} refused the write: "
                              f"{one_line(e, self._pool.secrets)}", hint="nothing was saved") from None

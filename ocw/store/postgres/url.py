@@ -18,19 +18,27 @@ import re
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from ocw.text.errors import BadDatabasePath
-from ocw.text.secrets import Secret
+from ocw.text.secrets import Secret, mask_credentials
 
 SCHEMES = ("postgresql", "postgres")
 SECRET_PARAMS = ("password", "sslpassword")
 _ANY_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^(md|motherduck):", re.IGNORECASE)
 
-# URL without its password -> the secrets that were in it (this process only).
+# URL without its password -> the secrets it last connected with (this process only):
+# what a plain string without a password (the value %config shows) reconnects with.
 _SECRETS: dict[str, dict[str, Secret]] = {}
 
 
 class DbUrl(str):
     """A PostgreSQL URL without its password: a real str (what reopens the
-    database), whose repr shows user, host and database only."""
+    database), whose repr shows user, host and database only.
+
+    It carries the secrets it came with (`secrets`), and a store reconnects with
+    those — never with whatever another URL of the same user, host and database
+    brought later. (Keyed by the URL alone, a mistyped password opened beside a
+    working store replaced that store's password at its next reconnect.)"""
+
+    secrets: dict[str, Secret] = {}
 
     def __repr__(self) -> str:
         return repr(display(self))
@@ -53,8 +61,11 @@ def _split(url: str):
         parts = urlsplit(url.strip())
         parts.port  # noqa: B018  (raises on a port that is not a number)
     except ValueError as e:
-        raise BadDatabasePath(f"cannot use {redact(url)!r} as the ocw database: {e}",
-                              hint="write it as postgresql://user@host:5432/database") from None
+        # urllib's words may quote the text after the user's colon — a password's first
+        # characters when it holds / # or ? — so words that quote anything are never shown.
+        why = str(e) if "'" not in str(e) and '"' not in str(e) else "the part after the host is not a port number"
+        raise BadDatabasePath(f"cannot use {redact(url)!r} as the ocw database: {why}", hint="write it as postgresql://user@host:5432/database; a password "
+                              "holding / # ? @ or : is written percent-encoded (%2F %23 %3F %40 %3A)") from None
     return parts
 
 
@@ -77,6 +88,8 @@ def checked(url: str) -> DbUrl:
     """The URL ocw keeps (no password), the password remembered as a Secret.
     BadDatabasePath (one line, nothing secret in it) when it is not a usable
     PostgreSQL URL."""
+    if isinstance(url, DbUrl):
+        return url  # already checked: keep the secrets it carries
     if not is_postgres_url(url):
         raise BadDatabasePath(f"cannot use {redact(url)!r} as the ocw database: not a postgresql:// URL")
     parts = _split(url)
@@ -95,15 +108,22 @@ def checked(url: str) -> DbUrl:
     user = unquote(parts.username) if parts.username else None
     netloc = _netloc(user, parts.hostname, parts.port)
     clean = DbUrl(_join("postgresql", netloc, parts.path, urlencode(query)))
-    if secrets:
-        _SECRETS[clean] = secrets
+    clean.secrets = secrets or dict(_SECRETS.get(str(clean), {}))
     return clean
+
+
+def remember(url: DbUrl) -> None:
+    """After a successful connection: the secrets `url` carries are the ones a later
+    plain string of the same URL (no password) connects with. Only after success,
+    so a mistyped password is never remembered."""
+    if isinstance(url, DbUrl) and url.secrets:
+        _SECRETS[str(url)] = dict(url.secrets)
 
 
 def connect_url(url: str) -> str:
     """What psycopg connects with: the kept URL plus the secrets that came in it."""
     clean = checked(url)
-    secrets = _SECRETS.get(clean, {})
+    secrets = clean.secrets
     if not secrets:
         return str(clean)
     parts = urlsplit(clean)
@@ -119,7 +139,7 @@ def connect_url(url: str) -> str:
 def secrets_of(url: str) -> list[Secret]:
     """The secrets that came with this URL (to mask them in any message)."""
     try:
-        return list(_SECRETS.get(checked(url), {}).values())
+        return list(checked(url).secrets.values())
     except BadDatabasePath:
         return []
 
@@ -149,7 +169,7 @@ def redact(value) -> str:
     """Any URL with its password and query removed (for the line that refuses it)."""
     if not isinstance(value, str):
         return repr(value)
-    text = value.strip()
+    text = mask_credentials(value.strip())
     if not is_url(text) or "://" not in text:
         return text
     try:
