@@ -137,7 +137,7 @@ def run_session(gen, window: int, workdir: str) -> dict:
                     mem_max = max(mem_max, s.occupancy()["breakdown"].get("memory", 0))
         Turn(s, prov, threshold=THRESHOLD).run(PROBE)
         contexts = {"ocw": prov.last_sent, **baselines(transcript, window, s.encoding.name)}
-        return {"scores": {m: score(c, gen.facts) for m, c in contexts.items()}, "grew": grew,
+        return {"contexts": contexts, "scores": {m: score(c, gen.facts) for m, c in contexts.items()}, "grew": grew,
                 "compactions": compactions, "memory_max": mem_max, "turns": sum(st.kind == "user" for st in gen.steps),
                 "tokens": sum(len(t) for t in transcript) // 4}
     finally:

@@ -13,6 +13,7 @@ summarizer and checks the text. This is where a session meets it:
 from __future__ import annotations
 
 from ocw.context import events as ev
+from ocw.context.render import render_blocks
 from ocw.context.engine import (CompactionResult, build_memory, finish, plan_compaction, prepare, summarize,
                                 summary_blocks)
 from ocw.text.errors import CompactionInProgress, OcwError
@@ -51,6 +52,17 @@ def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "m
         session.compact_lock.release()
 
 
+def _unpruned(session, plan) -> dict[str, list]:
+    """The folded tool results as the model first read them (capped, not the prune
+    stubs): pruning runs before an automatic compaction, and a fact in a tool output
+    must reach the memory before the output leaves the context."""
+    nodes = [n for n in (session._rows.get(m.get("id")) for m in plan.new_messages if m["role"] == "tool")
+             if n is not None]
+    contents = session._contents(nodes) if nodes else {}
+    cap, enc = session.tool_result_cap, session.encoding.name
+    return {nid: render_blocks(blocks, cap, enc) for nid, blocks in contents.items()}
+
+
 def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) -> CompactionResult:
     session.sync()
     # "X" of "X → Y" is the figure the ring showed just before (measured or calibrated).
@@ -74,7 +86,7 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
     session.events.emit(ev.COMPACTION_STARTED, {"trigger": trigger, "tokens_before": tokens_before})
     try:
         text, _ = summarize(provider, prep)
-        memory = build_memory(prep, session.context_window)
+        memory = build_memory(prep, session.context_window, read=_unpruned(session, plan))
         text = summary_blocks(finish(prep, text, memory), memory)
         record = {"trigger": trigger, "before": tokens_before, "folded": len(plan.new_messages),
                   "focus": prep.focus or None}
