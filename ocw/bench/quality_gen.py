@@ -141,6 +141,7 @@ def generate(seed: int, turns: int, phrasings: str = "A", domain: str | None = N
         return rng.randint(lo, max(lo, hi))
 
     vocab = _DOMAINS[dom]
+    prefs = rng.sample(_PREFS, 2)  # two different preferences: both stay current
     for n in range(2):
         x = _sid(rng)
         v = f"data/{rng.choice(vocab)}_{x}/part_{rng.randint(10, 99)}.parquet"
@@ -195,7 +196,7 @@ def generate(seed: int, turns: int, phrasings: str = "A", domain: str | None = N
         plants.append((at(1, early), Step("user", say("quantity", k=q, v=qv))))
         facts.append(Fact("quantity", [qv.split()[0]]))
         # Preference, decision, TODO (one closed later).
-        p = rng.choice(_PREFS).format(lang=rng.choice(_LANGS), x=x, n=rng.randint(5, 40))
+        p = prefs[n].format(lang=rng.choice(_LANGS), x=x, n=rng.randint(5, 40))
         plants.append((at(1, early), Step("user", say("preference", v=p))))
         facts.append(Fact("preference", [_pref_check(p)]))
         a, b = f"{rng.choice(('polars', 'duckdb', 'redis', 'celery', 'pyarrow'))}_{x}", f"legacy_{x}"
