@@ -59,7 +59,8 @@ class Recording:
 
 
 def _occurs(value: str, text: str) -> bool:
-    return re.search(r"(?<![\w.])" + re.escape(value) + r"(?![\w])", text) is not None
+    # Whole tokens: `128` is not found in `128.4` or `1280`, `run_1` not in `run_10`.
+    return re.search(r"(?<![\w.])" + re.escape(value) + r"(?![\w]|\.\d)", text) is not None
 
 
 def score(context: str, facts) -> dict:

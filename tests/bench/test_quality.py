@@ -39,6 +39,7 @@ def test_scoring_counts_recall_and_staleness():
     assert r["recall"] == {"setting": [1, 1]} and r["stale"] == [("path", "data/a_1.csv")]
     r = q.score("rate = 47920; Forget data/a_1.csv, it is corrupt. old 319", [f_cur, f_gone])
     assert r["recall"] == {"setting": [0, 1]}  # a longer number is not the value
+    assert q.score("rate 4792.5", [f_cur])["recall"] == {"setting": [0, 1]}  # nor a decimal that begins with it
     assert r["stale"] == [("setting", "319")]  # the retraction excuses its value; the change was not said
 
 
