@@ -89,7 +89,8 @@ _CLOSE = re.compile(r"\b(?:done with|finished|completed|closed|resolved|no need 
                     r"crossed off|we did|i did|took care of)\s+(?P<what>[^.!?\n,;]{2,120})"
                     r"|(?P<what2>[^.!?\n,;]{2,80}?)\s+(?:is|are) (?:now )?(?:done|finished|fixed|resolved|closed|answered)\b",
                     re.I)
-_RETRACT = re.compile(rf"\b(?:forget(?: about)?|ignore|disregard|scratch|drop)\s+(?P<a>{_TOKEN})"
+_RETRACT = re.compile(rf"(?<!n't )(?<!not )(?<!never )\b(?:forget(?: about)?|ignore|disregard|scratch|drop)\s+"
+                      rf"(?!to\b|the\b|a\b|that\b|this\b)(?P<a>{_TOKEN})"
                       rf"|(?P<b>{_TOKEN})\s+(?:is|was|are|looks) (?:actually )?(?:corrupt|corrupted|wrong|broken|bogus|"
                       rf"invalid|outdated|obsolete|gone|deleted|stale|not (?:valid|right|correct))"
                       rf"|\bthere (?:is|'s) no (?:such )?(?:column|file|table|field|key|branch|commit)?\s*(?P<c>{_TOKEN})"

@@ -125,6 +125,9 @@ def test_an_identifier_retracted_before_the_memory_held_it_is_never_listed():
     source = "keep the column request_nup in mind. There is no column request_nup after all."
     assert "request_nup" not in append_facts("S.", source, 500, ENC, exclude=m.stale_values())
     assert [e.target for e in events([(1, "user", "Drop col_x9, it does not exist.")])] == ["col_x9"]  # not "it"
+    # "Don't forget to …" is a TODO, not a retraction of "to".
+    evs = events([(1, "user", "Don't forget to check the outliers in unhr_sales.")])
+    assert [(e.action, e.item.kind) for e in evs] == [("add", "todo")]
 
 
 def test_a_closing_that_names_an_identifier_closes_only_its_todo():
