@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.ocw-installed
 HEADLESS ?=
 PORT   ?= 8888
 
-.PHONY: demo test test-js test-py install bench clean mutation litellm
+.PHONY: demo test test-js test-py install bench clean mutation litellm quality
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,11 @@ comma := ,
 bench: install
 	$(PY) -m ocw.bench all $(if $(QUICK),--quick)
 	$(PY) -m ocw.bench.pg $(if $(QUICK),--turns 20 --writers 1$(comma)2)
+
+# `make quality`: issue 22's quality benchmark (what the model still knows after many
+# compactions; ~10 min on 2 cores); `make quality QUICK=1`: two short sessions.
+quality: install
+	$(PY) -m ocw.bench.quality $(if $(QUICK),--quick)
 
 # Mutation testing of the pure core (slow, so not part of `make test`): mutmut plants
 # small bugs one at a time and reports the ones the unit tests miss. Narrow it with

@@ -59,7 +59,8 @@ class Recording:
 
 
 def _occurs(value: str, text: str) -> bool:
-    return re.search(r"(?<![\w.])" + re.escape(value) + r"(?![\w])", text) is not None
+    # Whole tokens: `128` is not found in `128.4` or `1280`, `run_1` not in `run_10`.
+    return re.search(r"(?<![\w.])" + re.escape(value) + r"(?![\w]|\.\d)", text) is not None
 
 
 def score(context: str, facts) -> dict:
@@ -137,7 +138,7 @@ def run_session(gen, window: int, workdir: str) -> dict:
                     mem_max = max(mem_max, s.occupancy()["breakdown"].get("memory", 0))
         Turn(s, prov, threshold=THRESHOLD).run(PROBE)
         contexts = {"ocw": prov.last_sent, **baselines(transcript, window, s.encoding.name)}
-        return {"scores": {m: score(c, gen.facts) for m, c in contexts.items()}, "grew": grew,
+        return {"phrasings": gen.phrasings, "contexts": contexts, "scores": {m: score(c, gen.facts) for m, c in contexts.items()}, "grew": grew,
                 "compactions": compactions, "memory_max": mem_max, "turns": sum(st.kind == "user" for st in gen.steps),
                 "tokens": sum(len(t) for t in transcript) // 4}
     finally:
@@ -161,6 +162,15 @@ def table(results: list[dict], window: int) -> str:
                         kept, tot = kept + a, tot + b
             cells.append(f"{kept / tot:.0%} ({kept}/{tot})" if tot else "–")
         rows.append(f"| {kind} | " + " | ".join(cells) + " |")
+    for ps, label in (("A", "all, wording set A"), ("B", "all, held-out set B")):
+        part = [r for r in results if r.get("phrasings") == ps]
+        if part and len(part) < len(results):
+            cells = []
+            for m in METHODS:
+                kept = sum(a for r in part for a, _ in r["scores"][m]["recall"].values())
+                tot = sum(b for r in part for _, b in r["scores"][m]["recall"].values())
+                cells.append(f"{kept / tot:.0%} ({kept}/{tot})" if tot else "–")
+            rows.append(f"| {label} | " + " | ".join(cells) + " |")
     rows.append("| staleness errors | " + " | ".join(
         str(sum(len(r["scores"][m]["stale"]) for r in results)) for m in METHODS) + " |")
     return "\n".join(rows)

@@ -18,6 +18,7 @@ Pure and deterministic for a seed; no ocw imports.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 
 KINDS = ("path", "url", "commit", "column", "shape", "error", "setting", "quantity", "preference",
@@ -115,6 +116,12 @@ _ERRORS = ("KeyError: '{x}_id'", "ValueError: cannot reshape {x}_grid", "Timeout
            "FileNotFoundError: {x}_cache.json")
 
 
+def _pref_check(p: str) -> str:
+    """The part of a preference that is unique to it (a language, a name, "12 lines")."""
+    m = re.search(r"\d+ lines|\w+_\w+|" + "|".join(_LANGS), p)
+    return m.group(0) if m else p
+
+
 def generate(seed: int, turns: int, phrasings: str = "A", domain: str | None = None) -> GenSession:
     """A session of `turns` user steps (plus tool steps), facts planted in the first
     two thirds, changes/retractions/closings before the last tenth."""
@@ -134,6 +141,7 @@ def generate(seed: int, turns: int, phrasings: str = "A", domain: str | None = N
         return rng.randint(lo, max(lo, hi))
 
     vocab = _DOMAINS[dom]
+    prefs = rng.sample(_PREFS, 2)  # two different preferences: both stay current
     for n in range(2):
         x = _sid(rng)
         v = f"data/{rng.choice(vocab)}_{x}/part_{rng.randint(10, 99)}.parquet"
@@ -188,14 +196,14 @@ def generate(seed: int, turns: int, phrasings: str = "A", domain: str | None = N
         plants.append((at(1, early), Step("user", say("quantity", k=q, v=qv))))
         facts.append(Fact("quantity", [qv.split()[0]]))
         # Preference, decision, TODO (one closed later).
-        p = rng.choice(_PREFS).format(lang=rng.choice(_LANGS), x=x, n=rng.randint(5, 40))
+        p = prefs[n].format(lang=rng.choice(_LANGS), x=x, n=rng.randint(5, 40))
         plants.append((at(1, early), Step("user", say("preference", v=p))))
-        facts.append(Fact("preference", [w for w in p.split() if "_" in w or w in _LANGS or w.isdigit()][:1] or [p]))
+        facts.append(Fact("preference", [_pref_check(p)]))
         a, b = f"{rng.choice(('polars', 'duckdb', 'redis', 'celery', 'pyarrow'))}_{x}", f"legacy_{x}"
         plants.append((at(1, early), Step("user", say("decision", a=a, b=b))))
         facts.append(Fact("decision", [a]))
         what = rng.choice(_TODOS).format(x=x)
-        obj = what.split()[-1]
+        obj = next(w for w in what.split() if "_" in w)
         t = at(1, early)
         plants.append((t, Step("user", say("todo", v=what))))
         if n == 1:
@@ -216,6 +224,7 @@ def generate(seed: int, turns: int, phrasings: str = "A", domain: str | None = N
                 steps.append(s)
         if t % 9 == 0:
             steps.append(Step("tool", _tool_output(rng, dom, rng.randint(80, 200))))
-        filler = _filler(rng, dom, rng.randint(30, 120))
-        steps.append(Step("user", " ".join([filler[: len(filler) // 2]] + said + [filler[len(filler) // 2:]])))
+        filler = _filler(rng, dom, rng.randint(30, 120)).split(". ")
+        half = len(filler) // 2
+        steps.append(Step("user", " ".join([". ".join(filler[:half]) + "."] + said + [". ".join(filler[half:])])))
     return GenSession(steps, facts, seed, phrasings)

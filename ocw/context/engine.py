@@ -21,6 +21,8 @@ Invariants, and why they hold:
 """
 from __future__ import annotations
 
+import re
+
 import math
 from dataclasses import dataclass, field
 
@@ -315,19 +317,41 @@ def facts_budget(replaced_tokens: int, summary_tokens: int, window: int) -> int:
     return max(0, min(cap, room))
 
 
-def memory_turns(plan: Plan) -> list[tuple[int, str, str]]:
+def memory_turns(plan: Plan, read: dict | None = None) -> list[tuple[int, str, str]]:
     """The newly folded messages as (turn, role, text) for the memory pass; a tool
-    result is read whole as the model read it (the rendered, capped form)."""
-    return [(plan.first_turn + k, m["role"], block_text(m["content"])) for k, m in enumerate(plan.new_messages)]
+    result is read whole as the model read it (the rendered, capped form): `read`
+    gives, by node id, the blocks the model read before a prune stubbed them."""
+    read = read or {}
+    return [(plan.first_turn + k, m["role"], block_text(read.get(m.get("id"), m["content"])))
+            for k, m in enumerate(plan.new_messages)]
 
 
-def build_memory(prep: Prepared, window: int, extra=()) -> mem.Memory:
+def build_memory(prep: Prepared, window: int, extra=(), read: dict | None = None) -> mem.Memory:
     """The memory after this compaction: the old one plus the folded turns, within
     its share of the window and at most a quarter of what the compaction replaces
     (so the memory alone can never make a compaction grow the context)."""
     plan = prep.plan
     budget = min(mem.budget_for(window), max(64, plan.replaced_tokens // 4))
-    return update_memory(plan.old_memory, memory_turns(plan), budget=budget, encoding=prep.encoding, extra=extra)
+    return update_memory(plan.old_memory, memory_turns(plan, read), budget=budget, encoding=prep.encoding, extra=extra)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+
+
+def drop_stale(text: str, stale) -> str:
+    """The summary's prose without the sentences that state a value the memory marks
+    superseded, retracted or closed: the model reads the prose beside the memory, and
+    a retracted file named there would read as current. Only whole-token matches
+    count, so `run_1` never takes out `run_10`."""
+    pats = [re.compile(r"(?<![\w.])" + re.escape(v.strip("`")) + r"(?![\w])") for v in stale if v.strip("`")]
+    if not pats:
+        return text
+    out = []
+    for line in text.splitlines():
+        kept = [s for s in _SENTENCE_END.split(line) if not any(p.search(s) for p in pats)]
+        if kept or not line.strip():
+            out.append(" ".join(kept))
+    return "\n".join(out)
 
 
 def summary_blocks(text: str, memory: mem.Memory | None = None) -> list[dict]:
@@ -351,6 +375,7 @@ def finish(prep: Prepared, text: str, memory: mem.Memory | None = None) -> str:
     def blocks_of(t: str) -> list[dict]:
         return summary_blocks(t, memory)
 
+    text = drop_stale(text, memory.stale_values())
     text_tokens = count_message("llm", blocks_of(text), enc, SUMMARY_NAME)
     if text_tokens < plan.replaced_tokens:  # else: rejected below, facts or not
         text = append_facts(text, source, facts_budget(plan.replaced_tokens, text_tokens, prep.window), enc,

@@ -101,7 +101,9 @@ def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focu
     names ("keep the file paths") come first; `exclude` (stale values) never."""
     source = clean(source, keep_lists=True)
     stale = {str(x).strip("`") for x in exclude}
-    raw = [i for i in missing_identifiers(source, summary + "\n" + present) if i.strip("`") not in stale]
+    phrases = [v for v in stale if " " in v]  # a closed TODO's words: its identifiers are stale too
+    raw = [i for i in missing_identifiers(source, summary + "\n" + present)
+           if i.strip("`") not in stale and not any(_present(i, v) for v in phrases)]
     raw.sort(key=lambda i: -source.rfind(i.strip("`")))  # newest first
     first = {}
     for i in raw:

@@ -93,10 +93,10 @@ class Memory:
         return [i for i in self.items if i.status == "current" and (kind is None or i.kind == kind)]
 
     def stale_values(self) -> set[str]:
-        """Values the memory marks superseded or retracted and holds nowhere as current:
-        the identifier pass must never re-add them."""
+        """Values the memory marks superseded, retracted or closed and holds nowhere as
+        current: the identifier pass must never re-add them."""
         live = {i.value for i in self.current()}
-        return {i.value for i in self.items if i.status in ("superseded", "retracted") and i.value not in live}
+        return {i.value for i in self.items if i.status != "current" and i.value not in live}
 
     def to_json(self) -> dict:
         return {"v": 1, "evicted": self.evicted, "items": [i.to_json() for i in self.items]}
@@ -135,6 +135,9 @@ def _mentions(item: Item, target: str) -> bool:
     if re.search(r"[./_\d]", t) and t in item.value.lower():  # an identifier inside the value
         return True
     tt, vt = _terms(t), _terms(item.value + " " + item.key)
+    named = {w for w in tt if re.search(r"[./_\d]", w)}
+    if named and not named <= vt:
+        return False  # the target names an identifier this item does not hold: another item
     return len(tt) >= 1 and len(tt & vt) >= max(1, (len(tt) + 1) // 2) and item.kind in ("todo", "decision",
                                                                                          "instruction")
 
@@ -160,11 +163,17 @@ def merge(memory: Memory, events: list[Event]) -> Memory:
             items.append(new)
         elif e.action in ("retract", "close"):
             kinds = ("todo",) if e.action == "close" else KINDS
+            hit = False
             for i in items:
                 if i.status == "current" and i.kind in kinds and _mentions(i, e.target):
                     i.status = "retracted" if e.action == "retract" else "closed"
-    # Closed TODOs leave; superseded/retracted items stay (not shown) so they are never re-added.
-    items = [i for i in items if i.status != "closed"]
+                    hit = True
+            target = e.target.strip().strip("`'\".,")
+            if e.action == "retract" and not hit and re.search(r"[./_\d]", target) and " " not in target:
+                # An identifier retracted before the memory held it (mentioned in passing):
+                # recorded as retracted so the identifier pass never lists it as current.
+                items.append(Item("working", norm_key(target), target, e.turn, "retracted"))
+    # Closed, superseded and retracted items stay (never rendered) so they are never re-added.
     return Memory(items, memory.evicted)
 
 

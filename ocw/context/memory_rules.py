@@ -57,10 +57,17 @@ _SETTING_RULES = [
     re.compile(rf"(?:^|[,;(]\s*|\b(?:the|our|my)\s+)(?P<key>{_KEY})\s*(?:\bis now\b|\bshould be\b|\bis\b|\bare\b|\bwas\b"
                rf"|\bequals\b|\bcame out at\b|\bcomes to\b|\bmeasured\b|\bat\b|=|:)\s*(?P<val>{_NUMBER}|`[^`\n]{{1,80}}`)"
                rf"(?!\w)(?!\.\d)", re.I),
+    # we measured the p95 latency at 741 ms; I clocked throughput of 12 req/s
+    re.compile(rf"\b(?:measured|recorded|observed|clocked|saw|got|logged)\s+(?:the\s+|our\s+|a\s+)?(?P<key>{_KEY})\s+"
+               rf"(?:at|of|as|=)\s+(?P<val>{_NUMBER})(?!\w)(?!\.\d)", re.I),
+    # looks like p95 latency = 741 ms (a key anywhere before "=")
+    re.compile(rf"(?P<key>{_KEY})\s*=\s*(?P<val>{_NUMBER}|`[^`\n]{{1,80}}`)(?!\w)(?!\.\d)", re.I),
     # use 8 workers; use `fp16` for precision; go with 0.3 for dropout
     re.compile(rf"\b(?:use|with|keep)\s+(?P<val>{_NUMBER}|`[^`\n]{{1,80}}`)\s+(?:for\s+(?:the\s+)?)?(?P<key>{_KEY})",
                re.I),
 ]
+_LEAD = re.compile(r"^(?:(?:looks|look|seems|like|so|now|today|then|and|also|i|we|think|guess|maybe|actually|ok|okay"
+                   r"|well|that|note|here|just)\s+)+", re.I)
 _BAD_KEYS = frozenset("it this that which what there here he she they we i you answer answers reply it's one".split())
 
 _INSTRUCTION = re.compile(r"\b(?:from now on|going forward|in future|in the future|always|never|i prefer|i'd prefer|"
@@ -82,7 +89,8 @@ _CLOSE = re.compile(r"\b(?:done with|finished|completed|closed|resolved|no need 
                     r"crossed off|we did|i did|took care of)\s+(?P<what>[^.!?\n,;]{2,120})"
                     r"|(?P<what2>[^.!?\n,;]{2,80}?)\s+(?:is|are) (?:now )?(?:done|finished|fixed|resolved|closed|answered)\b",
                     re.I)
-_RETRACT = re.compile(rf"\b(?:forget(?: about)?|ignore|disregard|scratch|drop)\s+(?P<a>{_TOKEN})"
+_RETRACT = re.compile(rf"(?<!n't )(?<!not )(?<!never )\b(?:forget(?: about)?|ignore|disregard|scratch|drop)\s+"
+                      rf"(?!to\b|the\b|a\b|that\b|this\b)(?P<a>{_TOKEN})"
                       rf"|(?P<b>{_TOKEN})\s+(?:is|was|are|looks) (?:actually )?(?:corrupt|corrupted|wrong|broken|bogus|"
                       rf"invalid|outdated|obsolete|gone|deleted|stale|not (?:valid|right|correct))"
                       rf"|\bthere (?:is|'s) no (?:such )?(?:column|file|table|field|key|branch|commit)?\s*(?P<c>{_TOKEN})"
@@ -114,7 +122,7 @@ def _settings(s: str, turn: int) -> list[Item]:
     out: dict[str, Item] = {}
     for rx in _SETTING_RULES:
         for m in rx.finditer(s):
-            key, val = norm_key(m.group("key")), _val(m.group("val"))
+            key, val = norm_key(_LEAD.sub("", m.group("key"))), _val(m.group("val"))
             words = key.split("_")
             if not key or key in _BAD_KEYS or words[0] in _BAD_KEYS or not val or len(key) > 48:
                 continue
@@ -161,8 +169,10 @@ def events(turns: list[tuple[int, str, str]]) -> list[Event]:
         for s in sentences(text):
             retracted = False
             for m in _RETRACT.finditer(s):
-                target = next(g for g in m.groups() if g)
-                out.append(Event("retract", turn, target=target.strip("`'\"")))
+                target = next(g for g in m.groups() if g).strip("`'\"")
+                if target.lower() in _BAD_KEYS:
+                    continue  # "drop X, it does not exist": "it" retracts nothing
+                out.append(Event("retract", turn, target=target))
                 retracted = True
             for m in _CLOSE.finditer(s):
                 out.append(Event("close", turn, target=(m.group("what") or m.group("what2")).strip()))

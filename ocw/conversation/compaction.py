@@ -21,6 +21,7 @@ from __future__ import annotations
 from ocw.context import events as ev
 from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, finish, plan_compaction,
                                 prepare, summarize, summary_blocks)
+from ocw.context.render import render_blocks
 from ocw.context.structural import structural_summary
 from ocw.text.errors import CompactionInProgress, OcwError
 from ocw.text.i18n import text as i18n_text
@@ -58,6 +59,17 @@ def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "m
         session.compact_lock.release()
 
 
+def _unpruned(session, plan) -> dict[str, list]:
+    """The folded tool results as the model first read them (capped, not the prune
+    stubs): pruning runs before an automatic compaction, and a fact in a tool output
+    must reach the memory before the output leaves the context."""
+    nodes = [n for n in (session._rows.get(m.get("id")) for m in plan.new_messages if m["role"] == "tool")
+             if n is not None]
+    contents = session._contents(nodes) if nodes else {}
+    cap, enc = session.tool_result_cap, session.encoding.name
+    return {nid: render_blocks(blocks, cap, enc) for nid, blocks in contents.items()}
+
+
 def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) -> CompactionResult:
     session.sync()
     # "X" of "X → Y" is the figure the ring showed just before (measured or calibrated).
@@ -82,7 +94,7 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
     structural = prep.in_budget < MIN_SUMMARIZER_INPUT  # no room for one call: no model call at all
     try:
         text = structural_text(prep) if structural else summarize(provider, prep)[0]
-        memory = build_memory(prep, session.context_window)
+        memory = build_memory(prep, session.context_window, read=_unpruned(session, plan))
         text = summary_blocks(finish(prep, text, memory), memory)
         record = {"trigger": trigger, "before": tokens_before, "folded": len(plan.new_messages),
                   "focus": prep.focus or None}

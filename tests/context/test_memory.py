@@ -109,6 +109,42 @@ def test_merge_is_latest_wins_whatever_the_input_order():
     assert current(merge(Memory(), [a, b]), "setting") == {"lr": "3e-4"}
 
 
+def test_the_summary_prose_never_states_a_stale_value():
+    from ocw.context.engine import drop_stale
+
+    prose = "We loaded config/old.yaml first. Then data/run_10.csv was read.\nThe rate is 319; it went well."
+    out = drop_stale(prose, {"config/old.yaml", "319", "data/run_1.csv"})
+    assert "config/old.yaml" not in out and "319" not in out
+    assert "Then data/run_10.csv was read." in out and "it went well." in out  # whole tokens only
+    assert drop_stale(prose, set()) == prose
+
+
+def test_an_identifier_retracted_before_the_memory_held_it_is_never_listed():
+    m = mem_of("Please also keep the column request_nup in mind.", "There is no column request_nup after all.")
+    assert "request_nup" in m.stale_values() and "request_nup" not in render(m)
+    source = "keep the column request_nup in mind. There is no column request_nup after all."
+    assert "request_nup" not in append_facts("S.", source, 500, ENC, exclude=m.stale_values())
+    assert [e.target for e in events([(1, "user", "Drop col_x9, it does not exist.")])] == ["col_x9"]  # not "it"
+    # "Don't forget to …" is a TODO, not a retraction of "to".
+    evs = events([(1, "user", "Don't forget to check the outliers in unhr_sales.")])
+    assert [(e.action, e.item.kind) for e in evs] == [("add", "todo")]
+
+
+def test_a_closing_that_names_an_identifier_closes_only_its_todo():
+    m = mem_of("TODO: write the ydpn_migration note.", "TODO: write the jtyy_migration note.",
+               "Done with write the jtyy_migration note.")
+    assert [i.value for i in m.current("todo")] == ["write the ydpn_migration note"]
+    # A closed TODO's identifier is stale for the facts pass, an open one's is not.
+    source = "write the ydpn_migration note; write the jtyy_migration note"
+    out = append_facts("S.", source, 500, ENC, exclude=m.stale_values())
+    assert "jtyy_migration" not in out and "ydpn_migration" in out
+
+
+def test_a_measured_quantity_and_key_equals_value_anywhere():
+    m = mem_of("We measured total cache latency at 913.5 ms.", "Looks like p95 queue volume = 12.5 GB today.")
+    assert current(m, "setting") == {"total_cache_latency": "913.5 ms", "p95_queue_volume": "12.5 GB"}
+
+
 # -- through Session.compact -------------------------------------------------------------------
 def test_rules_hold_through_session_compact_and_are_carried(store):
     s = store.create_session(model="ocw-offline", context_window=8192)
@@ -141,6 +177,24 @@ def test_rules_hold_through_session_compact_and_are_carried(store):
     occ = s.occupancy()
     assert occ["breakdown"]["memory"] > 0
     assert occ["breakdown"]["summary"] + occ["breakdown"]["memory"] == node.tokens
+
+
+def test_a_fact_in_a_tool_output_reaches_the_memory_though_pruned_first(store):
+    s = store.create_session(model="ocw-offline", context_window=8192)
+    rows = "\n".join(f"row_{i:03d} {i} fine" for i in range(300))
+    s.append("user", "show it " + PAD)
+    s.append_many([("assistant", [{"type": "tool_use", "id": "t1", "name": "run_cell", "input": {}}]),
+                   ("tool", [{"type": "tool_result", "tool_use_id": "t1",
+                              "content": rows + "\ndf_ab.shape = (95079, 33)\n" + rows}])])
+    for k in range(4):
+        s.append("user", f"next {k} " + PAD)
+        s.append("assistant", "ok " + PAD)
+    assert s.prune_tool_output()  # the stub replaces the output before the compaction folds it
+    assert "(95079, 33)" not in "\n".join(b.get("text", "") for m in s.rendered_history() for b in m["content"])
+    assert s.compact(keep_recent_tokens=300).outcome == "succeeded"
+    node = s.active_summary()
+    m = from_blocks(s._contents([node])[node.id])
+    assert {i.value for i in m.current("working")} >= {"(95079, 33)"}
 
 
 # -- through %%chat with automatic compaction --------------------------------------------------
