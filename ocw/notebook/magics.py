@@ -54,14 +54,16 @@ def _debug(config) -> bool:
         return False
 
 
+# Commands whose line is prose, taken as typed (`no_var_expand`): IPython's `$var`/`{expr}`
+# expansion of a magic's line costs time quadratic in the line (a pasted 20,000-character
+# focus took 16 s) and would evaluate braces a user wrote as text. The other commands keep
+# IPython's expansion, which users rely on (`%rewind $node`, `%session $name`).
+AS_TYPED = frozenset({"compact"})
+
+
 def _runs(name: str):
     """A line magic that runs command `name` of the table and shows its result
-    (ocw/notebook/actions.py); its help (`%compact?`) is the action's.
-
-    Its line reaches ocw as typed (`no_var_expand`): IPython's `$var`/`{expr}`
-    expansion of a magic's line costs time quadratic in the line (a pasted
-    20,000-character focus took 16 s, a million-character name never ended) and
-    would evaluate braces in a focus or a name."""
+    (ocw/notebook/actions.py); its help (`%compact?`) is the action's."""
     action = actions.ACTIONS[name]
 
     def magic(self, line):
@@ -69,7 +71,7 @@ def _runs(name: str):
 
     magic.__name__ = action.__name__.rstrip("_")
     magic.__doc__ = action.__doc__
-    return no_var_expand(friendly(magic))
+    return no_var_expand(friendly(magic)) if name in AS_TYPED else friendly(magic)
 
 
 @magics_class
@@ -129,7 +131,6 @@ class OcwMagics(Magics):
     sessions = line_magic("sessions")(_runs("sessions"))
 
     @line_magic
-    @no_var_expand
     @friendly
     def ocw(self, line):
         """%ocw help | doctor | tools | allow-code | deny-code | retry-save | export [--format md|json] [--force] [PATH]"""
