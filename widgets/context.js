@@ -394,8 +394,10 @@ function render({ model, el }) {
   });
 
   // The panel is a popover: Escape anywhere (a combobox with its list open keeps its own
-  // Escape) and a press outside the ring and the panel close it. Capture phase, because the
-  // chat composer stops its keys from bubbling to the notebook.
+  // Escape) and a click outside the ring and the panel close it. Capture phase, because the
+  // chat composer stops its keys from bubbling to the notebook. A click, not a mousedown:
+  // closing on the press reflows the page between press and release, so the notebook took
+  // the click on a cell's prompt for a click elsewhere (the browser test caught it).
   const closePanel = () => {
     if (!model.get("panel_open")) return;
     model.set("panel_open", false);
@@ -408,7 +410,7 @@ function render({ model, el }) {
     if (t && typeof t.getAttribute === "function" && t.getAttribute("aria-expanded") === "true") return;
     closePanel();
   }, true);
-  listen(doc, "mousedown", (e) => {
+  listen(doc, "click", (e) => {
     if (!root.contains(e.target)) closePanel();
   }, true);
 

@@ -180,13 +180,13 @@ describe("ring", () => {
     expect(model.get("panel_open")).toBe(false);
   });
 
-  it("closes the panel on Escape pressed elsewhere and on a press outside, not inside", () => {
+  it("closes the panel on Escape pressed elsewhere and on a click outside, not inside", () => {
     const model = mount({ panel_open: true });
     const outside = document.createElement("textarea");
     document.body.append(outside);
     try {
-      // A press inside the panel keeps it open.
-      $(".ocw-panel").dispatchEvent(new MouseEvent("mousedown", { bubbles: true }));
+      // A click inside the panel keeps it open.
+      $(".ocw-panel").dispatchEvent(new MouseEvent("click", { bubbles: true }));
       expect(model.get("panel_open")).toBe(true);
       // Escape in another element, even one that stops the key from bubbling (the chat composer).
       outside.addEventListener("keydown", (e) => e.stopPropagation());
@@ -199,8 +199,8 @@ describe("ring", () => {
       outside.setAttribute("aria-expanded", "true");
       outside.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
       expect(model.get("panel_open")).toBe(true);
-      // A press outside closes it.
-      outside.dispatchEvent(new MouseEvent("mousedown", { bubbles: true }));
+      // A click outside closes it.
+      outside.dispatchEvent(new MouseEvent("click", { bubbles: true }));
       expect(model.get("panel_open")).toBe(false);
       expect($(".ocw-panel").hidden).toBe(true);
     } finally {
@@ -212,7 +212,7 @@ describe("ring", () => {
     const model = mount({ panel_open: true });
     cleanup();
     cleanup = undefined;
-    document.body.dispatchEvent(new MouseEvent("mousedown", { bubbles: true }));
+    document.body.dispatchEvent(new MouseEvent("click", { bubbles: true }));
     expect(model.get("panel_open")).toBe(true);
   });
 

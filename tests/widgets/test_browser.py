@@ -176,7 +176,11 @@ def scenario(nb: NotebookPage) -> None:
     assert int(covered) > 0
     assert int(after_tokens.replace(",", "")) == after.total, "the message's X → Y must end at the ring's total"
     assert int(before_tokens.replace(",", "")) > after.total
+    # Running the cell was a click outside the widget: the panel closed (issue 24); the ring opens it again.
+    expect(w.panel).to_be_hidden()
+    w.ring.click()
     expect(w.panel).to_be_visible()
+    expect(w.total).to_have_text(after.panel_total)
     w.screenshot("after-compaction.png")
 
 
