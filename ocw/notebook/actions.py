@@ -238,6 +238,7 @@ ACTIONS: dict[str, Callable[..., Result]] = {
 
 
 def run(rt, name: str, line: str = "", *, rich: bool = False) -> Result:
-    """Run command `name` of the table (or one of its aliases) with the words `line`."""
-    rt.config.check_environment()
+    """Run command `name` of the table (or one of its aliases) with the words `line`.
+    The surface that calls it has checked the environment first (the magics' `friendly`,
+    the chat widget's `_command`), once per command."""
     return ACTIONS[BY_NAME[name].name](rt, line, rich)

@@ -392,6 +392,7 @@ class ChatWidget(Localized, anywidget.AnyWidget):
     def _command(self, busy: str, name: str, line: str) -> str:
         """Run command `name` of the table as its magic would and put its result into
         the conversation as a note (unless a compaction event already said it)."""
+        self._runtime.config.check_environment()  # as a magic's `friendly` does first
         self._event_texts, self._running = [], busy
         self.busy = busy
         try:

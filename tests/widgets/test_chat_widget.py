@@ -747,3 +747,20 @@ def test_branches_that_leave_alike_are_told_apart_by_how_they_end(ip, monkeypatc
              "last_content": [{"type": "text", "text": "q"}], "leaf_content": [{"type": "text", "text": f"reply {i}"}]}
             for i in (1, 2)]
     assert [b["ending"] for b in branch_items(tree)] == ["reply 1", "reply 2"]
+
+
+def test_a_bad_environment_value_refuses_a_slash_command_as_it_refuses_the_magic(small, monkeypatch):
+    """The widget reads the OCW_* environment before a command, as a magic does (once,
+    in `_command`): a bad value is said by name and the command does not run."""
+    from IPython.core.error import UsageError
+
+    turns(small, 1)
+    w = ocw.chat()
+    monkeypatch.setenv("OCW_BASE_URL", "ftp://example.invalid/v1")
+    with pytest.raises(UsageError) as magic:
+        small.run_line_magic("new", "--name other")
+    answer = invoke(w, "chat_run", {"name": "new", "args": "--name other"}, monkeypatch)
+    assert answer == {"ok": False, "error": str(magic.value)} and "OCW_BASE_URL" in answer["error"]
+    assert [s["name"] for s in get_runtime().store.sessions()] == ["default"]  # neither one ran
+    monkeypatch.delenv("OCW_BASE_URL")
+    assert invoke(w, "chat_run", {"name": "new", "args": "--name other"}, monkeypatch)["ok"] is True
