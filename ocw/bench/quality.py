@@ -77,36 +77,33 @@ def score(context: str, facts) -> dict:
     return {"recall": dict(by_kind), "stale": stale}
 
 
+def _newest_within(items: list[str], room: int, cost) -> tuple[list[str], int]:
+    """The newest items whose costs add up to at most `room` (stopping at the first that
+    does not fit), in their original order, and what they cost."""
+    kept, used = [], 0
+    for item in reversed(items):
+        n = cost(item)
+        if used + n > room:
+            break
+        kept.insert(0, item)
+        used += n
+    return kept, used
+
+
 def baselines(transcript: list[str], window: int, encoding: str) -> dict[str, str]:
     from ocw.context.facts import extract_identifiers
     from ocw.text.tokens import count_text
 
     room = int(window * THRESHOLD)
-    tail, used = [], 0
-    for line in reversed(transcript):
-        n = count_text(line, encoding)
-        if used + n > room:
-            break
-        tail.insert(0, line)
-        used += n
+    tail, _ = _newest_within(transcript, room, lambda line: count_text(line, encoding))
     keep = "\n".join(tail)
     # Structural: identifiers of what fell out, newest first, in a quarter of the window.
     out_text = "\n".join(transcript[: len(transcript) - len(tail)])
     idents = list(dict.fromkeys(reversed(extract_identifiers(out_text))))
-    chosen, used_i = [], 0
-    for i in idents:
-        n = count_text(i, encoding) + 1
-        if used_i + n > window // 4:
-            break
-        chosen.append(i)
-        used_i += n
-    s_tail, used = [], used_i
-    for line in reversed(tail):
-        n = count_text(line, encoding)
-        if used + n > room:
-            break
-        s_tail.insert(0, line)
-        used += n
+    # idents is newest first: take from its front, the same rule as the tails
+    chosen, used_i = _newest_within(idents[::-1], window // 4, lambda i: count_text(i, encoding) + 1)
+    chosen.reverse()
+    s_tail, _ = _newest_within(tail, room - used_i, lambda line: count_text(line, encoding))
     return {"keep-last-N": keep, "structural": "Identifiers: " + "; ".join(chosen) + "\n" + "\n".join(s_tail)}
 
 
