@@ -14,6 +14,7 @@ from ocw.conversation.turn import Turn, run_turn
 from ocw.providers.base import Reply, Usage
 from ocw.text.errors import ContextOverflowError, OcwError
 from ocw.text.tokens import count_message
+from test_learned_window import overflow  # a refusal carrying the server's numbers
 
 WORDS = "The nightly load of orders_2024.csv finished in 41 s with no errors. "
 
@@ -45,12 +46,6 @@ class Counting:
 
     def close(self):
         pass
-
-
-def overflow(limit=None, prompt_tokens=None) -> ContextOverflowError:
-    e = ContextOverflowError("provider: HTTP 400: too long", status=400)
-    e.limit, e.prompt_tokens = limit, prompt_tokens
-    return e
 
 
 @pytest.fixture
