@@ -4,13 +4,13 @@ Every place that lists or dispatches a command reads this table, so the help,
 the menu and the magics cannot drift (seed 004: the slash commands that drive
 compaction). A command's `required` says whether it needs an argument: the
 slash menu runs an optional-argument command on selection or Enter, and fills
-the prefix and waits for one that needs its argument. The widget runs a slash
-command as its magic (`magic_call`), so both say and do the same thing; every
-slash command therefore needs a line magic (tests/widgets/test_chat_widget.py checks).
+the prefix and waits for one that needs its argument. A command's magic and
+its slash command both run its one action (ocw/notebook/actions.py, keyed by
+these names), so both say and do the same thing (tests/widgets/test_chat_widget.py
+checks that every command has its action and its magic).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from ocw.text.i18n import normalize_lang
@@ -26,19 +26,6 @@ class Command:
     slash: bool = True  # offered in the chat widget's slash menu
     aliases: tuple[str, ...] = field(default=())  # other slash names (the seed's /clear is /new)
     needs_session: bool = False  # with no session the widget says "Start a conversation first"
-
-    def magic_call(self, args: str = "") -> tuple[str, str]:
-        """(line magic, its line) that runs this command with `args`: the magic's name
-        and the literal words of `usage` after it (`%ocw doctor` -> ("ocw", "doctor"))."""
-        words = self.usage.split()
-        if not words[0].startswith("%") or words[0].startswith("%%"):
-            raise ValueError(f"{self.name} is not a line magic")
-        fixed = []
-        for w in words[1:]:
-            if not re.fullmatch(r"[a-z][a-z0-9-]*", w):
-                break  # [optional], NAME, --option: the arguments begin
-            fixed.append(w)
-        return words[0][1:], " ".join([*fixed, args.strip()]).strip()
 
 
 COMMANDS: tuple[Command, ...] = (

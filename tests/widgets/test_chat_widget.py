@@ -85,18 +85,19 @@ def test_the_js_tests_use_pythons_slash_menu():
         "print(json.dumps(slash_menu('en'), ensure_ascii=False, indent=2))\" > js/test/slash_menu.json")
 
 
-def test_every_slash_command_is_a_line_magic_the_widget_can_run(ip):
-    line_magics = ip.magics_manager.magics["line"]
+def test_every_command_has_one_action_that_its_magic_and_its_slash_command_run(ip):
+    from ocw.notebook.actions import ACTIONS
+
+    # %%chat streams a turn (a cell magic, not a slash command); every other command is an action.
+    assert set(ACTIONS) == {c.name for c in COMMANDS} - {"chat"}
+    assert not BY("chat").slash
+    magics = ip.magics_manager.magics
     for c in COMMANDS:
-        if c.slash:
-            magic, _ = c.magic_call("")
-            assert magic in line_magics, f"/{c.name} runs %{magic}, which is not a line magic"
-    assert BY("compact").magic_call("2000") == ("compact", "2000")
-    assert BY("doctor").magic_call("") == ("ocw", "doctor")
-    assert BY("session").magic_call(" notes ") == ("session", "notes")
-    assert BY("new").magic_call("--name x") == ("new", "--name x")
-    with pytest.raises(ValueError):
-        BY("chat").magic_call("")  # %%chat is a cell magic: not a slash command
+        word = c.usage.split()[0]
+        kind, name = ("cell", word[2:]) if word.startswith("%%") else ("line", word[1:])
+        assert name in magics[kind], f"{c.name}: {word} is not a {kind} magic"
+    # A slash command runs in the widget as its action: /doctor says what %ocw doctor says.
+    assert ACTIONS["doctor"].__doc__.startswith("%ocw doctor")
     # Which commands need a session (the widget says "Start a conversation first" for them).
     assert {m["name"] for m in slash_menu() if m["needs_session"]} == {"compact", "summary", "rewind", "branch",
                                                                         "export"}
