@@ -59,6 +59,52 @@ def chat():
     return rt.chat_widget()
 
 
+def command(name, fn=None, *, help=None, args="", required=False):
+    """Add a slash command: `@ocw.command("name", help=..., args=...)` on a function, or
+    `ocw.command("name", fn)`. It appears in the chat widget's slash menu, `%ocw help` and
+    `%ocw commands` after the built-ins, marked by who added it; `/name words` in the chat
+    widget or `%ocw run name words` in a cell calls `fn("words")` (or `fn()` if it takes no
+    argument). Its output is what it prints plus what it returns (None, a str, an
+    `IPython.display.Markdown`/`HTML` — sanitized — or an ocw Result). A name a built-in has
+    is kept but never runs: you are told so once. Installed packages add theirs through
+    the `ocw.commands` entry-point group."""
+    from ocw.notebook import user_commands
+
+    try:
+        out = user_commands.command(name, fn, help=help, args=args, required=required)
+    except OcwError as e:
+        from IPython.core.error import UsageError
+
+        raise UsageError(e.user_message()) from None  # one line in a cell, no traceback
+    if fn is not None:
+        _tell()
+        return out
+
+    def decorate(f):
+        try:
+            out(f)
+        except OcwError as e:
+            from IPython.core.error import UsageError
+
+            raise UsageError(e.user_message()) from None
+        _tell()
+        return f
+
+    return decorate
+
+
+def _tell():
+    """Say the notices registering just raised (a shadowed built-in's name), once."""
+    import sys
+
+    from ocw.notebook import user_commands
+    from ocw.notebook.magics import get_runtime
+
+    rt = get_runtime()
+    for line in user_commands.take_notices(rt.config.lang if rt is not None else None):
+        print(line, file=sys.stderr)
+
+
 def load_ipython_extension(ipython):
     from ocw.notebook.magics import load_ipython_extension as _load
 
@@ -79,4 +125,4 @@ def unload_ipython_extension(ipython):
     _unload(ipython)
 
 
-__all__ = ["Store", "OcwError", "current_session", "config", "chat", "__version__"]
+__all__ = ["Store", "OcwError", "current_session", "config", "chat", "command", "__version__"]

@@ -18,10 +18,13 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ocw.notebook import report
 from ocw.notebook.items import content_preview, time_label
-from ocw.notebook.commands import BY_NAME, help_html, help_lines
+from ocw.notebook import user_commands
+from ocw.notebook.commands import BY_NAME, help_html, help_lines, slash_menu
 from ocw.notebook.results import Result, text
 from ocw.text import checks
 from ocw.text.errors import CommandUsage
+from ocw.text.i18n import text as i18n_text
+from ocw.text.secrets import redact
 
 
 def whole_number(arg: str, usage: str) -> int:
@@ -183,16 +186,71 @@ def sessions(rt, line: str, rich: bool) -> Result:
     return Result(rt.delete_session(unquoted(args.delete), confirmed=args.yes))
 
 
+def _told(rt, *lines: str) -> list[str]:
+    """Notices about added commands the user has not been told yet (each said once), before `lines`."""
+    return [*user_commands.take_notices(rt.config.lang), *lines]
+
+
 def help_(rt, line: str, rich: bool) -> Result:
-    """%ocw help — the commands."""
-    from ocw.text.safe_html import sanitize
+    """%ocw help — the commands (the added ones last, marked by whom)."""
+    from ocw.text.safe_html import plain_text, sanitize
 
-    return Result("\n".join(help_lines(rt.config.lang)), html=sanitize(help_html(rt.config.lang)))
+    lang, added = rt.config.lang, user_commands.added()
+    notes = _told(rt)
+    html = "".join(f"<p>{_esc(n)}</p>" for n in notes) + help_html(lang, added)
+    return Result("\n".join(notes + [plain_text(x) for x in help_lines(lang, added)]), html=sanitize(html))
 
 
+def _esc(s: str) -> str:
+    import html
+
+    return html.escape(s)
+
+
+def commands_(rt, line: str, rich: bool) -> Result:
+    """%ocw commands — every slash command: the built-ins, then the added ones and who added them."""
+    from ocw.text.safe_html import plain_text, sanitize
+
+    no_arguments("%ocw commands", line)
+    lang = rt.config.lang
+    rows = [(f"/{e['name']}{' ' + e['args'] if e['args'] else ''}", e["help"],
+             e.get("by") or user_commands.words("builtin", lang)) for e in slash_menu(lang, user_commands.added())]
+    notes = _told(rt, *([] if user_commands.added() else [user_commands.words("none_added", lang)]))
+    width = max(len(r[0]) for r in rows)
+    text_ = "\n".join(notes + [plain_text(f"{u.ljust(width)}  {h} [{by}]") for u, h, by in rows])
+    table = "".join(f"<tr><td><code>{_esc(u)}</code></td><td>{_esc(h)}</td><td>{_esc(by)}</td></tr>"
+                    for u, h, by in rows)
+    html = "".join(f"<p>{_esc(n)}</p>" for n in notes) + f"<table><tbody>{table}</tbody></table>"
+    return Result(text_, html=sanitize(html))
+
+
+def run_(rt, line: str, rich: bool) -> Result:
+    """%ocw run NAME [ARGS] — a slash command in a cell: a built-in's name runs the built-in."""
+    name, _, rest = line.strip().partition(" ")
+    name = name.lstrip("/")
+    if not name:
+        raise CommandUsage("%ocw run takes a command's name and its arguments, e.g. %ocw run hello world "
+                           "(%ocw commands lists them).")
+    if name == "run":
+        raise CommandUsage("%ocw run runs another command, e.g. %ocw run hello world.")
+    return run(rt, name, rest, rich=rich)
+
+
+@magic_arguments()
+@argument("--send", action="store_true", help="send the report (secrets removed) to the model as your message")
 def doctor(rt, line: str, rich: bool) -> Result:
-    """%ocw doctor — provider, key present, reachability, tokenizer, database, versions."""
-    return Result(report.doctor(rt))
+    """%ocw doctor [--send] — provider, key present, reachability, tokenizer, database, versions;
+    --send sends the report to the model as a user message (a normal turn: stored, counted)."""
+    args = parse(doctor, line, "%ocw doctor [--send]")
+    lang = rt.config.lang
+    said = redact(report.doctor(rt))  # the report names no key; redact as every output does
+    if args.send:
+        if rt.current_session() is None:
+            return _no_session(rt)
+        return Result(said, send=said)
+    if rt.current_session() is None:
+        return Result(said)
+    return Result(f"{said}\n{i18n_text('doctor_offer', lang)}")
 
 
 def tools(rt, line: str, rich: bool) -> Result:
@@ -232,13 +290,16 @@ def retry_save(rt, line: str, rich: bool) -> Result:
 ACTIONS: dict[str, Callable[..., Result]] = {
     "compact": compact, "summary": summary, "context": context, "rewind": rewind, "branch": branch,
     "new": new, "sessions": sessions, "export": export, "session": session, "chat-widget": chat_widget,
-    "help": help_, "doctor": doctor, "tools": tools, "allow-code": _code(True), "deny-code": _code(False),
+    "help": help_, "commands": commands_, "run": run_, "doctor": doctor, "tools": tools, "allow-code": _code(True), "deny-code": _code(False),
     "retry-save": retry_save,
 }
 
 
 def run(rt, name: str, line: str = "", *, rich: bool = False) -> Result:
-    """Run command `name` of the table (or one of its aliases) with the words `line`.
-    The surface that calls it has checked the environment first (the magics' `friendly`,
-    the chat widget's `_command`), once per command."""
-    return ACTIONS[BY_NAME[name].name](rt, line, rich)
+    """Run command `name` of the table (or one of its aliases) with the words `line`; a
+    name no built-in has runs the added command of that name (user_commands: a built-in
+    always wins). The surface that calls it has checked the environment first (the magics'
+    `friendly`, the chat widget's `_command`), once per command."""
+    if name in BY_NAME:
+        return ACTIONS[BY_NAME[name].name](rt, line, rich)
+    return user_commands.run(name, line, rt.config.lang)

@@ -74,9 +74,18 @@ COMMANDS: tuple[Command, ...] = (
                    "(also ocw.chat())",
              "zh": "当前会话的聊天组件：对话、分支图、斜杠命令、圆环（也可用 ocw.chat()）"}, slash=False),
     Command("help", "%ocw help", {"en": "this list", "zh": "本列表"}),
-    Command("doctor", "%ocw doctor",
-            {"en": "provider, key present or not, base URL reachability, tokenizer, database, versions",
-             "zh": "服务商、密钥是否存在、基础 URL 是否可达、分词器、数据库、版本"}),
+    Command("commands", "%ocw commands",
+            {"en": "every slash command: the built-ins, then those added (@ocw.command, installed packages) "
+                   "and by whom",
+             "zh": "所有斜杠命令：先是内置命令，再是添加的命令（@ocw.command、已安装的软件包）及其添加者"}),
+    Command("run", "%ocw run NAME [ARGS]",
+            {"en": "run a slash command in a cell (an added one too): its output shows below",
+             "zh": "在单元格中运行一个斜杠命令（包括添加的命令）：输出显示在下方"}, slash=False),
+    Command("doctor", "%ocw doctor [--send]",
+            {"en": "provider, key present or not, base URL reachability, tokenizer, database, versions; --send: "
+                   "send the report (secrets removed) to the model as your message",
+             "zh": "服务商、密钥是否存在、基础 URL 是否可达、分词器、数据库、版本；--send：把报告（已移除密钥）"
+                   "作为你的消息发送给模型"}, args="[--send]"),
     Command("tools", "%ocw tools", {"en": "the tools the model can call", "zh": "模型可以调用的工具"}, slash=False),
     Command("allow-code", "%ocw allow-code",
             {"en": "let the model run Python in this kernel (run_python), for the current session only",
@@ -92,17 +101,23 @@ COMMANDS: tuple[Command, ...] = (
 BY_NAME = {c.name: c for c in COMMANDS} | {a: c for c in COMMANDS for a in c.aliases}
 
 
-def help_lines(lang: str | None = None) -> list[str]:
-    """`%ocw help`: one line per command, usage then what it does."""
+def _added_rows(added, lang: str) -> list[tuple[str, str]]:
+    """(usage, help) of each added command (ocw/notebook/user_commands.py), after the built-ins."""
+    return [(f"/{c.name}{' ' + c.args if c.args else ''}", f"{c.help} ({c.by(lang)})".lstrip()) for c in added]
+
+
+def help_lines(lang: str | None = None, added=()) -> list[str]:
+    """`%ocw help`: one line per command, usage then what it does; the added ones last."""
     lang = normalize_lang(lang)
-    width = max(len(c.usage) for c in COMMANDS)
-    return [f"{c.usage.ljust(width)}  {c.help[lang]}" for c in COMMANDS]
+    rows = [(c.usage, c.help[lang]) for c in COMMANDS] + _added_rows(added, lang)
+    width = max(len(u) for u, _ in rows)
+    return [f"{u.ljust(width)}  {h}" for u, h in rows]
 
 
 NBSP = "\u00a0"
 
 
-def help_html(lang: str | None = None) -> str:
+def help_html(lang: str | None = None, added=()) -> str:
     """`%ocw help` in a notebook: a table, so a narrow output wraps the help between
     words while each usage stays on one line (JupyterLab breaks long plain-text lines
     anywhere, mid-word included)."""
@@ -110,13 +125,15 @@ def help_html(lang: str | None = None) -> str:
 
     lang = normalize_lang(lang)
     # No-break spaces keep a usage on one line (the sanitizer keeps no style attribute).
-    rows = "".join(f"<tr><td><code>{html.escape(c.usage).replace(' ', NBSP)}</code></td>"
-                   f"<td>{html.escape(c.help[lang])}</td></tr>" for c in COMMANDS)
+    rows = "".join(f"<tr><td><code>{html.escape(u).replace(' ', NBSP)}</code></td>"
+                   f"<td>{html.escape(h)}</td></tr>"
+                   for u, h in [(c.usage, c.help[lang]) for c in COMMANDS] + _added_rows(added, lang))
     return f"<table><tbody>{rows}</tbody></table>"
 
 
-def slash_menu(lang: str | None = None) -> list[dict]:
-    """The chat widget's slash menu: name, arguments, whether one is required, help."""
+def slash_menu(lang: str | None = None, added=()) -> list[dict]:
+    """The chat widget's slash menu: name, arguments, whether one is required, help; then
+    the added commands (which no built-in shadows), each marked `by` who added it."""
     lang = normalize_lang(lang)
     out = []
     for c in COMMANDS:
@@ -124,4 +141,10 @@ def slash_menu(lang: str | None = None) -> list[dict]:
             for name in (c.name, *c.aliases):
                 out.append({"name": name, "args": c.args, "required": c.required, "help": c.help[lang],
                             "needs_session": c.needs_session})
+    taken = {e["name"] for e in out}
+    for c in added:
+        if c.name not in taken:
+            taken.add(c.name)
+            out.append({"name": c.name, "args": c.args, "required": c.required, "help": c.help,
+                        "needs_session": False, "by": c.by(lang)})
     return out

@@ -28,7 +28,9 @@ from ocw.notebook.runtime import Runtime
 from ocw.notebook.streaming import StreamView, interrupted_message
 from ocw.text.errors import OcwError
 
-OCW_SUBCOMMANDS = ("help", "doctor", "tools", "allow-code", "deny-code", "export", "retry-save")  # `%ocw <word>`
+OCW_SUBCOMMANDS = ("help", "commands", "run", "doctor", "tools", "allow-code", "deny-code", "export",
+                   "retry-save")  # `%ocw <word>`
+WITH_ARGUMENTS = frozenset({"export", "run", "doctor"})  # the `%ocw` subcommands that take words after them
 
 
 def friendly(fn):
@@ -133,15 +135,32 @@ class OcwMagics(Magics):
     @line_magic
     @friendly
     def ocw(self, line):
-        """%ocw help | doctor | tools | allow-code | deny-code | retry-save | export [--format md|json] [--force] [PATH]"""
+        """%ocw help | commands | run NAME [ARGS] | doctor [--send] | tools | allow-code | deny-code | retry-save
+        | export [--format md|json] [--force] [PATH]"""
         words = line.strip().split() or ["help"]
         cmd = words[0]
         if cmd not in OCW_SUBCOMMANDS:
             raise UsageError(f"unknown %ocw command {cmd!r}; try %ocw help")
         rest = line.strip()[len(cmd):]
-        if cmd != "export" and rest.strip():
+        if cmd not in WITH_ARGUMENTS and rest.strip():
             raise UsageError(f"%ocw {cmd} takes no further arguments (got {rest.strip()!r}); try %ocw help")
-        actions.run(self.runtime, cmd, rest, rich=self.rich).show(self.rich)
+        result = actions.run(self.runtime, cmd, rest, rich=self.rich)
+        result.show(self.rich)
+        if result.send is not None:  # /doctor --send: the report goes to the model as a %%chat cell would
+            self._send(result.send)
+
+    def _send(self, message: str) -> None:
+        """A user message a command asks to send: a normal turn (stored, counted), streamed below."""
+        view = StreamView(self.rich)
+        try:
+            self.runtime.chat(message, on_text=view.on_text, on_system=view.on_system, on_tool=view.on_tool)
+        except KeyboardInterrupt as e:
+            view.finish()
+            raise UsageError(interrupted_message(getattr(getattr(e, "turn_result", None), "tool_steps", 0))) from None
+        except OcwError:
+            view.finish()  # the reply shown so far ends its line; the error line follows
+            raise
+        view.finish()
 
 
 _state: dict = {}

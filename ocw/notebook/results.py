@@ -18,6 +18,9 @@ class Result:
     text: str = ""  # plain text: a terminal, text/plain, the chat widget's note
     html: str | None = None  # sanitized HTML for rich surfaces; None: the text says it all
     widget: Any = None  # a widget the command opens (%context, %chat)
+    # A user message the command asks its surface to send to the model as a normal turn
+    # (stored, counted): `/doctor --send`. The surface sends it; the command never does.
+    send: str | None = None
 
     def bundle(self) -> dict[str, str] | None:
         """The MIME bundle of a result that has HTML (text/plain beside it)."""

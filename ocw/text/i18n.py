@@ -66,6 +66,24 @@ MESSAGES = {
         "status_pruned": "old tool output pruned",
         "pruned": "Pruned old tool output: {n} result{s} replaced by one-line stubs (the store keeps them whole), "
                   "{before} → {after} tokens",
+        # Commands users add (ocw/notebook/user_commands.py) and /doctor --send.
+        "cmd_bad_name": "A command name is a letter followed by letters, digits, - or _ (at most 40), got {name!r}: "
+                        "e.g. @ocw.command(\"hello\")",
+        "cmd_not_callable": "ocw.command({name!r}, fn): fn must be a function, got {kind}",
+        "cmd_shadowed": "/{name} is a built-in command: the built-in runs, not the /{name} added by {who}. "
+                        "Register yours under another name.",
+        "cmd_replaced": "/{name} (added by {old}) is now the one added by {who}.",
+        "cmd_load_failed": "The command /{name} of package {who} could not be loaded ({error}); the others work.",
+        "cmd_failed": "/{name} failed: {error}",
+        "cmd_unknown": "There is no command /{name}: %ocw commands lists them.",
+        "cmd_added_by": "added by {who}",
+        "cmd_builtin": "built in",
+        "cmd_this_notebook": "this notebook",
+        "cmd_none_added": "No added commands yet: @ocw.command(\"name\") on a function adds one (run it with "
+                          "/name in the chat widget or %ocw run name in a cell).",
+        "doctor_offer": "To ask the model about this report: /doctor --send in the chat widget, "
+                        "%ocw doctor --send in a cell (secrets removed).",
+        "doctor_sent": "Sending the doctor report to the model as your message (secrets removed).",
     },
     "zh": {
         "started": "正在压缩上下文…",
@@ -114,6 +132,20 @@ MESSAGES = {
         "status_count": "已压缩 {n} 次",
         "status_pruned": "旧工具输出已精简",
         "pruned": "已精简旧的工具输出：{n} 个结果替换为一行摘要（存储中仍完整保留），{before} → {after} tokens",
+        "cmd_bad_name": "命令名须以字母开头，后接字母、数字、- 或 _（最多 40 个），收到 {name!r}：例如 @ocw.command(\"hello\")",
+        "cmd_not_callable": "ocw.command({name!r}, fn)：fn 必须是函数，收到 {kind}",
+        "cmd_shadowed": "/{name} 是内置命令：运行的是内置命令，而不是 {who} 添加的 /{name}。请换一个名字注册。",
+        "cmd_replaced": "/{name}（由 {old} 添加）现在是 {who} 添加的那个。",
+        "cmd_load_failed": "无法加载软件包 {who} 的命令 /{name}（{error}）；其他命令照常可用。",
+        "cmd_failed": "/{name} 失败：{error}",
+        "cmd_unknown": "没有命令 /{name}：%ocw commands 会列出所有命令。",
+        "cmd_added_by": "由 {who} 添加",
+        "cmd_builtin": "内置",
+        "cmd_this_notebook": "此笔记本",
+        "cmd_none_added": "还没有添加的命令：在函数上使用 @ocw.command(\"name\") 即可添加（在聊天组件中用 /name，"
+                          "在单元格中用 %ocw run name 运行）。",
+        "doctor_offer": "想让模型看看这份报告：在聊天组件中输入 /doctor --send，在单元格中运行 %ocw doctor --send（密钥已移除）。",
+        "doctor_sent": "正在把诊断报告作为你的消息发送给模型（密钥已移除）。",
     },
 }
 

@@ -34,7 +34,7 @@ from ocw.context import events as ev
 from ocw.widgets import snapshot
 from ocw.widgets._static import asset
 from ocw.notebook.items import branch_items, message_items, summary_items, tool_step
-from ocw.notebook import actions, references
+from ocw.notebook import actions, references, user_commands
 from ocw.notebook.commands import BY_NAME, slash_menu
 from ocw.notebook.streaming import StreamView, interrupted_message
 from ocw.text.checks import shown
@@ -144,12 +144,21 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         # wrote): the widget's reads and notes are serialised with the kernel thread's.
         self._lock = threading.RLock()
         super().__init__(lang=normalize_lang(lang), ring=ring, **kwargs)
-        self.commands = slash_menu(self.lang)
+        self.commands = slash_menu(self.lang, user_commands.added())
         if session is not None:
             self.attach(session)
+        # Commands users add come and go while the widget is shown (weakly held: a closed
+        # widget is no listener); what the user was not told yet is said here, once.
+        user_commands.subscribe(self._commands_changed)
+        self._commands_changed()
+
+    def _commands_changed(self) -> None:
+        self.commands = slash_menu(self.lang, user_commands.added())
+        for line in user_commands.take_notices(self.lang):
+            self._note("info", line)
 
     def _relabel(self, lang: str) -> None:
-        self.commands = slash_menu(lang)
+        self.commands = slash_menu(lang, user_commands.added())
         self._notes = [(dict(n, text=system_message(*src, lang)) if src else n, src) for n, src in self._notes]
         self._show_notes()
 
@@ -318,7 +327,10 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         if self._in_turn or self._running:
             raise OcwError(ui_labels(self.lang)["chat_busy_refused"])
         self._runtime.config.check_environment()
-        sent = self._with_references(text)
+        return self._turn(text, self._with_references(text))
+
+    def _turn(self, text: str, sent: str) -> dict:
+        """One turn: `text` shown as the pending message, `sent` sent; the reply streamed in."""
         stream = _Stream(self)
         with self.hold_sync():
             self._in_turn, self._tool_steps, self._event_texts = True, 0, []
@@ -335,6 +347,8 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         """Run a slash command of the table: its action, its result a note."""
         name, args = msg.get("name"), msg.get("args") or ""
         cmd = BY_NAME.get(name) if isinstance(name, str) else None
+        if cmd is None and isinstance(name, str) and isinstance(args, str) and user_commands.get(name):
+            return self._added(name, args)  # a name a built-in has never gets here: the built-in runs
         if cmd is None or not cmd.slash or not isinstance(args, str):
             L = ui_labels(self.lang)
             raise OcwError(L["chat_err_not_command"].format(name=name), hint=L["chat_err_not_command_hint"])
@@ -349,7 +363,18 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             if self.ring is not None:
                 self.ring.panel_open = True
             return {}
-        return {"output": self._command(cmd.name, cmd.name, args)}
+        result = self._result(cmd.name, cmd.name, args)
+        if result.send is not None:  # /doctor --send: the report is the user's message, a normal turn
+            self._note("info", i18n_text("doctor_sent", self.lang))
+            return self._turn(result.send, result.send)
+        return {"output": self._shown(result)}
+
+    def _added(self, name: str, args: str) -> dict:
+        """An added command: its output into the conversation; one that raises is one line there."""
+        try:
+            return {"output": self._command(name, name, args)}
+        except user_commands.CommandFailed as e:
+            return {"output": self._note("failed", str(e)), "failed": True}
 
     @_answer
     def chat_rewind(self, msg: dict) -> dict:
@@ -392,14 +417,21 @@ class ChatWidget(Localized, anywidget.AnyWidget):
     def _command(self, busy: str, name: str, line: str) -> str:
         """Run command `name` of the table as its magic would and put its result into
         the conversation as a note (unless a compaction event already said it)."""
+        return self._shown(self._result(busy, name, line))
+
+    def _result(self, busy: str, name: str, line: str) -> Any:
+        """Run command `name` as its magic would: its Result."""
         self._runtime.config.check_environment()  # as a magic's `friendly` does first
         self._event_texts, self._running = [], busy
         self.busy = busy
         try:
-            result = actions.run(self._runtime, name, line)
+            return actions.run(self._runtime, name, line)
         finally:
             self._running = ""
             self.busy = ""
+
+    def _shown(self, result: Any) -> str:
+        """A command's result into the conversation as a note (unless a compaction event said it)."""
         text = result.text.strip()
         if (text or result.html) and text not in self._event_texts:
             self._note("output", text, html=result.html)
