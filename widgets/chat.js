@@ -49,17 +49,29 @@ export function menuQuery(value) {
   return v.slice(1);
 }
 
+/** The menu's commands: one entry per name, the first of each — the built-ins come first
+ * in the table, then the added ones (marked `by`), so a built-in's name is the built-in
+ * (seed 004's duplicate-names item: shown once, dispatched to the built-in). */
+export function uniqueCommands(commands) {
+  const seen = new Set();
+  return (Array.isArray(commands) ? commands : []).filter((c) => {
+    if (!c || seen.has(c.name)) return false;
+    seen.add(c.name);
+    return true;
+  });
+}
+
 /** The commands whose name starts with the query, in the table's order. */
 export function matchCommands(commands, query) {
   const q = String(query ?? "").toLowerCase();
-  return (Array.isArray(commands) ? commands : []).filter((c) => c && String(c.name).startsWith(q));
+  return uniqueCommands(commands).filter((c) => String(c.name).startsWith(q));
 }
 
 /** A registered command typed in full ("/compact 2000"): {command, args}; else null. */
 export function parseCommand(text, commands) {
   const m = /^\/(\S+)(?:\s+([\s\S]*))?$/.exec(String(text ?? "").trim());
   if (!m) return null;
-  const command = (Array.isArray(commands) ? commands : []).find((c) => c && c.name === m[1]);
+  const command = uniqueCommands(commands).find((c) => c.name === m[1]);
   return command ? { command, args: (m[2] || "").trim() } : null;
 }
 
@@ -135,7 +147,13 @@ function render({ model, el, experimental, host, signal }) {
   const send = h("button", "ocw-send", { type: "button" });
   composer.append(menu, input, send);
   const ringSlot = h("div", "ocw-chat-ring");
-  footer.append(composer, ringSlot);
+  // Jump to latest: a flex item of the footer, after the ring — not laid over the
+  // conversation — so it can cover neither the slash menu (which opens upward from the
+  // composer, over the conversation) nor the composer (seed 004: a floating button at
+  // z-index 7 over a composer at 5 overlapped the menu).
+  const jump = h("button", "ocw-jump", { type: "button" });
+  jump.hidden = true;
+  footer.append(composer, ringSlot, jump);
   const alertBox = h("div", "ocw-chat-alert", { role: "alert" });
   alertBox.hidden = true;
 
@@ -221,6 +239,10 @@ function render({ model, el, experimental, host, signal }) {
       item.append(text("span", "ocw-menu-name", `/${c.name}`));
       if (c.args) item.append(text("span", "ocw-menu-args", c.args));
       item.append(text("span", "ocw-menu-help", c.help || ""));
+      if (c.by) {
+        item.classList.add("ocw-menu-added"); // a command a user or a package added
+        item.append(text("span", "ocw-menu-by", c.by));
+      }
       item.addEventListener("mousedown", (e) => e.preventDefault()); // keep the focus in the input
       item.addEventListener("click", () => select(c));
       menu.append(item);
@@ -677,9 +699,20 @@ function render({ model, el, experimental, host, signal }) {
   }
   function scrollDown() {
     conversation.scrollTop = conversation.scrollHeight;
+    syncJump();
+  }
+  /** The jump button shows while the newest message is scrolled out of view. */
+  function syncJump() {
+    jump.hidden = atBottom();
   }
   listen(conversation, "scroll", () => {
     if (!keepAnchor) stick = atBottom();
+    syncJump();
+  });
+  listen(jump, "click", () => {
+    stick = true;
+    scrollDown();
+    input.focus();
   });
   if (typeof ResizeObserver === "function") {
     // Rendered before JupyterLab lays the output out, the first scroll has no height to
@@ -710,6 +743,9 @@ function render({ model, el, experimental, host, signal }) {
     input.disabled = !connected;
     send.disabled = !connected;
     send.textContent = L_.chat_send;
+    jump.textContent = L_.chat_jump;
+    jump.title = L_.chat_jump_label;
+    jump.setAttribute("aria-label", L_.chat_jump_label);
     input.placeholder = L_.chat_placeholder;
     input.setAttribute("aria-label", L_.chat_input_label);
     conversation.setAttribute("aria-label", L_.chat_title);
@@ -728,6 +764,7 @@ function render({ model, el, experimental, host, signal }) {
       conversation.scrollTop = keepAnchor.top + (conversation.scrollHeight - keepAnchor.height);
       keepAnchor = { height: conversation.scrollHeight, top: conversation.scrollTop };
     }
+    syncJump();
   }
   function onStreaming() {
     renderStreaming();

@@ -77,7 +77,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("commands", "%ocw commands",
             {"en": "every slash command: the built-ins, then those added (@ocw.command, installed packages) "
                    "and by whom",
-             "zh": "所有斜杠命令：先是内置命令，再是添加的命令（@ocw.command、已安装的软件包）及其添加者"}),
+             "zh": "所有斜杠命令：先是内置命令，再是添加的命令（@ocw.command、已安装的软件包）及其添加者"},
+            slash=False),  # the slash menu is this list already
     Command("run", "%ocw run NAME [ARGS]",
             {"en": "run a slash command in a cell (an added one too): its output shows below",
              "zh": "在单元格中运行一个斜杠命令（包括添加的命令）：输出显示在下方"}, slash=False),

@@ -100,6 +100,8 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "chat_err_not_command_hint": "type / to see the commands",
         "chat_err_node": "not a message id: {node}",
         "chat_disconnected": "Disconnected: the kernel restarted or stopped. Run %chat again for a live view.",
+        "chat_jump": "↓ Latest",
+        "chat_jump_label": "Jump to the newest message",
     },
     "zh": {
         "title": "上下文窗口",
@@ -186,6 +188,8 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "chat_err_not_command_hint": "输入 / 查看所有命令",
         "chat_err_node": "不是消息 id：{node}",
         "chat_disconnected": "已断开：内核已重启或停止。请重新运行 %chat 以获得实时视图。",
+        "chat_jump": "↓ 最新",
+        "chat_jump_label": "跳到最新消息",
     },
 }
 
