@@ -186,19 +186,12 @@ def sessions(rt, line: str, rich: bool) -> Result:
     return Result(rt.delete_session(unquoted(args.delete), confirmed=args.yes))
 
 
-def _told(rt, *lines: str) -> list[str]:
-    """Notices about added commands the user has not been told yet (each said once), before `lines`."""
-    return [*user_commands.take_notices(rt.config.lang), *lines]
-
-
 def help_(rt, line: str, rich: bool) -> Result:
     """%ocw help — the commands (the added ones last, marked by whom)."""
     from ocw.text.safe_html import plain_text, sanitize
 
     lang, added = rt.config.lang, user_commands.added()
-    notes = _told(rt)
-    html = "".join(f"<p>{_esc(n)}</p>" for n in notes) + help_html(lang, added)
-    return Result("\n".join(notes + [plain_text(x) for x in help_lines(lang, added)]), html=sanitize(html))
+    return Result("\n".join(plain_text(x) for x in help_lines(lang, added)), html=sanitize(help_html(lang, added)))
 
 
 def _esc(s: str) -> str:
@@ -215,7 +208,7 @@ def commands_(rt, line: str, rich: bool) -> Result:
     lang = rt.config.lang
     rows = [(f"/{e['name']}{' ' + e['args'] if e['args'] else ''}", e["help"],
              e.get("by") or user_commands.words("builtin", lang)) for e in slash_menu(lang, user_commands.added())]
-    notes = _told(rt, *([] if user_commands.added() else [user_commands.words("none_added", lang)]))
+    notes = [] if user_commands.added() else [user_commands.words("none_added", lang)]
     width = max(len(r[0]) for r in rows)
     text_ = "\n".join(notes + [plain_text(f"{u.ljust(width)}  {h} [{by}]") for u, h, by in rows])
     table = "".join(f"<tr><td><code>{_esc(u)}</code></td><td>{_esc(h)}</td><td>{_esc(by)}</td></tr>"
@@ -236,15 +229,14 @@ def run_(rt, line: str, rich: bool) -> Result:
     return run(rt, name, rest, rich=rich)
 
 
-@magic_arguments()
-@argument("--send", action="store_true", help="send the report (secrets removed) to the model as your message")
 def doctor(rt, line: str, rich: bool) -> Result:
     """%ocw doctor [--send] — provider, key present, reachability, tokenizer, database, versions;
     --send sends the report to the model as a user message (a normal turn: stored, counted)."""
-    args = parse(doctor, line, "%ocw doctor [--send]")
+    if line.strip() not in ("", "--send"):
+        raise CommandUsage(f"%ocw doctor takes only --send (got {line.strip()!r}): %ocw doctor [--send]")
     lang = rt.config.lang
     said = redact(report.doctor(rt))  # the report names no key; redact as every output does
-    if args.send:
+    if line.strip() == "--send":
         if rt.current_session() is None:
             return _no_session(rt)
         return Result(said, send=said)

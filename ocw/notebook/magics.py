@@ -21,7 +21,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ocw.notebook import actions, references, report
+from ocw.notebook import actions, references, report, user_commands
 from ocw.notebook.actions import unquoted
 from ocw.notebook.config import PROVIDER_NAMES, make_config
 from ocw.notebook.runtime import Runtime
@@ -144,6 +144,8 @@ class OcwMagics(Magics):
         rest = line.strip()[len(cmd):]
         if cmd not in WITH_ARGUMENTS and rest.strip():
             raise UsageError(f"%ocw {cmd} takes no further arguments (got {rest.strip()!r}); try %ocw help")
+        for notice in user_commands.take_notices(self.runtime.config.lang):  # said once, wherever first
+            print(notice)
         result = actions.run(self.runtime, cmd, rest, rich=self.rich)
         result.show(self.rich)
         if result.send is not None:  # /doctor --send: the report goes to the model as a %%chat cell would

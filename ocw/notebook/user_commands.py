@@ -126,6 +126,16 @@ def remove(name: str) -> bool:
     return gone
 
 
+def clear() -> None:
+    """Forget every added command and notice; the entry points are read again next time."""
+    global _loaded
+    _added.clear()
+    _notices.clear()
+    _told.clear()
+    _loaded = False
+    _changed()
+
+
 def load_entry_points(force: bool = False) -> None:
     """The `ocw.commands` entry points of installed packages, read once (`force`: again,
     for a package installed since)."""
@@ -235,9 +245,11 @@ def as_result(printed: str, value: Any) -> Result:
         h = value._repr_html_()
         h = h[0] if isinstance(h, tuple) else h
         html = sanitize(str(h or ""))
+        from html import unescape
+
         from ocw.text.safe_html import plain_text
 
-        text = plain_text(re.sub(r"<[^>]*>", "", str(h or "")))
+        text = plain_text(unescape(re.sub(r"<[^>]*>", "", html)))  # the words the sanitized HTML shows
     else:
         text = str(value)
     text = redact(text)

@@ -144,15 +144,18 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         # wrote): the widget's reads and notes are serialised with the kernel thread's.
         self._lock = threading.RLock()
         super().__init__(lang=normalize_lang(lang), ring=ring, **kwargs)
-        self.commands = slash_menu(self.lang, user_commands.added())
         if session is not None:
             self.attach(session)
-        # Commands users add come and go while the widget is shown (weakly held: a closed
-        # widget is no listener); what the user was not told yet is said here, once.
-        user_commands.subscribe(self._commands_changed)
-        self._commands_changed()
+        # Commands users add come and go while the widget is shown (held weakly: a widget
+        # that is gone listens no more); what the user was not told yet is said here, once.
+        user_commands.subscribe(self._on_added_commands)
+        self._sync_commands()
 
-    def _commands_changed(self) -> None:
+    def _on_added_commands(self) -> None:
+        if self in getattr(self._runtime, "widgets", (self,)):  # not once its runtime closed (unloaded)
+            self._sync_commands()
+
+    def _sync_commands(self) -> None:
         self.commands = slash_menu(self.lang, user_commands.added())
         for line in user_commands.take_notices(self.lang):
             self._note("info", line)
