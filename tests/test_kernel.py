@@ -385,6 +385,62 @@ def test_a_restarted_kernel_resumes_the_session_from_the_file(kernel, server, oc
         assert "terminate called" not in f.read()  # the old kernel exited cleanly
 
 
+# -- commands users add, /doctor --send (issue 29) ----------------------------------------------
+
+
+def shown(r: Run) -> str:
+    """What a cell showed as text: its stdout and its displays' text/plain (a table has HTML too)."""
+    return r.stdout + "".join(m["content"]["data"].get("text/plain", "") for m in r.displays)
+
+
+def test_an_added_command_registers_runs_and_fails_in_one_line(kernel):
+    r = kernel.run("@ocw.command('k-hello', help='say hello', args='[NAME]')\n"
+                   "def k_hello(args):\n    print('printed')\n    return 'hello ' + (args or 'world')\n"
+                   "@ocw.command('k-boom')\ndef k_boom():\n    raise RuntimeError('no table\\nhere')")
+    assert r.stdout == "" and r.stderr == ""
+    listed = shown(kernel.run("%ocw commands")).splitlines()
+    k = [i for i, line in enumerate(listed) if line.startswith("/k-")]
+    assert [listed[i].split()[0] for i in k] == ["/k-hello", "/k-boom"]
+    assert listed[k[0]].endswith("say hello [added by this notebook]")
+    assert listed[k[0] - 1].startswith("/doctor")  # after the built-ins, the last of which is /doctor
+    assert kernel.run("%ocw run k-hello Ada").stdout == "printed\nhello Ada\n"
+    r = kernel.run("%ocw run k-boom", ok=False)
+    said = (r.stdout + r.stderr).strip()
+    assert said == "UsageError: /k-boom failed: RuntimeError: no table here", said
+    assert "Traceback" not in json.dumps([m["content"] for m in r.msgs])
+    r = kernel.run("@ocw.command('compact')\ndef mine():\n    return 'MINE'")
+    assert r.stderr.count("/compact is a built-in command") == 1
+    assert "MINE" not in kernel.run("%ocw run compact").stdout
+
+
+def test_an_entry_point_command_of_a_package_installed_in_a_temp_dir(kernel, tmp_path):
+    site = tmp_path / "site"
+    (site / "kdemo-0.1.dist-info").mkdir(parents=True)
+    (site / "kdemo_cmds.py").write_text('def rows(args):\n    """Rows of a table."""\n    return f"42 rows in {args}"\n')
+    (site / "kdemo-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: kdemo\nVersion: 0.1\n")
+    (site / "kdemo-0.1.dist-info" / "entry_points.txt").write_text("[ocw.commands]\nrows = kdemo_cmds:rows\n")
+    # Installed while the kernel runs: entry points are read once, so read them again.
+    kernel.run(f"import sys; sys.path.insert(0, {str(site)!r})\n"
+               "from ocw.notebook import user_commands; user_commands.load_entry_points(force=True)")
+    (line,) = [x for x in shown(kernel.run("%ocw commands")).splitlines() if x.startswith("/rows")]
+    assert line.endswith("Rows of a table. [added by kdemo]"), line
+    assert kernel.run("%ocw run rows orders").stdout == "42 rows in orders\n"
+
+
+def test_doctor_send_is_a_turn_the_server_receives(kernel, server, ocw_db_reader):
+    new_session(kernel, "k-doctor")
+    chat(kernel, "hello")
+    before = len(server.requests)
+    r = kernel.run("%ocw doctor --send")
+    assert len(server.requests) == before + 1
+    sent = server.requests[-1].messages[-1]
+    assert sent["role"] == "user" and sent["content"].startswith("ocw doctor\n") and SECRET not in sent["content"]
+    assert "echo: ocw doctor" in r.final_text()
+    _, nodes = read_db(kernel, ocw_db_reader, "k-doctor")  # stored as a normal turn, in order
+    assert [(x["role"], x["text"].split("\n")[0]) for x in nodes] == [
+        ("user", "hello"), ("assistant", "echo: hello"), ("user", "ocw doctor"), ("assistant", "echo: ocw doctor")]
+
+
 # -- secrets (last: it greps what every test above produced) ------------------------------------
 
 
