@@ -152,7 +152,12 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         self._sync_commands()
 
     def _on_added_commands(self) -> None:
-        if self in getattr(self._runtime, "widgets", (self,)):  # not once its runtime closed (unloaded)
+        # Only a widget of the kernel's live runtime: one whose runtime closed (ocw unloaded,
+        # the widget left behind) must not take the notice the user has yet to see.
+        from ocw.notebook.magics import get_runtime
+
+        rt = get_runtime()
+        if rt is not None and rt is self._runtime and self in rt.widgets:
             self._sync_commands()
 
     def _sync_commands(self) -> None:
