@@ -144,6 +144,11 @@ def get_encoding(name: str) -> tiktoken.Encoding:
     return enc
 
 
+def loaded_encodings() -> set[str]:
+    """The encodings this process has built (what a warm-up has paid for)."""
+    return set(_cache)
+
+
 def count_text(text: str, encoding: str = "cl100k_base") -> int:
     """Tokens in plain text (special-token strings count as ordinary text)."""
     if not text:
