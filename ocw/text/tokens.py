@@ -173,6 +173,17 @@ def truncate_to_tokens(text: str, max_tokens: int, encoding: str = "cl100k_base"
     return enc.decode_bytes(ids[: max(0, max_tokens)]).decode("utf-8", errors="ignore")
 
 
+def cut_to_tokens(text: str, max_tokens: int, encoding: str = "cl100k_base") -> tuple[str, int]:
+    """`truncate_to_tokens` and the text's token count from ONE encoding of it: the
+    reference cut (ocw.notebook.references) tokenizes only a prefix of a huge value,
+    and encoding that prefix twice — once to count, once to cut — was half its time."""
+    enc = get_encoding(encoding)
+    ids = enc.encode_ordinary(text)
+    if len(ids) <= max_tokens:
+        return text, len(ids)
+    return enc.decode_bytes(ids[: max(0, max_tokens)]).decode("utf-8", errors="ignore"), len(ids)
+
+
 def render_block(block: dict) -> str:
     """The text form of one content block, as counted."""
     t = block.get("type")

@@ -16,25 +16,22 @@ ENC = "cl100k_base"
 def tokenized(monkeypatch):
     """Every length of text the tokenizer is asked to count or cut."""
     seen: list[int] = []
-    real_count, real_cut = tokens.count_text, tokens.truncate_to_tokens
+    real = tokens.cut_to_tokens
 
-    def count(text, encoding="cl100k_base"):
+    def cut_counted(text, n, encoding="cl100k_base"):
         seen.append(len(text))
-        return real_count(text, encoding)
+        return real(text, n, encoding)
 
-    def trunc(text, n, encoding="cl100k_base"):
-        seen.append(len(text))
-        return real_cut(text, n, encoding)
-
-    monkeypatch.setattr(tokens, "count_text", count)
-    monkeypatch.setattr(tokens, "truncate_to_tokens", trunc)
+    monkeypatch.setattr(tokens, "cut_to_tokens", cut_counted)
     return seen
 
 
 def test_a_huge_value_is_tokenized_only_as_far_as_its_budget(tokenized):
     value = "row, 12.5, alpha beta gamma\n" * 400_000  # 11.2 million characters
     text, note = cut(value, "big", 2000, ENC)
-    assert max(tokenized) <= 2000 * 8 * 2  # a prefix of at most two rounds, never the value
+    # one encoding of a 4,064-character prefix (2 characters a token), then one of the
+    # length its density says the budget needs: ~12k characters of 11.2 million
+    assert len(tokenized) == 2 and tokenized[0] == 4064 and tokenized[1] < 20_000
     assert text.startswith("row, 12.5, alpha") and value.startswith(text.split("\n[…")[0])
     assert count_text(text.split("\n[…")[0], ENC) <= 2000
     assert note == "big was cut to 2,000 tokens of its 11,200,000 characters"
