@@ -1,8 +1,11 @@
 """What imports what (issue 14): `%load_ext ocw` stays light, and the walls hold.
 
-- In a warm kernel, `%load_ext ocw` imports neither DuckDB nor httpx (they cost
-  about half of its time before); the first `%%chat` does — the control that
-  proves the check can see an import.
+- In a warm kernel, `%load_ext ocw` itself imports neither DuckDB nor httpx (they
+  cost about half of its time before); with the warm-up off, the first `%%chat`
+  does — the control that proves the check can see an import. With the warm-up
+  on (the default, issue 28), a background thread imports them and builds the
+  model's encoding after `%load_ext` returns, and opens nothing: the database file
+  does not exist until the first turn.
 - Importing the store and the engine loads no session at run time (the static
   rule, imports one way down the layers, is tests/test_layers.py).
 """
@@ -12,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,10 +26,11 @@ PKG = Path(__file__).resolve().parent.parent / "ocw"
 HEAVY = ("duckdb", "httpx", "httpcore")
 
 
-def kernel_env(tmp_path) -> dict:
+def kernel_env(tmp_path, **extra) -> dict:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("OCW_") and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "JPY_SESSION_NAME")}
     env["OCW_DB"] = str(tmp_path / "imports.duckdb")
+    env.update(extra)
     return env
 
 
@@ -38,7 +43,7 @@ LOADED = "import sys, json; print(json.dumps(sorted(m for m in {mods} if m in sy
 
 @pytest.mark.timeout(120)
 def test_load_ext_in_a_warm_kernel_imports_neither_duckdb_nor_httpx(tmp_path):
-    k = Kernel(kernel_env(tmp_path), str(tmp_path / "kernel.log"))
+    k = Kernel(kernel_env(tmp_path, OCW_WARM_UP="0"), str(tmp_path / "kernel.log"))
     try:
         run(k, "import IPython, ipykernel, traitlets")  # warm: what any kernel has
         assert json.loads(run(k, LOADED)) == []
@@ -47,6 +52,34 @@ def test_load_ext_in_a_warm_kernel_imports_neither_duckdb_nor_httpx(tmp_path):
         assert json.loads(run(k, LOADED)) == []
         run(k, "%%chat\nhello")  # the control: a turn needs the store, so DuckDB loads now
         assert "duckdb" in json.loads(run(k, LOADED))
+    finally:
+        k.close()
+
+
+WARMED = ("import sys, json, ocw.text.tokens as t, ocw.notebook.magics as m;"
+          "w = m.get_runtime().warm_up;"
+          "print(json.dumps([w is not None and not w.is_alive(), sorted(t.loaded_encodings()),"
+          " sorted(x for x in {mods} if x in sys.modules)]))").format(mods=HEAVY)
+
+
+@pytest.mark.timeout(120)
+def test_the_warm_up_loads_the_first_turns_costs_in_the_background_and_opens_nothing(tmp_path):
+    env = kernel_env(tmp_path, OCW_PROVIDER="openai", OCW_MODEL="gpt-4o", OCW_BASE_URL="http://127.0.0.1:9/v1")
+    k = Kernel(env, str(tmp_path / "kernel.log"))
+    try:
+        run(k, "import IPython, ipykernel, traitlets")
+        assert json.loads(run(k, LOADED)) == []
+        run(k, "%load_ext ocw")
+        deadline = time.monotonic() + 60
+        while True:  # the thread's end is the condition; a slow machine only waits longer
+            done, encodings, loaded = json.loads(run(k, WARMED))
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert done, "the warm-up thread did not finish within 60 s"
+        assert encodings == ["o200k_base"]  # gpt-4o's encoding, built once for the first turn
+        assert {"duckdb", "httpx"} <= set(loaded)  # the driver and the HTTP client (httpcore loads with a client)
+        assert not (tmp_path / "imports.duckdb").exists()  # nothing opened: no file, no lock, no request
     finally:
         k.close()
 

@@ -175,6 +175,10 @@ class Ocw(Configurable):
     status_line = Bool(True, config=True,
                        help="After each %%chat reply, print one quiet line with the context figure (percent, "
                             "tokens of the window, the auto-compact line, compactions so far). False turns it off.")
+    warm_up = Bool(True, config=True,
+                   help="After %load_ext, load the tokenizer and the database driver in a background thread, so the "
+                        "first %%chat is about as quick as the next ones (nothing is opened or sent). Env: OCW_WARM_UP=0 "
+                        "turns it off.")
 
     @default("provider")
     def _default_provider(self):
@@ -240,6 +244,16 @@ class Ocw(Configurable):
             return True
         raise ConfigError(f"OCW_DEBUG={os.environ['OCW_DEBUG']!r} is neither on nor off",
                           hint="use OCW_DEBUG=1 for tracebacks, 0 (or unset) for one-line errors")
+
+    @default("warm_up")
+    def _default_warm_up(self):
+        v = os.environ.get("OCW_WARM_UP", "").strip().lower()
+        if v in ("", "1", "true", "yes", "on"):
+            return True
+        if v in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"OCW_WARM_UP={os.environ['OCW_WARM_UP']!r} is neither on nor off",
+                          hint="use OCW_WARM_UP=0 to load lazily, 1 (or unset) to warm up after %load_ext")
 
     # -- validators: one per option (%config, ipython_config.py, Ocw(...)) ------------------
     @validate("auto_compact")
@@ -338,6 +352,16 @@ class Ocw(Configurable):
                 text = super().class_get_trait_help(trait, None, helptext)
                 return f"{text}\n    Current: (not usable: {e.user_message()})"
         return super().class_get_trait_help(trait, inst, helptext)
+
+    def peek(self, name: str):
+        """The option's value as a command would read it now, without fixing a default
+        that is not fixed yet: `%load_ext`'s warm-up looks before the first command, and
+        an OCW_* variable set after `%load_ext` (but before that command) must still count."""
+        cached = name in self._trait_values
+        value = getattr(self, name)
+        if not cached and name not in self._configured:
+            self._trait_values.pop(name, None)
+        return value
 
     # -- derived ------------------------------------------------------------------
     def resolved_model(self) -> str:

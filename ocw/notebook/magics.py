@@ -21,7 +21,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ocw.notebook import actions, references, report, user_commands
+from ocw.notebook import actions, references, report, user_commands, warmup
 from ocw.notebook.actions import unquoted
 from ocw.notebook.config import PROVIDER_NAMES, make_config
 from ocw.notebook.runtime import Runtime
@@ -182,6 +182,7 @@ def load_ipython_extension(ipython, make_widget=None):
     errors = runtime.errors = references.ErrorMemory()  # the last error, for {Err} in a message
     ipython.events.register("post_run_cell", errors)
     _state.update(runtime=runtime, shell=ipython, config=cfg, errors=errors)
+    runtime.warm_up = warmup.start(cfg)  # the first %%chat's imports and tokenizer, off the cell's path
 
 
 def unload_ipython_extension(ipython):

@@ -28,6 +28,7 @@ class Runtime:
         # above this one, so the package root hands its builder in (ocw/__init__.py).
         self.make_widget = make_widget
         self.errors = None  # the last error a cell raised, for {Err} (set by the extension)
+        self.warm_up = None  # the background warm-up thread %load_ext started (ocw.notebook.warmup)
         self.config = config or Ocw(parent=getattr(shell, "config", None) and shell)
         self._store: Store | None = None
         self._store_path: str | None = None

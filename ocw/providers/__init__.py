@@ -56,3 +56,15 @@ def make_provider(
         max_retries=max_retries,
         context_window=context_window,
     )
+
+
+def warm_up(name: str) -> None:
+    """Pay a provider's one-time costs now (its module and httpx, and for an HTTP
+    provider the process's TLS context, ~30–50 ms) so a kernel's first request does
+    not; nothing is sent and no key is read. Used by `%load_ext`'s background warm-up."""
+    p = info(name)
+    importlib.import_module(p.module)
+    if p.key_env is not None:
+        from ocw.providers.http import warm_tls
+
+        warm_tls()

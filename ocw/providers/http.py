@@ -75,6 +75,11 @@ def _ssl_context() -> ssl.SSLContext:
         return _ssl_ctx
 
 
+def warm_tls() -> None:
+    """Build the process's TLS context ahead of the first request (see _ssl_context)."""
+    _ssl_context()
+
+
 def _sleep(seconds: float) -> None:
     """The one place backoff sleeps; tests patch it (``ocw.providers.http._sleep``)."""
     time.sleep(seconds)

@@ -144,6 +144,11 @@ def get_encoding(name: str) -> tiktoken.Encoding:
     return enc
 
 
+def loaded_encodings() -> set[str]:
+    """The encodings this process has built (what a warm-up has paid for)."""
+    return set(_cache)
+
+
 def count_text(text: str, encoding: str = "cl100k_base") -> int:
     """Tokens in plain text (special-token strings count as ordinary text)."""
     if not text:
@@ -166,6 +171,17 @@ def truncate_to_tokens(text: str, max_tokens: int, encoding: str = "cl100k_base"
     if len(ids) <= max_tokens:
         return text
     return enc.decode_bytes(ids[: max(0, max_tokens)]).decode("utf-8", errors="ignore")
+
+
+def cut_to_tokens(text: str, max_tokens: int, encoding: str = "cl100k_base") -> tuple[str, int]:
+    """`truncate_to_tokens` and the text's token count from ONE encoding of it: the
+    reference cut (ocw.notebook.references) tokenizes only a prefix of a huge value,
+    and encoding that prefix twice — once to count, once to cut — was half its time."""
+    enc = get_encoding(encoding)
+    ids = enc.encode_ordinary(text)
+    if len(ids) <= max_tokens:
+        return text, len(ids)
+    return enc.decode_bytes(ids[: max(0, max_tokens)]).decode("utf-8", errors="ignore"), len(ids)
 
 
 def render_block(block: dict) -> str:

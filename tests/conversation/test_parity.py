@@ -254,9 +254,9 @@ def test_an_unknown_reference_is_one_line_and_nothing_is_sent(oip, openai_env, c
 def test_a_long_value_is_cut_to_its_budget_and_marked(ip, capsys):
     ok(ip, "big = ' '.join(f'w{i}' for i in range(6000))", capsys)
     out = ok(ip, "%%chat\nSummarize {big}", capsys)
-    assert re.search(r"Note: big was cut to 2,000 of [\d,]+ tokens in the message", out)
+    assert re.search(r"Note: big was cut to 2,000 tokens of its [\d,]+ characters in the message", out)
     text = session().node(session().branch()[-2])["content"][0]["text"]
-    assert "w0 w1" in text and "w5999" not in text and re.search(r"\[… big cut here: [\d,]+ of [\d,]+ tokens", text)
+    assert "w0 w1" in text and "w5999" not in text and re.search(r"\[… big cut here: [\d,]+ of [\d,]+ characters", text)
 
 
 # -- 4. export ------------------------------------------------------------------------------------

@@ -207,3 +207,13 @@ def test_env_magic_changes_the_server_of_the_next_cell(ip, openai_env, refserver
     ip.run_line_magic("env", f"OCW_BASE_URL={refserver.openai_url}")
     assert ip.run_cell("%%chat\nthird").error_in_exec is None
     assert len(refserver.requests) > first
+
+
+def test_warm_up_from_the_environment(ocw_env, monkeypatch):
+    assert Ocw().warm_up is True  # on unless turned off
+    for on in ("1", "true", "yes", "on", ""):
+        assert fresh(monkeypatch, OCW_WARM_UP=on).warm_up is True, on
+    for off in ("0", "false", "no", "off"):
+        assert fresh(monkeypatch, OCW_WARM_UP=off).warm_up is False, off
+    with pytest.raises(ConfigError, match="OCW_WARM_UP='maybe'"):
+        fresh(monkeypatch, OCW_WARM_UP="maybe").warm_up

@@ -483,3 +483,15 @@ def test_two_threads_asking_for_a_new_encoding_build_it_once(monkeypatch, byte_e
     second.join(10)
     assert builds == [byte_encoding]
     assert got[1] is got[2] is get_encoding(byte_encoding)
+
+
+def test_cut_to_tokens_cuts_and_counts_from_one_encoding():
+    from ocw.text.tokens import count_text, cut_to_tokens, truncate_to_tokens
+
+    text = "alpha beta gamma delta " * 50
+    total = count_text(text)
+    assert cut_to_tokens(text, total) == (text, total)  # at the count: whole
+    kept, n = cut_to_tokens(text, total - 1)
+    assert n == total and kept == truncate_to_tokens(text, total - 1) and len(kept) < len(text)
+    assert cut_to_tokens("", 5) == ("", 0)
+    assert cut_to_tokens(text, 0) == ("", total)
