@@ -21,6 +21,7 @@ from __future__ import annotations
 from ocw.context import events as ev
 from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, finish, plan_compaction,
                                 prepare, summarize, summary_blocks)
+from ocw.context.landing import landing_tail_room
 from ocw.context.render import render_blocks
 from ocw.context.structural import structural_summary
 from ocw.text.errors import CompactionInProgress, OcwError
@@ -45,7 +46,9 @@ def summarizer_window(provider, session) -> int:
 
 
 def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "manual",
-            provider=None, focus: str | None = None) -> CompactionResult:
+            provider=None, focus: str | None = None, incoming: int | None = None) -> CompactionResult:
+    """`incoming` (calibrated tokens of the message about to be sent): given for an
+    automatic compaction, it lands the session well under the line (landing.py)."""
     if keep_recent_tokens is not None and (
         not isinstance(keep_recent_tokens, int) or isinstance(keep_recent_tokens, bool) or keep_recent_tokens < 0
     ):
@@ -53,7 +56,7 @@ def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "m
     if not session.compact_lock.acquire(blocking=False):
         raise CompactionInProgress(i18n_text("busy", getattr(session, "lang", None)))
     try:
-        return _compact_locked(session, keep_recent_tokens, trigger, provider, focus)
+        return _compact_locked(session, keep_recent_tokens, trigger, provider, focus, incoming)
     finally:
         session.compaction_running = False
         session.compact_lock.release()
@@ -70,14 +73,20 @@ def _unpruned(session, plan) -> dict[str, list]:
     return {nid: render_blocks(blocks, cap, enc) for nid, blocks in contents.items()}
 
 
-def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) -> CompactionResult:
+def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, incoming=None) -> CompactionResult:
     session.sync()
     # "X" of "X → Y" is the figure the ring showed just before (measured or calibrated).
     tokens_before = session.occupancy()["total"]
     head, generation = session.head, session.generation
     active = session.active_summary()
+    max_tail = None
+    if incoming is not None:  # an automatic compaction: land well under the line
+        parts = session.occupancy_parts()
+        max_tail = landing_tail_room(session.context_window, incoming=incoming,
+                                     fixed=(parts["system"] + parts["tools"]) * session.calibration)
     plan = plan_compaction(session.rendered_history(), session.context_window, keep_recent_tokens,
-                           session.calibration, first_turn=(active.cover_count if active else 0) + 1)
+                           session.calibration, first_turn=(active.cover_count if active else 0) + 1,
+                           max_tail=max_tail)
     if isinstance(plan, tuple):  # decided before any LLM call: no compaction_started, no summarizer call
         kind, reason = plan
         payload = {"no_op": True, "no_op_kind": kind, "reason": reason, "trigger": trigger,

@@ -159,13 +159,15 @@ class Turn:
         self._ids_in_use: set[str] = set()  # tool_use ids the model can see (kept unique)
 
     # -- prepare --------------------------------------------------------------------
-    def _compact(self, trigger: str, keep_recent_tokens: int | None = None) -> CompactionResult | None:
+    def _compact(self, trigger: str, keep_recent_tokens: int | None = None,
+                 incoming: int | None = None) -> CompactionResult | None:
         s = self.session
         if trigger == "auto" and auto_compact_paused(s):
             return None
         unsubscribe = s.events.subscribe(self._relay_compaction_event)
         try:
-            res = s.compact(keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=self.provider)
+            res = s.compact(keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=self.provider,
+                            incoming=incoming)
         finally:
             unsubscribe()
         self.result.compactions.append(res)
@@ -236,6 +238,11 @@ class Turn:
         own = sum(count_message(r, normalize_content(c), enc) for r, c in pending)
         return int((own + parts["system"] + parts["tools"]) * self._factor())
 
+    def _pending_size(self, pending: list[tuple]) -> int:
+        """The new messages alone, in calibrated tokens."""
+        enc = self.session.encoding.name
+        return int(sum(count_message(r, normalize_content(c), enc) for r, c in pending) * self.session.calibration)
+
     def _budget_ratio(self, pending: list[tuple]) -> float:
         """The turn budget (DESIGN.md §4): rendered history plus the new messages, over
         the window, in calibrated tokens — the figures the ring shows."""
@@ -258,7 +265,8 @@ class Turn:
         if self.threshold and self._budget_ratio(pending) >= self.threshold:
             # Old tool output goes first (no LLM call); a summary only if that is not enough.
             if not self._prune() or self._budget_ratio(pending) >= self.threshold:
-                self._compact("auto")
+                # Landing well under the line counts the message being sent (landing.py).
+                self._compact("auto", incoming=self._pending_size(pending))
         failed = None  # the request the provider refused as too long
         limit = None  # what the retry must fit, in calibrated tokens
         while True:
