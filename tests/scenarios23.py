@@ -3,7 +3,7 @@ for the tests and for the closing note's before/after table.
 
 Each scenario returns plain figures (no assertion here), so the same code measures a
 checkout of an earlier ocw (PYTHONPATH to it) and this one; the tests assert on them.
-With ``$OCW_SCENARIO_OUT`` set, every run appends one JSON line of its figures there.
+With ``$SCENARIO23_OUT`` set, every run appends one JSON line of its figures there.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def configure(monkeypatch, provider: str, base_url: str, key: str = "x") -> None
 
 
 def record(name: str, figures: dict) -> dict:
-    out = os.environ.get("OCW_SCENARIO_OUT")
+    out = os.environ.get("SCENARIO23_OUT")
     if out:
         with open(out, "a") as f:
             f.write(json.dumps({"scenario": name, **figures}) + "\n")

@@ -34,3 +34,26 @@ def test_steady_480_token_turns_on_a_2k_window_loopback(refserver, ocw_env, monk
     ip = request.getfixturevalue("ip")
     fig = record("steady/loopback", steady(ip, capsys))
     check(fig)
+
+
+REAL = {
+    "llama-server": ("llama_server", "openai"),
+    "llama-cpp-python": ("llama_cpp_python_server", "openai"),
+    "LiteLLM → llama-server": ("litellm_llama_server", "openai"),
+    "LiteLLM → llama-cpp-python": ("litellm_llama_cpp_python", "openai"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("case", list(REAL))
+def test_steady_480_token_turns_on_a_2k_real_server(case, request, ocw_env, monkeypatch, capsys):
+    """No window configured: the 2,048 tokens are learned (the server's endpoint, or its
+    first refusal — that turn's reactive compaction is then one of those counted)."""
+    fixture, provider = REAL[case]
+    server = request.getfixturevalue(fixture)
+    configure(monkeypatch, provider, server.openai_url, server.api_key)
+    ip = request.getfixturevalue("ip")
+    fig = record(f"steady/{case}", steady(ip, capsys))
+    assert fig["final_window"] == 2_048, fig
+    check(fig)
