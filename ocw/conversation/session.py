@@ -263,6 +263,17 @@ class Session(BranchView):
             self._write(lambda row: {"metadata": cal.with_samples(row["metadata"], [(measured, estimated)],
                                                                    row["model"])})
 
+    def note_usage(self, measured: int, estimated: int, *, refused: bool = False) -> None:
+        """A refusal's stated prompt size (`refused`: the floor later usage is checked
+        against), or an unverified usage report (counted). See calibration.py."""
+        def change(row):
+            meta = row["metadata"]
+            new = cal.refusal_floor(meta, measured, estimated, row["model"]) if refused \
+                else cal.with_unverified(meta, measured, estimated)
+            return {"metadata": new} if new else None
+        self._write(change)
+        self._publish()
+
     def rename(self, new_name: str) -> None:
         """Rename the session (`%new` files the old one away under a dated name)."""
         checks.name(new_name, "new_name")

@@ -210,8 +210,10 @@ class Turn:
             limit = int(s.context_window * (self.threshold or 1.0))
         # snip counts estimated tokens; the limit is in the model's (calibrated) ones.
         budget = int(limit / self._factor()) - parts["tools"]
+        full = sum(m.get("tokens", 0) for m in history)
         history, dropped = snip(history, max(1, budget))
         self._snipped_now = bool(dropped)
+        self._left_out = (dropped, full - sum(m.get("tokens", 0) for m in history))  # messages, estimated tokens
         self._sent_estimate = parts["tools"] + sum(m.get("tokens", 0) for m in history)
         self._newest_estimate = history[-1].get("tokens", 0) + parts["system"] + parts["tools"] if history else 0
         if dropped:
@@ -249,7 +251,7 @@ class Turn:
         s = self.session
         enc = s.encoding.name
         extra = sum(count_message(r, normalize_content(c), enc) for r, c in pending)
-        return (s.occupancy()["total"] + extra * s.calibration) / s.context_window
+        return (s.occupancy(as_sent=False)["total"] + extra * s.calibration) / s.context_window
 
     # -- request ----------------------------------------------------------------------
     def _request(self, pending: list[tuple]):
@@ -297,6 +299,7 @@ class Turn:
             ratio = stated / sent  # this retry's measure only: a refused request calibrates nothing
             if cal_rules.CALIBRATION_MIN <= ratio <= cal_rules.CALIBRATION_MAX:
                 self._retry_factor = ratio
+                s.note_usage(stated, sent, refused=True)  # later usage far below it is unverified
         if getattr(err, "limit", None):
             self._learn_window(err.limit, i18n_text("source_overflow", self.lang))
             limit = int(s.context_window * 0.8)
@@ -373,6 +376,10 @@ class Turn:
                         e.unsaved = Unsaved(s.id, head, turn_msgs, usage, basis)
                         raise
                     self.result.node_ids += ids
+                    if self._snipped_now:  # the figures show what was sent, and "N left out" (sent_parts)
+                        n, tokens = self._left_out
+                        s.left_out = {"head": s.head, "generation": s.generation, "messages": n, "tokens": tokens}
+                        s._publish()
                     self._note_missing_usage(reply)
                     break
                 self._unique_ids(calls)
@@ -426,7 +433,16 @@ class Turn:
         was snipped (it measured less than the branch now holds; recording it would
         make the next budget look small and automatic compaction never fire)."""
         used = reply.usage.context_tokens if reply.usage else None
-        return None if getattr(self, "_snipped_now", False) else used
+        if used is None or getattr(self, "_snipped_now", False):
+            return None
+        s, measured, sent = self.session, reply.usage.input_tokens, getattr(self, "_sent_estimate", 0)
+        if cal_rules.positive_int(measured) and sent and not cal_rules.usage_verified(s.metadata, s.model, measured, sent):
+            try:  # cannot be right (a gateway's own count): neither calibration nor the measured basis
+                s.note_usage(measured, sent)
+            except OcwError as e:
+                log.warning("ocw: could not note the unverified usage: %s", e)
+            return None
+        return used
 
     def _note_missing_usage(self, reply) -> None:
         """A server that sends no usage is said once per session. The reply is stored by

@@ -40,6 +40,10 @@ MESSAGES = {
         "status_auto_paused": "auto-compact paused (%compact works)",
         "status_reactive_off": "overflow recovery off",
         "cal_samples": "{n} samples",  # the %context table: what the calibration rests on
+        # Issue 23: figures of what was sent, usage that cannot be right.
+        "status_left_out": "{n} older message{s} left out",
+        "usage_unverified": "{n} usage report{s} below what the request holds: unverified, not used "
+                            "(a gateway's own count?)",
         "snipped": "The request was still over the window after compaction; {n} older message{s} left out of this "
                    "request only (still kept in the session).",
         "snipped_uncompacted": "The request was over the window and nothing was compacted this turn; {n} older "
@@ -96,6 +100,8 @@ MESSAGES = {
         "status_auto_paused": "自动压缩已暂停（%compact 仍可用）",
         "status_reactive_off": "溢出恢复已关闭",
         "cal_samples": "{n} 个样本",
+        "status_left_out": "{n} 条较早的消息未发送",
+        "usage_unverified": "{n} 次用量报告低于请求实际包含的内容：未经核实，未采用（可能是网关自己的计数）",
         "snipped": "压缩后请求仍超出窗口；本次请求省略了 {n} 条较早的消息（会话中仍保留）。",
         "snipped_uncompacted": "请求超出窗口，且本轮没有进行压缩；本次请求省略了 {n} 条较早的消息"
                                "（会话中仍保留；%compact 可将其折叠进摘要）。",
