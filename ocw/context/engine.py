@@ -332,7 +332,7 @@ def build_memory(prep: Prepared, window: int, extra=(), read: dict | None = None
     its share of the window and at most a quarter of what the compaction replaces
     (so the memory alone can never make a compaction grow the context)."""
     plan = prep.plan
-    budget = min(mem.budget_for(window), max(64, plan.replaced_tokens // 4))
+    budget = min(mem.budget_for(window), plan.replaced_tokens // 4)
     return update_memory(plan.old_memory, memory_turns(plan, read), budget=budget, encoding=prep.encoding, extra=extra)
 
 

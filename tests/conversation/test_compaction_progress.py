@@ -1,0 +1,30 @@
+"""Issue 23, deliverable 3: `%compact` always makes progress while anything is older
+than the kept tail — whatever the window, the calibration (up to its 8× bound) and the
+summarizer's own window. Where a model-written summary cannot fit, the structural
+summary (no model call) is stored; it never fails for lack of room."""
+from __future__ import annotations
+
+import pytest
+
+from test_small_windows import ScaledSummarizer, fill_to
+
+
+@pytest.mark.parametrize("window", [1_500, 2_048, 8_192])
+@pytest.mark.parametrize("scale", [1.0, 2.84, 8.0])
+@pytest.mark.parametrize("own_window", [None, 300])
+def test_compact_makes_progress_whatever_the_window_and_calibration(store, window, scale, own_window):
+    s = store.create_session(model="tiny", context_window=window, system_prompt="Be brief.")
+    fill_to(s, 0.9 / scale, words=30)  # ~90 % of the window in the model's tokens once calibrated
+    s.record_usage(int(s.occupancy()["estimated_total"] * scale))
+    assert s.calibration == pytest.approx(scale, rel=0.02) if scale != 1.0 else s.calibration == 1.0
+    summarizer = ScaledSummarizer(scale, own_window or window)
+    before = s.occupancy()
+    older = len(s.tail())
+
+    r = s.compact(provider=summarizer)
+
+    assert r.outcome == "succeeded", (r.reason, r.error)
+    assert r.summarised_count >= 1 and len(s.tail()) < older and s.compaction_count == 1
+    assert r.tokens_after < before["total"]
+    if own_window == 300:  # no room for one call in 300 tokens: no model call at all
+        assert summarizer.max_tokens == [] and "structural_window" in r.payload
