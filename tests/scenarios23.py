@@ -64,6 +64,9 @@ def converse(ip, capsys, texts: list[str], max_output_tokens: int = 24) -> list[
             "calibration": s.calibration if s else None,
             "window": s.context_window if s else None,
             "count": s.compaction_count if s else 0,
+            "unverified": (occ or {}).get("usage_unverified", 0),
+            "left_out": (occ or {}).get("left_out", 0),
+            "refused": "This message alone is about" in e or "too long" in e or "exceeds" in e,
         })
     return turns
 
@@ -90,4 +93,27 @@ def summarize_run(turns: list[dict], threshold_pct: float = 80.0) -> dict:
         "next_after_compaction": len(after),
         "final_calibration": turns[-1]["calibration"] if turns else None,
         "final_window": turns[-1]["window"] if turns else None,
+    }
+
+
+def oversized_run(ip, capsys, turns: int = 40, words: int = 60, at: int | None = None, big_words: int = 3_000) -> dict:
+    """`turns` short turns with one message of ~`big_words` words (far over a 2k window)
+    in the middle: what happened to the others, to compaction and to the calibration."""
+    at = turns // 2 if at is None else at
+    texts = [turn_text(i, words) for i in range(turns)]
+    texts[at] = "Please read all of this. " + turn_text(at, big_words)
+    run = converse(ip, capsys, texts, max_output_tokens=16)
+    big, before = run[at], run[at - 1]
+    others = [t for i, t in enumerate(run) if i != at]
+    return {
+        **summarize_run(others),
+        "big_refused": not big["ok"],
+        "big_error": big["error"][:160],
+        "calibration_before_big": before["calibration"],
+        "calibration_after_big": big["calibration"],
+        "compactions_after_big": run[-1]["count"] - big["count"],
+        "consecutive": consecutive_compactions(run),
+        "max_ratio_ok": max((t["ratio"] for t in others if t["ok"] and t["ratio"] is not None), default=0.0),
+        "unverified": run[-1]["unverified"],
+        "left_out_turns": sum(1 for t in run if t["left_out"]),
     }
