@@ -28,3 +28,23 @@ def test_compact_makes_progress_whatever_the_window_and_calibration(store, windo
     assert r.tokens_after < before["total"]
     if own_window == 300:  # no room for one call in 300 tokens: no model call at all
         assert summarizer.max_tokens == [] and "structural_window" in r.payload
+
+
+def test_an_automatic_compaction_counts_the_incoming_message_and_folds_more(store):
+    """landing.py through Session.compact: the same session folds more when the message
+    being sent is large, and `incoming` takes a whole number ≥ 0 only."""
+    from ocw.text.errors import OcwError
+
+    def session():
+        s = store.create_session(model="tiny", context_window=4_000, system_prompt="Be brief.")
+        fill_to(s, 0.85, words=40)
+        return s
+
+    plain = session().compact(provider=ScaledSummarizer(1.0, 4_000), trigger="auto")
+    small = session().compact(provider=ScaledSummarizer(1.0, 4_000), trigger="auto", incoming=0)
+    large = session().compact(provider=ScaledSummarizer(1.0, 4_000), trigger="auto", incoming=1_000)
+    assert plain.summarised_count < small.summarised_count < large.summarised_count
+    assert large.tokens_after + 1_000 <= 0.5 * 4_000 < plain.tokens_after + 1_000
+    for bad in (-1, 1.5, "10", True):
+        with pytest.raises(OcwError):
+            session().compact(provider=ScaledSummarizer(1.0, 4_000), incoming=bad)
