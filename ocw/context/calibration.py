@@ -124,7 +124,7 @@ def with_samples(metadata: dict, samples, model: str) -> dict:
 # when it is below UNVERIFIED_SHARE of what the calibration says the request holds.
 # Unverified usage is neither calibration nor the measured basis; it is counted, and the
 # panel, %context and %ocw doctor say so.
-UNVERIFIED_SHARE = 0.5
+UNVERIFIED_SHARE = 0.7
 UNVERIFIED_MIN_SAMPLES = 3
 
 

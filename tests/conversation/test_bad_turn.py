@@ -72,7 +72,7 @@ def test_a_refused_request_leaves_the_calibration_as_it_was(sess):
     p = Counting(overflow(limit=2_048, prompt_tokens=int(est * 2.84)), "recovered")
     res = run_turn(sess, "What now?", p)
     assert res.text == "recovered" and res.retried_after_overflow
-    # The answered retry reported 1.0× (Counting's ratio), below half of what the refusal
+    # The answered retry reported 1.0× (Counting's ratio), below 70 % of what the refusal
     # stated (2.84×): usage that contradicts a refusal is unverified — no sample, no basis.
     assert sess.metadata["calibration"] == before and sess.calibration == pytest.approx(1.96, abs=0.01)
     occ = sess.occupancy()
@@ -146,7 +146,7 @@ def test_reactive_compact_takes_only_its_three_values(sess):
 
 def test_a_gateways_own_count_far_below_the_settled_calibration_is_unverified(sess):
     """Issue 23: behind LiteLLM a stream's usage is the gateway's own count (41 where the
-    model counts 90). Once the calibration rests on three samples, a report below half of
+    model counts 90). Once the calibration rests on three samples, a report below 70 % of
     it is unverified: no sample, not the measured basis, counted for the panel."""
     for i in range(3):
         run_turn(sess, f"Question {i}: " + WORDS, Counting("fine", ratio=2.0), threshold=0)
