@@ -93,6 +93,7 @@ def summarize_run(turns: list[dict], threshold_pct: float = 80.0) -> dict:
         "next_after_compaction": len(after),
         "final_calibration": turns[-1]["calibration"] if turns else None,
         "final_window": turns[-1]["window"] if turns else None,
+        "unverified_final": turns[-1].get("unverified", 0) if turns else 0,
     }
 
 
