@@ -106,7 +106,9 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
     # No room for one call, or too little to fold for a model's summary to come out smaller
     # (a high calibration on a small window leaves a few dozen tokens older than the tail):
     # no model call at all, so %compact makes progress while anything is older than the tail.
-    structural = prep.in_budget < MIN_SUMMARIZER_INPUT or plan.replaced_tokens < MIN_SUMMARIZER_INPUT
+    no_room = prep.in_budget < MIN_SUMMARIZER_INPUT
+    small = keep_recent_tokens is None and plan.replaced_tokens < MIN_SUMMARIZER_INPUT  # an explicit keep asks the model
+    structural = no_room or small
     try:
         text = structural_text(prep) if structural else summarize(provider, prep)[0]
         memory = build_memory(prep, session.context_window, read=_unpruned(session, plan))
@@ -135,8 +137,10 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
                "tokens_after": after["total"], "summary_id": summary_id, "trigger": trigger}
     if prep.focus:
         payload["focus"] = prep.focus
-    if structural:
+    if no_room:
         payload["structural_window"] = prep.window
+    elif small:
+        payload["structural_small"] = True
     session.events.emit(ev.COMPACTION_FINISHED, payload)
     session._publish()
     return CompactionResult("succeeded", trigger, summarised_count=len(plan.new_messages),

@@ -27,7 +27,7 @@ def test_compact_makes_progress_whatever_the_window_and_calibration(store, windo
     assert r.summarised_count >= 1 and len(s.tail()) < older and s.compaction_count == 1
     assert r.tokens_after < before["total"]
     if own_window == 300:  # no room for one call in 300 tokens: no model call at all
-        assert summarizer.max_tokens == [] and "structural_window" in r.payload
+        assert summarizer.max_tokens == [] and ("structural_window" in r.payload or "structural_small" in r.payload)
 
 
 def test_an_automatic_compaction_counts_the_incoming_message_and_folds_more(store):
@@ -48,3 +48,13 @@ def test_an_automatic_compaction_counts_the_incoming_message_and_folds_more(stor
     for bad in (-1, 1.5, "10", True):
         with pytest.raises(OcwError):
             session().compact(provider=ScaledSummarizer(1.0, 4_000), incoming=bad)
+
+
+def test_the_small_fold_structural_summary_is_said_in_one_line_in_both_languages():
+    from ocw.text.i18n import system_message
+
+    payload = {"summarised_count": 3, "tokens_before": 900, "tokens_after": 700, "trigger": "manual",
+               "structural_small": True}
+    en, zh = system_message("compaction_finished", payload), system_message("compaction_finished", payload, "zh")
+    assert en.endswith("; a structural summary (no model call) was used.") and "window" not in en and "\n" not in en
+    assert zh.endswith("已改用结构化摘要（不调用模型）。") and "\n" not in zh
