@@ -35,6 +35,9 @@ const WATCHED = [
   "generation",
   "compaction_count",
   "compaction_inferred",
+  "auto_paused",
+  "left_out",
+  "usage_unverified",
   "pruned_results",
   "pruned_tokens",
   "encoding_exact",
@@ -188,6 +191,8 @@ function render({ model, el }) {
   const [encodingLabel, encodingValue] = fact("ocw-encoding");
   const [sourceLabel, sourceValue] = fact("ocw-window-source");
   const [prunedLabel, prunedValue] = fact("ocw-pruned");
+  const [leftOutLabel, leftOutValue] = fact("ocw-left-out");
+  const [unverifiedLabel, unverifiedValue] = fact("ocw-unverified");
 
   const countRow = h("div", "ocw-count-row");
   const countLabel = h("span", "ocw-count-label");
@@ -284,9 +289,20 @@ function render({ model, el }) {
     const shortName = fullName.split("/").pop() || fullName;
     ringName.textContent = hasSession ? shortName : L.no_session;
     ringName.title = hasSession ? fullName : "";
-    used.textContent = hasSession ? `${formatInt(total)} / ${formatInt(windowSize)} ${L.tokens}` : "";
-    ringStatus.textContent = !live ? L.disconnected : busy ? L.compacting : "";
-    ringStatus.hidden = live && !busy;
+    // The figures are what the last request sent; say how many older messages it left out.
+    const leftOut = hasSession ? Number(model.get("left_out")) || 0 : 0;
+    used.textContent = hasSession
+      ? `${formatInt(total)} / ${formatInt(windowSize)} ${L.tokens}` +
+        (leftOut > 0 ? ` · ${fill(L.left_out_short, { n: formatInt(leftOut) })}` : "")
+      : "";
+    // Automatic compaction that cannot fire is said on the ring itself, not only in the panel.
+    const reserveNow = Number(model.get("reserve_ratio"));
+    const autoState = !hasSession ? "" : Number.isFinite(reserveNow) && reserveNow <= 0 ? "off"
+      : model.get("auto_paused") ? "paused" : "";
+    root.dataset.auto = autoState || "on";
+    ringStatus.textContent = !live ? L.disconnected : busy ? L.compacting
+      : autoState === "off" ? L.auto_off_short : autoState === "paused" ? L.auto_paused_short : "";
+    ringStatus.hidden = ringStatus.textContent === "";
     const aria = hasSession
       ? fill(L.ring_label, { pct: pctText, used: formatInt(total), window: formatInt(windowSize) })
       : L.ring_label_empty;
@@ -313,7 +329,8 @@ function render({ model, el }) {
     totalLabel.textContent = L.total;
     totalValue.textContent = `${formatInt(total)} / ${formatInt(windowSize)} ${L.tokens}`;
     reserveLabel.textContent = L.reserve;
-    reserveValue.textContent = autoOff ? L.off : formatPercent(reservePct / 100);
+    reserveValue.textContent = autoOff ? L.off
+      : model.get("auto_paused") ? `${formatPercent(reservePct / 100)} — ${L.auto_paused}` : formatPercent(reservePct / 100);
     basisLabel.textContent = L.basis;
     const basis = model.get("basis") === "measured" ? "measured" : "estimated";
     const cal = model.get("calibration");
@@ -341,6 +358,13 @@ function render({ model, el }) {
       tokens: formatInt(model.get("pruned_tokens")),
     });
     prunedLabel.hidden = prunedValue.hidden = prunedResults <= 0;
+    leftOutLabel.textContent = L.left_out;
+    leftOutValue.textContent = leftOut === 1 ? L.left_out_value_one : fill(L.left_out_value, { n: formatInt(leftOut) });
+    leftOutLabel.hidden = leftOutValue.hidden = leftOut <= 0;
+    const unverified = hasSession ? Number(model.get("usage_unverified")) || 0 : 0;
+    unverifiedLabel.textContent = L.unverified;
+    unverifiedValue.textContent = fill(L.unverified_value, { n: formatInt(unverified) });
+    unverifiedLabel.hidden = unverifiedValue.hidden = unverified <= 0;
 
     countLabel.textContent = L.count;
     const inferred = Number(model.get("compaction_inferred")) || 0;

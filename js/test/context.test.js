@@ -289,6 +289,51 @@ describe("panel", () => {
     expect($(".ocw-count").textContent).toBe("3");
   });
 
+  it("says on the ring and in the panel when automatic compaction is paused or off (issue 23)", () => {
+    const model = mount({ panel_open: true });
+    const status = $(".ocw-ring-status");
+    expect(status.hidden).toBe(true);
+    expect($(".ocw-reserve").textContent).toBe("80.0%");
+    model.set("auto_paused", true);
+    expect(status.hidden).toBe(false);
+    expect(status.textContent).toBe("auto-compact paused");
+    expect($(".ocw-reserve").textContent).toBe("80.0% — paused after 3 failed compactions (Compact now still works)");
+    model.set("labels", UI_LABELS.zh);
+    expect(status.textContent).toBe("自动压缩已暂停");
+    model.set("labels", UI_LABELS.en);
+    model.set("reserve_ratio", 0);
+    expect(status.textContent).toBe("auto-compact off");
+    expect($(".ocw-reserve").textContent).toBe("off");
+    model.set("reserve_ratio", 0.8);
+    model.set("auto_paused", false);
+    expect(status.hidden).toBe(true);
+    model.set("busy", true);
+    expect(status.textContent).toBe("Compacting…");
+  });
+
+  it("says how many older messages the last request left out, plural-correct (issue 23)", () => {
+    const model = mount({ panel_open: true, left_out: 0 });
+    expect($(".ocw-ring-used").textContent).toBe("3,992 / 8,000 tokens");
+    expect($(".ocw-left-out").hidden).toBe(true);
+    model.set("left_out", 1);
+    expect($(".ocw-ring-used").textContent).toBe("3,992 / 8,000 tokens · 1 left out");
+    expect($(".ocw-left-out").hidden).toBe(false);
+    expect($(".ocw-left-out").textContent).toBe("1 older message was not sent; the figures show what was sent");
+    model.set("left_out", 3);
+    expect($(".ocw-left-out").textContent).toBe("3 older messages were not sent; the figures show what was sent");
+    model.set("labels", UI_LABELS.zh);
+    expect($(".ocw-ring-used").textContent).toBe("3,992 / 8,000 tokens · 3 条未发送");
+    expect($(".ocw-left-out").textContent).toBe("3 条较早的消息未发送；数字显示的是实际发送的内容");
+  });
+
+  it("shows unverified usage reports, and only when there are some (issue 23)", () => {
+    const model = mount({ panel_open: true, usage_unverified: 0 });
+    expect($(".ocw-unverified").hidden).toBe(true);
+    model.set("usage_unverified", 2);
+    expect($(".ocw-unverified").hidden).toBe(false);
+    expect($(".ocw-unverified").textContent).toBe("2 reports below what the request holds: unverified, not used");
+  });
+
   it("shows pruned tool output as its own line, and only when some was pruned", () => {
     const model = mount({ panel_open: true, pruned_results: 0, pruned_tokens: 0 });
     expect($(".ocw-pruned").hidden).toBe(true);

@@ -112,3 +112,56 @@ def with_samples(metadata: dict, samples, model: str) -> dict:
             if cal is not None:
                 meta = {**meta, "calibration": cal}
     return meta
+
+
+# -- usage that cannot be right (issue 23, deliverable 6) -----------------------------
+# A gateway may count a prompt itself (LiteLLM reported 41 prompt tokens where the model
+# counted 90), or a server may report nothing it measured. Such a figure is no sample of
+# the model's tokenizer: taken as measured, it showed 11 % while the prompt was over the
+# window. A usage report is unverified when it contradicts what the server said when it
+# refused a request (its ratio below UNVERIFIED_SHARE of the refusal's, see
+# `refusal_floor`), or, once the calibration rests on UNVERIFIED_MIN_SAMPLES samples,
+# when it is below UNVERIFIED_SHARE of what the calibration says the request holds.
+# Unverified usage is neither calibration nor the measured basis; it is counted, and the
+# panel, %context and %ocw doctor say so.
+UNVERIFIED_SHARE = 0.7
+UNVERIFIED_MIN_SAMPLES = 3
+
+
+def refusal_floor(metadata: dict, stated: int, estimated: int, model: str) -> dict | None:
+    """The metadata after a refusal that stated the prompt's size (`stated`, the model's
+    tokens) for a request ocw estimated at `estimated`: the lowest ratio a later usage
+    report may show. None when the figures are not plausible."""
+    if not (positive_int(stated) and positive_int(estimated)):
+        return None
+    ratio = stated / estimated
+    if not CALIBRATION_MIN <= ratio <= CALIBRATION_MAX:
+        return None
+    return {**metadata, "usage_floor": {"ratio": round(ratio * UNVERIFIED_SHARE, 4), "model": model}}
+
+
+def usage_verified(metadata: dict, model: str, measured: int, estimated: int) -> bool:
+    """Whether a usage report of `measured` input tokens for a request estimated at
+    `estimated` can be right (see the rules above)."""
+    if not (positive_int(measured) and positive_int(estimated)):
+        return True  # nothing to judge: the caller records nothing anyway
+    ratio = measured / estimated
+    floor = metadata.get("usage_floor")
+    if isinstance(floor, dict) and floor.get("model") == model and isinstance(floor.get("ratio"), (int, float)) \
+            and ratio < floor["ratio"]:
+        return False
+    if calibration_samples(metadata, model) >= UNVERIFIED_MIN_SAMPLES \
+            and ratio < calibration(metadata, model) * UNVERIFIED_SHARE:
+        return False
+    return True
+
+
+def with_unverified(metadata: dict, measured: int, estimated: int) -> dict:
+    old = metadata.get("usage_unverified")
+    n = old.get("count") if isinstance(old, dict) and positive_int(old.get("count")) else 0
+    return {**metadata, "usage_unverified": {"count": n + 1, "last": [measured, estimated]}}
+
+
+def unverified_count(metadata: dict) -> int:
+    u = metadata.get("usage_unverified")
+    return u["count"] if isinstance(u, dict) and positive_int(u.get("count")) else 0

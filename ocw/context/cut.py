@@ -80,12 +80,15 @@ def _keep_tool_pairs(messages: list[dict], cut: int) -> int:
 
 
 def find_cut_index(messages: list[dict], window: int, keep_recent_tokens: int | None = None,
-                   calibration: float = 1.0) -> Cut:
+                   calibration: float = 1.0, max_tail: float | None = None) -> Cut:
     """`messages` is the uncovered tail of rendered_history (no system prompt, no
     summary), each with `tokens` (estimated) and `content`. Returns how many to fold.
 
     `keep_recent_tokens` (calibrated tokens) replaces the default tail and drops the
-    five-message floor: `%compact N` keeps the latest N tokens, whatever they hold."""
+    five-message floor: `%compact N` keeps the latest N tokens, whatever they hold.
+    `max_tail` (calibrated tokens, an automatic compaction's landing room, see
+    landing.py) caps the default tail and its five-message widening: on a small
+    window the tail shrinks so that the session lands well under the line."""
     if len(messages) < MIN_MESSAGES:
         return Cut(0, f"fewer than {MIN_MESSAGES} messages to compact", TOO_SHORT)
     scale = calibration if calibration and calibration > 0 else 1.0
@@ -97,6 +100,9 @@ def find_cut_index(messages: list[dict], window: int, keep_recent_tokens: int | 
         budget, min_tail = max(0, int(keep_recent_tokens)), 0
     else:
         budget, min_tail = default_tail_budget(window), MIN_TAIL_MESSAGES
+    widen_to = window / 2
+    if max_tail is not None and keep_recent_tokens is None:
+        budget, widen_to = min(budget, max(0, int(max_tail))), min(widen_to, max(0.0, max_tail))
     # Keep the longest suffix within the token budget ...
     cut = len(messages)
     kept = 0.0
@@ -106,7 +112,7 @@ def find_cut_index(messages: list[dict], window: int, keep_recent_tokens: int | 
     # ... then widen it to hold at least `min_tail` nonempty messages, unless
     # those alone would exceed half the window.
     nonempty_kept = sum(1 for m in messages[cut:] if _nonempty(m))
-    while cut > 0 and nonempty_kept < min_tail and kept + size(messages[cut - 1]) <= window / 2:
+    while cut > 0 and nonempty_kept < min_tail and kept + size(messages[cut - 1]) <= widen_to:
         cut -= 1
         kept += size(messages[cut])
         nonempty_kept += _nonempty(messages[cut])

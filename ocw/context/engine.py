@@ -107,14 +107,15 @@ NOTHING_OLDER = "nothing_older"
 
 
 def plan_compaction(history: list[dict], window: int, keep_recent_tokens: int | None = None,
-                    calibration: float = 1.0, first_turn: int = 1) -> Plan | tuple[str, str]:
+                    calibration: float = 1.0, first_turn: int = 1,
+                    max_tail: float | None = None) -> Plan | tuple[str, str]:
     """Choose the cut over rendered history (system prompt, the active summary, the
     uncovered tail). Returns a Plan, or (no-op kind, reason) when there is nothing to
     compact. The same tail rule holds for every trigger (see cut.py); budgets are
     judged in calibrated tokens, the ones the ring shows."""
     summary = next((m for m in history if m.get("name") == SUMMARY_NAME), None)
     tail = [m for m in history if m.get("id") and m is not summary]
-    cut = find_cut_index(tail, window, keep_recent_tokens, calibration=calibration)
+    cut = find_cut_index(tail, window, keep_recent_tokens, calibration=calibration, max_tail=max_tail)
     if cut.index <= 0:
         # The seed's "already compacted" text is for a session that has a summary;
         # one that never had one says why there is nothing to fold instead.
@@ -331,7 +332,7 @@ def build_memory(prep: Prepared, window: int, extra=(), read: dict | None = None
     its share of the window and at most a quarter of what the compaction replaces
     (so the memory alone can never make a compaction grow the context)."""
     plan = prep.plan
-    budget = min(mem.budget_for(window), max(64, plan.replaced_tokens // 4))
+    budget = min(mem.budget_for(window), plan.replaced_tokens // 4)
     return update_memory(plan.old_memory, memory_turns(plan, read), budget=budget, encoding=prep.encoding, extra=extra)
 
 

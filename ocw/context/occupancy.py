@@ -115,3 +115,17 @@ def compute_breakdown(
         "generation": generation,
         "head": head,
     }
+
+
+def sent_parts(parts: dict[str, int], left_out: dict | None, head: str | None, generation: int) -> tuple[dict, int]:
+    """(the parts of what was SENT, how many messages were left out). A request that left
+    older messages out (snip: compaction could not bring the branch under the line)
+    sent less than the branch holds; while HEAD and the generation are those of that
+    request's reply, the figures describe what was sent, not the branch — so a figure
+    above 100 % means a refused request, never one the server accepted (issue 23).
+    `left_out`: {"head", "generation", "messages", "tokens" (estimated)}."""
+    if not (isinstance(left_out, dict) and left_out.get("head") == head and left_out.get("generation") == generation
+            and int(left_out.get("messages") or 0) > 0):
+        return parts, 0
+    cut = min(int(left_out.get("tokens") or 0), int(parts.get("messages", 0)))
+    return {**parts, "messages": int(parts.get("messages", 0)) - cut}, int(left_out["messages"])

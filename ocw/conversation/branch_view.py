@@ -16,7 +16,8 @@ import threading
 from ocw.context import events as ev
 from ocw.context import calibration as cal
 from ocw.context import count as count_rules
-from ocw.context.occupancy import compute_breakdown
+from ocw.context.occupancy import compute_breakdown, sent_parts
+from ocw.conversation.compaction import AUTO_FAILURE_LIMIT
 from ocw.text.errors import OcwError, StoreError
 from ocw.context.graph import Node, active_summary, chain_totals
 from ocw.context.render import render_blocks, summary_message
@@ -53,6 +54,7 @@ class BranchView(PrunedView):
         self.compaction_running = False
         self.compact_lock = threading.Lock()
         self.auto_compact_failures = 0
+        self.left_out: dict | None = None  # what the last request left out (Turn sets it; see sent_parts)
         self.reserve_ratio = 0.8  # the automatic-compaction line the panel draws; the notebook layer sets it
 
     # -- row fields -------------------------------------------------------------
@@ -352,12 +354,16 @@ class BranchView(PrunedView):
             sample=metadata.get("context_window"), head=row["head_id"], generation=generation,
             reserve_ratio=self.reserve_ratio, calibration=cal.calibration(metadata, row["model"]))["total"]
 
-    def occupancy(self, reserve_ratio: float | None = None) -> dict:
-        """The one occupancy metric over rendered_history (see ocw.context.occupancy)."""
+    def occupancy(self, reserve_ratio: float | None = None, *, as_sent: bool = True) -> dict:
+        """The one occupancy metric over rendered_history (see ocw.context.occupancy).
+        `as_sent=False`: the whole branch even when the last request left messages out
+        (what the turn budget judges; the ring shows what was sent)."""
         reserve_ratio = reserve_ratio if reserve_ratio is not None else self.reserve_ratio
         with self._lock:
+            parts, left_out = sent_parts(self.occupancy_parts(), self.left_out if as_sent else None, self.head,
+                                         self.generation)
             occ = compute_breakdown(
-                self.occupancy_parts(),
+                parts,
                 window=self.context_window,
                 sample=self._row["metadata"].get("context_window"),
                 head=self.head,
@@ -375,6 +381,9 @@ class BranchView(PrunedView):
                 session_name=self.name,
                 window_source=self.window_source,
                 calibration_samples=cal.calibration_samples(self._row["metadata"], self.model),
+                left_out=left_out,  # older messages the last request left out (the figures are what it sent)
+                auto_paused=self.auto_compact_failures >= AUTO_FAILURE_LIMIT,
+                usage_unverified=cal.unverified_count(self._row["metadata"]),
             )
             saved, results = self.pruned()
             if results:  # in the ring's tokens: the figure a user compares with the total

@@ -21,6 +21,8 @@ from __future__ import annotations
 from ocw.context import events as ev
 from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, finish, plan_compaction,
                                 prepare, summarize, summary_blocks)
+from ocw.context.landing import landing_tail_room
+from ocw.context.graph import SUMMARY_NAME
 from ocw.context.render import render_blocks
 from ocw.context.structural import structural_summary
 from ocw.text.errors import CompactionInProgress, OcwError
@@ -45,7 +47,9 @@ def summarizer_window(provider, session) -> int:
 
 
 def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "manual",
-            provider=None, focus: str | None = None) -> CompactionResult:
+            provider=None, focus: str | None = None, incoming: int | None = None) -> CompactionResult:
+    """`incoming` (calibrated tokens of the message about to be sent): given for an
+    automatic compaction, it lands the session well under the line (landing.py)."""
     if keep_recent_tokens is not None and (
         not isinstance(keep_recent_tokens, int) or isinstance(keep_recent_tokens, bool) or keep_recent_tokens < 0
     ):
@@ -53,7 +57,7 @@ def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "m
     if not session.compact_lock.acquire(blocking=False):
         raise CompactionInProgress(i18n_text("busy", getattr(session, "lang", None)))
     try:
-        return _compact_locked(session, keep_recent_tokens, trigger, provider, focus)
+        return _compact_locked(session, keep_recent_tokens, trigger, provider, focus, incoming)
     finally:
         session.compaction_running = False
         session.compact_lock.release()
@@ -70,14 +74,22 @@ def _unpruned(session, plan) -> dict[str, list]:
     return {nid: render_blocks(blocks, cap, enc) for nid, blocks in contents.items()}
 
 
-def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) -> CompactionResult:
+def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, incoming=None) -> CompactionResult:
     session.sync()
     # "X" of "X → Y" is the figure the ring showed just before (measured or calibrated).
     tokens_before = session.occupancy()["total"]
     head, generation = session.head, session.generation
     active = session.active_summary()
+    max_tail = None
+    if incoming is not None:  # an automatic compaction: land well under the line
+        parts = session.occupancy_parts()
+        max_tail = landing_tail_room(session.context_window, incoming=incoming,
+                                     fixed=(parts["system"] + parts["tools"]) * session.calibration)
     plan = plan_compaction(session.rendered_history(), session.context_window, keep_recent_tokens,
-                           session.calibration, first_turn=(active.cover_count if active else 0) + 1)
+                           session.calibration, first_turn=(active.cover_count if active else 0) + 1,
+                           max_tail=max_tail)
+    if not isinstance(plan, tuple) and keep_recent_tokens is None and plan.replaced_tokens < MIN_SUMMARIZER_INPUT:
+        plan = _fold_enough(session, plan, active)
     if isinstance(plan, tuple):  # decided before any LLM call: no compaction_started, no summarizer call
         kind, reason = plan
         payload = {"no_op": True, "no_op_kind": kind, "reason": reason, "trigger": trigger,
@@ -91,7 +103,12 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
                    encoding=session.encoding.name, focus=focus)
     session.compaction_running = True
     session.events.emit(ev.COMPACTION_STARTED, {"trigger": trigger, "tokens_before": tokens_before})
-    structural = prep.in_budget < MIN_SUMMARIZER_INPUT  # no room for one call: no model call at all
+    # No room for one call, or too little to fold for a model's summary to come out smaller
+    # (a high calibration on a small window leaves a few dozen tokens older than the tail):
+    # no model call at all, so %compact makes progress while anything is older than the tail.
+    no_room = prep.in_budget < MIN_SUMMARIZER_INPUT
+    small = keep_recent_tokens is None and plan.replaced_tokens < MIN_SUMMARIZER_INPUT  # an explicit keep asks the model
+    structural = no_room or small
     try:
         text = structural_text(prep) if structural else summarize(provider, prep)[0]
         memory = build_memory(prep, session.context_window, read=_unpruned(session, plan))
@@ -120,13 +137,29 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
                "tokens_after": after["total"], "summary_id": summary_id, "trigger": trigger}
     if prep.focus:
         payload["focus"] = prep.focus
-    if structural:
+    if no_room:
         payload["structural_window"] = prep.window
+    elif small:
+        payload["structural_small"] = True
     session.events.emit(ev.COMPACTION_FINISHED, payload)
     session._publish()
     return CompactionResult("succeeded", trigger, summarised_count=len(plan.new_messages),
                             tokens_before=tokens_before, tokens_after=after["total"], summary_id=summary_id,
                             summarizer_calls=prep.calls, payload=payload)
+
+
+def _fold_enough(session, plan, active):
+    """Too little older than the tail for any summary to come out smaller (a high
+    calibration on a small window can leave a few dozen tokens there, and a summary
+    node has framing of its own): fold just enough more of the tail that what is
+    replaced reaches MIN_SUMMARIZER_INPUT, so %compact makes progress."""
+    history = session.rendered_history()
+    tail = [m for m in history if m.get("id") and m.get("name") != SUMMARY_NAME]
+    kept = sum(m["tokens"] for m in tail) - sum(m["tokens"] for m in plan.new_messages)
+    keep = max(0, kept - (MIN_SUMMARIZER_INPUT - plan.replaced_tokens))
+    wider = plan_compaction(history, session.context_window, int(keep * session.calibration), session.calibration,
+                            first_turn=plan.first_turn)
+    return plan if isinstance(wider, tuple) else wider
 
 
 def structural_text(prep) -> str:

@@ -263,6 +263,17 @@ class Session(BranchView):
             self._write(lambda row: {"metadata": cal.with_samples(row["metadata"], [(measured, estimated)],
                                                                    row["model"])})
 
+    def note_usage(self, measured: int, estimated: int, *, refused: bool = False) -> None:
+        """A refusal's stated prompt size (`refused`: the floor later usage is checked
+        against), or an unverified usage report (counted). See calibration.py."""
+        def change(row):
+            meta = row["metadata"]
+            new = cal.refusal_floor(meta, measured, estimated, row["model"]) if refused \
+                else cal.with_unverified(meta, measured, estimated)
+            return {"metadata": new} if new else None
+        self._write(change)
+        self._publish()
+
     def rename(self, new_name: str) -> None:
         """Rename the session (`%new` files the old one away under a dated name)."""
         checks.name(new_name, "new_name")
@@ -367,7 +378,7 @@ class Session(BranchView):
 
     # -- compaction ---------------------------------------------------------------
     def compact(self, keep_recent_tokens: int | None = None, trigger: str = "manual", provider=None,
-                focus: str | None = None):
+                focus: str | None = None, incoming: int | None = None):
         """Fold older turns into the rolling summary. See ocw.conversation.compaction. `focus`: what
         the summary should keep ("the list of file paths"), sent to the summarizer
         with the turns; the facts pass keeps identifiers of the kinds it names first."""
@@ -386,7 +397,10 @@ class Session(BranchView):
             raise InvalidArgument(f"provider takes a model provider (ocw.providers.make_provider(...)) or None, "
                                   f"not {provider!r:.60}")
 
-        return compact(self, keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=provider, focus=focus)
+        if incoming is not None:
+            checks.integer(incoming, "incoming", low=0)
+        return compact(self, keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=provider, focus=focus,
+                       incoming=incoming)
 
     def _persist_summary(self, text: str | list, boundary_id: str, expected_head: str | None, expected_generation: int,
                          usage_samples=(), record: dict | None = None) -> str:

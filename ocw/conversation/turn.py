@@ -159,13 +159,15 @@ class Turn:
         self._ids_in_use: set[str] = set()  # tool_use ids the model can see (kept unique)
 
     # -- prepare --------------------------------------------------------------------
-    def _compact(self, trigger: str, keep_recent_tokens: int | None = None) -> CompactionResult | None:
+    def _compact(self, trigger: str, keep_recent_tokens: int | None = None,
+                 incoming: int | None = None) -> CompactionResult | None:
         s = self.session
         if trigger == "auto" and auto_compact_paused(s):
             return None
         unsubscribe = s.events.subscribe(self._relay_compaction_event)
         try:
-            res = s.compact(keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=self.provider)
+            res = s.compact(keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=self.provider,
+                            incoming=incoming)
         finally:
             unsubscribe()
         self.result.compactions.append(res)
@@ -208,8 +210,10 @@ class Turn:
             limit = int(s.context_window * (self.threshold or 1.0))
         # snip counts estimated tokens; the limit is in the model's (calibrated) ones.
         budget = int(limit / self._factor()) - parts["tools"]
+        full = sum(m.get("tokens", 0) for m in history)
         history, dropped = snip(history, max(1, budget))
         self._snipped_now = bool(dropped)
+        self._left_out = (dropped, full - sum(m.get("tokens", 0) for m in history))  # messages, estimated tokens
         self._sent_estimate = parts["tools"] + sum(m.get("tokens", 0) for m in history)
         self._newest_estimate = history[-1].get("tokens", 0) + parts["system"] + parts["tools"] if history else 0
         if dropped:
@@ -236,13 +240,18 @@ class Turn:
         own = sum(count_message(r, normalize_content(c), enc) for r, c in pending)
         return int((own + parts["system"] + parts["tools"]) * self._factor())
 
+    def _pending_size(self, pending: list[tuple]) -> int:
+        """The new messages alone, in calibrated tokens."""
+        enc = self.session.encoding.name
+        return int(sum(count_message(r, normalize_content(c), enc) for r, c in pending) * self.session.calibration)
+
     def _budget_ratio(self, pending: list[tuple]) -> float:
         """The turn budget (DESIGN.md §4): rendered history plus the new messages, over
         the window, in calibrated tokens — the figures the ring shows."""
         s = self.session
         enc = s.encoding.name
         extra = sum(count_message(r, normalize_content(c), enc) for r, c in pending)
-        return (s.occupancy()["total"] + extra * s.calibration) / s.context_window
+        return (s.occupancy(as_sent=False)["total"] + extra * s.calibration) / s.context_window
 
     # -- request ----------------------------------------------------------------------
     def _request(self, pending: list[tuple]):
@@ -258,7 +267,8 @@ class Turn:
         if self.threshold and self._budget_ratio(pending) >= self.threshold:
             # Old tool output goes first (no LLM call); a summary only if that is not enough.
             if not self._prune() or self._budget_ratio(pending) >= self.threshold:
-                self._compact("auto")
+                # Landing well under the line counts the message being sent (landing.py).
+                self._compact("auto", incoming=self._pending_size(pending))
         failed = None  # the request the provider refused as too long
         limit = None  # what the retry must fit, in calibrated tokens
         while True:
@@ -289,6 +299,7 @@ class Turn:
             ratio = stated / sent  # this retry's measure only: a refused request calibrates nothing
             if cal_rules.CALIBRATION_MIN <= ratio <= cal_rules.CALIBRATION_MAX:
                 self._retry_factor = ratio
+                s.note_usage(stated, sent, refused=True)  # later usage far below it is unverified
         if getattr(err, "limit", None):
             self._learn_window(err.limit, i18n_text("source_overflow", self.lang))
             limit = int(s.context_window * 0.8)
@@ -365,6 +376,10 @@ class Turn:
                         e.unsaved = Unsaved(s.id, head, turn_msgs, usage, basis)
                         raise
                     self.result.node_ids += ids
+                    if self._snipped_now:  # the figures show what was sent, and "N left out" (sent_parts)
+                        n, tokens = self._left_out
+                        s.left_out = {"head": s.head, "generation": s.generation, "messages": n, "tokens": tokens}
+                        s._publish()
                     self._note_missing_usage(reply)
                     break
                 self._unique_ids(calls)
@@ -418,7 +433,16 @@ class Turn:
         was snipped (it measured less than the branch now holds; recording it would
         make the next budget look small and automatic compaction never fire)."""
         used = reply.usage.context_tokens if reply.usage else None
-        return None if getattr(self, "_snipped_now", False) else used
+        if used is None or getattr(self, "_snipped_now", False):
+            return None
+        s, measured, sent = self.session, reply.usage.input_tokens, getattr(self, "_sent_estimate", 0)
+        if cal_rules.positive_int(measured) and sent and not cal_rules.usage_verified(s.metadata, s.model, measured, sent):
+            try:  # cannot be right (a gateway's own count): neither calibration nor the measured basis
+                s.note_usage(measured, sent)
+            except OcwError as e:
+                log.warning("ocw: could not note the unverified usage: %s", e)
+            return None
+        return used
 
     def _note_missing_usage(self, reply) -> None:
         """A server that sends no usage is said once per session. The reply is stored by

@@ -47,6 +47,13 @@ def context_table(session, lang: str | None = None) -> str:
     if pruned:
         lines.append(f"  {L['pruned']}: " + L["pruned_value"].format(n=f"{pruned['results']:,}",
                                                                    tokens=f"{pruned['tokens']:,}"))
+    if occ.get("left_out"):
+        n = occ["left_out"]
+        lines.append(f"  {L['left_out']}: " + (L["left_out_value_one"] if n == 1 else L["left_out_value"].format(n=n)))
+    if occ.get("auto_paused"):
+        lines.append(f"  {L['reserve']}: {L['auto_paused']}")
+    if occ.get("usage_unverified"):
+        lines.append(f"  {L['unverified']}: " + L["unverified_value"].format(n=occ["usage_unverified"]))
     basis = L[occ["basis"]]
     if occ.get("calibration"):
         basis += f" ({L['calibration']} = {occ['calibration']:.2f}"
@@ -81,6 +88,9 @@ def status_line(session, lang: str | None = None, reactive: str = "auto") -> str
                      count=i18n.text("status_count", lang, n=n, s="s" if n != 1 else ""))
     if occ.get("pruned", {}).get("results"):
         line += " · " + i18n.text("status_pruned", lang)
+    if occ.get("left_out"):  # the figures are what the last request sent (issue 23)
+        n = occ["left_out"]
+        line += " · " + i18n.text("status_left_out", lang, n=n, s="s" if n != 1 else "")
     return line
 
 
@@ -208,6 +218,10 @@ def doctor(runtime) -> str:
     lines.append(f"  database:      {runtime.store.backend.describe()}")  # a URL: user, host, database only
     if s is not None:
         lines.append(f"  session:       {shown_name(s.name)!r} ({s.id}), window {s.context_window:,} tokens")
+        unverified = s.occupancy().get("usage_unverified", 0)
+        if unverified:
+            lines.append("  usage:         " + i18n.text("usage_unverified", cfg.lang, n=unverified,
+                                                         s="s" if unverified != 1 else ""))
     lines.append(f"  auto-compact:  {'off' if not cfg.auto_compact else f'at {cfg.auto_compact:.0%}'}; language {cfg.lang}")
     reg = runtime.tools
     if reg is not None and s is not None and reg.code_execution_enabled(s):

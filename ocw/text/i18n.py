@@ -37,9 +37,15 @@ MESSAGES = {
                             "or start over with %new",
         "structural_summary": "The summarizer's window ({window} tokens) has no room for a model-written summary; "
                               "a structural summary (no model call) was used.",
+        "structural_small": "Too little was older than the kept part for a model-written summary to come out "
+                            "smaller; a structural summary (no model call) was used.",
         "status_auto_paused": "auto-compact paused (%compact works)",
         "status_reactive_off": "overflow recovery off",
         "cal_samples": "{n} samples",  # the %context table: what the calibration rests on
+        # Issue 23: figures of what was sent, usage that cannot be right.
+        "status_left_out": "{n} older message{s} left out",
+        "usage_unverified": "{n} usage report{s} below what the request holds: unverified, not used "
+                            "(a gateway's own count?)",
         "snipped": "The request was still over the window after compaction; {n} older message{s} left out of this "
                    "request only (still kept in the session).",
         "snipped_uncompacted": "The request was over the window and nothing was compacted this turn; {n} older "
@@ -111,9 +117,12 @@ MESSAGES = {
                        "（Ocw.reactive_compact = 'ask'）",
         "refused_ask_hint": "现在用 %compact 压缩（或用 %compact {keep} 保留更少）后重新运行本单元格，或用 %new 重新开始",
         "structural_summary": "摘要模型的窗口（{window} tokens）容不下模型撰写的摘要；已改用结构化摘要（不调用模型）。",
+        "structural_small": "保留部分之前的内容太少，模型撰写的摘要无法更小；已改用结构化摘要（不调用模型）。",
         "status_auto_paused": "自动压缩已暂停（%compact 仍可用）",
         "status_reactive_off": "溢出恢复已关闭",
         "cal_samples": "{n} 个样本",
+        "status_left_out": "{n} 条较早的消息未发送",
+        "usage_unverified": "{n} 次用量报告低于请求实际包含的内容：未经核实，未采用（可能是网关自己的计数）",
         "snipped": "压缩后请求仍超出窗口；本次请求省略了 {n} 条较早的消息（会话中仍保留）。",
         "snipped_uncompacted": "请求超出窗口，且本轮没有进行压缩；本次请求省略了 {n} 条较早的消息"
                                "（会话中仍保留；%compact 可将其折叠进摘要）。",
@@ -179,6 +188,8 @@ def system_message(event: str, payload: dict | None = None, lang: str | None = N
         )
         if payload.get("structural_window"):  # no model-written summary could fit: said in one line
             done += ("。" if normalize_lang(lang) == "zh" else ". ") + text("structural_summary", lang, window=f"{payload['structural_window']:,}")
+        elif payload.get("structural_small"):  # too little to fold for a model's summary to be smaller
+            done += ("。" if normalize_lang(lang) == "zh" else ". ") + text("structural_small", lang)
         return done
     if event == "compaction_failed":
         err = payload.get("error")

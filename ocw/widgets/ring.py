@@ -81,7 +81,10 @@ class ContextWidget(Localized, anywidget.AnyWidget):
     busy = t.Bool(False, help="A compaction is running.").tag(sync=True)
     message = t.Unicode("", help="The last system message.").tag(sync=True)
     panel_open = t.Bool(False).tag(sync=True)
-    reserve_ratio = t.Float(0.8, help="The auto-compaction line.").tag(sync=True)
+    reserve_ratio = t.Float(0.8, help="The auto-compaction line (0: automatic compaction is off).").tag(sync=True)
+    auto_paused = t.Bool(False, help="Automatic compaction paused after three failures in a row.").tag(sync=True)
+    left_out = t.Int(0, help="Older messages the last request left out; the figures are what it sent.").tag(sync=True)
+    usage_unverified = t.Int(0, help="Usage reports that cannot be right, not used.").tag(sync=True)
 
     # The compaction event `message` tells of, to say it again in another language.
     _message_event: tuple[str, dict] | None = None
@@ -150,6 +153,9 @@ class ContextWidget(Localized, anywidget.AnyWidget):
             self.generation = 0
             self.compaction_count = 0
             self.compaction_inferred = 0
+            self.auto_paused = False
+            self.left_out = 0
+            self.usage_unverified = 0
             self.busy = False
             self._say(None)
 
@@ -198,6 +204,9 @@ class ContextWidget(Localized, anywidget.AnyWidget):
             self.generation = int(occ.get("generation") or 0)
             self.compaction_count = int(occ.get("compaction_count") or 0)
             self.compaction_inferred = int(occ.get("compaction_inferred") or 0)
+            self.auto_paused = bool(occ.get("auto_paused"))
+            self.left_out = int(occ.get("left_out") or 0)
+            self.usage_unverified = int(occ.get("usage_unverified") or 0)
             pruned = occ.get("pruned") or {}
             self.pruned_results = int(pruned.get("results") or 0)
             self.pruned_tokens = int(pruned.get("tokens") or 0)

@@ -128,3 +128,28 @@ def test_with_samples_skips_what_is_not_a_positive_count():
         "k": "v", "calibration": {"ratio": 3.0, "samples": 1, "recent": [3.0], "model": "m"}}
     assert with_samples(meta, [(300, 100), (330, 100)], "m")["calibration"]["ratio"] == 3.15
     assert with_samples(meta, [(100, 1)], "m") is meta  # 100: not plausible, nothing learned
+
+
+def test_usage_that_contradicts_a_refusal_is_unverified_both_sides():
+    """A refusal stated 90 tokens for a prompt estimated at 45 (2.0×): a later report
+    below 70 % of that ratio (1.4×) cannot be right (LiteLLM's own count: 41 for 45)."""
+    from ocw.context.calibration import refusal_floor, unverified_count, usage_verified, with_unverified
+
+    meta = refusal_floor({}, 90, 45, "tiny")
+    assert meta["usage_floor"] == {"ratio": 1.4, "model": "tiny"}
+    assert usage_verified(meta, "tiny", 63, 45)  # exactly the floor: accepted
+    assert not usage_verified(meta, "tiny", 62, 45)  # one below: unverified
+    assert not usage_verified(meta, "tiny", 41, 45)
+    assert usage_verified(meta, "other-model", 10, 45)  # another model's refusal says nothing
+    assert refusal_floor({}, 90, 0, "tiny") is None and refusal_floor({}, 900, 10, "tiny") is None  # 90× is no ratio
+    assert unverified_count(with_unverified(with_unverified({}, 41, 45), 40, 45)) == 2
+
+
+def test_usage_far_below_a_settled_calibration_is_unverified_both_sides():
+    from ocw.context.calibration import usage_verified, with_samples
+
+    meta = with_samples({}, [(200, 100)] * 3, "tiny")  # 2.0×, three samples
+    assert usage_verified(meta, "tiny", 140, 100)  # 1.4× = 70 % of 2.0: accepted
+    assert not usage_verified(meta, "tiny", 139, 100)
+    two = with_samples({}, [(200, 100)] * 2, "tiny")  # two samples: not settled yet
+    assert usage_verified(two, "tiny", 50, 100)

@@ -72,9 +72,11 @@ def test_a_refused_request_leaves_the_calibration_as_it_was(sess):
     p = Counting(overflow(limit=2_048, prompt_tokens=int(est * 2.84)), "recovered")
     res = run_turn(sess, "What now?", p)
     assert res.text == "recovered" and res.retried_after_overflow
-    assert sess.metadata["calibration"]["samples"] == before["samples"] + 1  # the answered retry: one sample
-    # The answered retry measured 1.0× (Counting's ratio): one bounded step down, never up to 2.84.
-    assert sess.calibration == pytest.approx(1.96 / 1.25, abs=0.01)
+    # The answered retry reported 1.0× (Counting's ratio), below 70 % of what the refusal
+    # stated (2.84×): usage that contradicts a refusal is unverified — no sample, no basis.
+    assert sess.metadata["calibration"] == before and sess.calibration == pytest.approx(1.96, abs=0.01)
+    occ = sess.occupancy()
+    assert occ["usage_unverified"] == 1 and occ["basis"] == "estimated"
 
 
 def test_a_message_larger_than_the_window_is_refused_before_anything(sess):
@@ -140,3 +142,18 @@ def test_reactive_compact_auto_compacts_and_retries(sess):
 def test_reactive_compact_takes_only_its_three_values(sess):
     with pytest.raises(OcwError):
         Turn(sess, Counting(), reactive_compact="sometimes")
+
+
+def test_a_gateways_own_count_far_below_the_settled_calibration_is_unverified(sess):
+    """Issue 23: behind LiteLLM a stream's usage is the gateway's own count (41 where the
+    model counts 90). Once the calibration rests on three samples, a report below 70 % of
+    it is unverified: no sample, not the measured basis, counted for the panel."""
+    for i in range(3):
+        run_turn(sess, f"Question {i}: " + WORDS, Counting("fine", ratio=2.0), threshold=0)
+    settled = sess.metadata["calibration"]
+    assert sess.calibration > 1.5 and sess.occupancy()["basis"] == "measured"  # ~2× on the messages
+    run_turn(sess, "And now? " + WORDS, Counting("fine", ratio=0.9), threshold=0)
+    occ = sess.occupancy()
+    assert sess.metadata["calibration"] == settled and occ["basis"] == "estimated" and occ["usage_unverified"] == 1
+    run_turn(sess, "Again. " + WORDS, Counting("fine", ratio=1.9), threshold=0)  # the model's own again: used
+    assert sess.occupancy()["basis"] == "measured" and sess.metadata["calibration"]["samples"] == 4

@@ -74,3 +74,36 @@ def test_a_compaction_in_another_kernel_mid_request_is_counted_once(where):
     finally:
         a_store.close()
         b_store.close()
+
+
+def test_two_kernels_two_hundred_turns_count_exactly_the_compactions_made(where):
+    """Issue 23's acceptance: two kernels take turns on one session for 200 turns with
+    automatic compaction on a small window, and every 7th request the other kernel
+    compacts while it is on the wire. The count is the compactions made, none inferred."""
+    stores = [ocw.Store(where), ocw.Store(where)]
+    try:
+        a = stores[0].create_session(model="tiny", provider="openai", context_window=3_000, system_prompt="Be brief.")
+        kernels = [a, stores[1].open_session(a.id)]
+        made = 0
+
+        def other_compacts(other):
+            def run():
+                nonlocal made
+                other.sync()
+                made += other.compact(provider=Provider()).outcome == "succeeded"
+            return run
+
+        for i in range(200):
+            me, other = kernels[i % 2], kernels[1 - i % 2]
+            me.sync()
+            during = other_compacts(other) if i % 7 == 6 else None
+            res = run_turn(me, f"turn {i}: " + FILLER * 3, Provider(during=during), threshold=0.8)
+            made += sum(c.outcome == "succeeded" for c in res.compactions)
+        assert made >= 20  # compactions happened, by both triggers and both kernels
+        for s in kernels:
+            s.sync()
+            occ = s.occupancy()
+            assert s.compaction_count == made and occ["compaction_inferred"] == 0, (s.compaction_count, made)
+    finally:
+        for st in stores:
+            st.close()

@@ -178,14 +178,23 @@ def test_snip_with_automatic_compaction_off_claims_no_compaction(sess, provider,
 
 
 def test_snip_after_a_compaction_that_ran_says_so(sess, provider, refserver):
+    """An automatic compaction now folds all it must to land under the line (landing.py),
+    so the snip after a compaction is the reactive one's: it keeps a tail (a quarter of
+    what the retry must fit) that the long message then pushes out."""
     turns(sess, provider, refserver, 4, reply_words=50)
     msgs = []
+    refserver.model_window = 2000
+    refserver.script(overflow=True)
     refserver.script(text="Summary: garden notes.")
     refserver.script(text="reply to a long message")
-    res = run_turn(sess, "A long one. " + "tomatoes basil " * 700, provider, on_system=msgs.append)
-    assert [c.outcome for c in res.compactions] == ["succeeded"] and res.snipped >= 1
-    s = "s" if res.snipped != 1 else ""
-    assert msgs[-1] == (f"The request was still over the window after compaction; {res.snipped} older message{s} "
+    res = run_turn(sess, "A long one. " + "tomatoes basil " * 700, provider, threshold=0, on_system=msgs.append)
+    assert [(c.trigger, c.outcome) for c in res.compactions] == [("reactive", "succeeded")] and res.snipped >= 1
+    occ = sess.occupancy()  # the figures are what was sent, and say how much was left out
+    assert 1 <= occ["left_out"] <= res.snipped and occ["total"] < sess.occupancy(as_sent=False)["total"]
+    assert occ["ratio"] <= 1.0
+    n = occ["left_out"]  # the retry's own (res.snipped adds the refused request's too)
+    s = "s" if n != 1 else ""
+    assert msgs[-1] == (f"The request was still over the window after compaction; {n} older message{s} "
                         "left out of this request only (still kept in the session).")
 
 

@@ -26,3 +26,54 @@ def test_the_line_says_auto_paused_and_off(store):
     assert status_line(s, reactive="off").endswith("auto-compact at 80 % · overflow recovery off · 0 compactions")
     assert "overflow recovery off" in status_line(s, reactive="ask")
     assert "溢出恢复已关闭" in status_line(s, "zh", reactive="off")
+
+
+def test_the_figures_are_what_was_sent_and_say_how_many_were_left_out(store):
+    """Issue 23: after a request that left older messages out, the status line, the
+    %context table and the ring show what was sent and "N left out" (plural-correct,
+    EN and ZH); the turn budget still judges the whole branch."""
+    from ocw.notebook.report import context_table
+    from ocw.widgets.ring import ContextWidget
+
+    s = store.create_session(model="tiny", provider="openai", context_window=2_000, system_prompt="Be brief.")
+    s.append_many([(r, f"{r} {i}: " + "the nightly load finished " * 30) for i in range(8) for r in ("user", "assistant")])
+    whole = s.occupancy()
+    assert whole["ratio"] > 1.0 and not whole["left_out"]
+    first = s.node(s.branch()[0])["tokens"]
+    s.left_out = {"head": s.head, "generation": s.generation, "messages": 1, "tokens": first}
+    occ = s.occupancy()
+    assert occ["left_out"] == 1 and occ["total"] < whole["total"]
+    assert occ["estimated_total"] == whole["estimated_total"] - first
+    assert s.occupancy(as_sent=False)["total"] == whole["total"]
+    assert status_line(s).endswith(" · 1 older message left out")
+    s.left_out = {**s.left_out, "messages": 3, "tokens": first * 3}
+    assert status_line(s).endswith(" · 3 older messages left out")
+    assert status_line(s, "zh").endswith(" · 3 条较早的消息未发送")
+    assert "Left out: 3 older messages were not sent" in context_table(s)
+    w = ContextWidget(s)
+    assert w.left_out == 3 and w.total == s.occupancy()["total"]
+    # A new HEAD (the next turn) is no longer that request's: the branch's figures again.
+    s.append_many([("user", "next"), ("assistant", "ok")])
+    assert not s.occupancy()["left_out"] and not status_line(s).endswith("left out")
+    w.refresh()
+    assert w.left_out == 0
+    w.close()
+
+
+def test_ring_and_table_say_paused_and_unverified_usage(store):
+    from ocw.notebook.report import context_table
+    from ocw.widgets.ring import ContextWidget
+
+    s = store.create_session(model="tiny", provider="openai", context_window=2_000, system_prompt="Be brief.")
+    s.append_many([("user", "hello"), ("assistant", "hi")])
+    w = ContextWidget(s)
+    assert (w.auto_paused, w.usage_unverified) == (False, 0)
+    s.auto_compact_failures = 3
+    s.note_usage(41, 45)  # an unverified report (counted)
+    w.refresh()
+    assert (w.auto_paused, w.usage_unverified) == (True, 1)
+    table = context_table(s)
+    assert "paused after 3 failed compactions" in table
+    assert "Usage: 1 reports below what the request holds: unverified, not used" in table
+    assert "未经核实" in context_table(s, "zh")
+    w.close()
