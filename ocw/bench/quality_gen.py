@@ -195,7 +195,10 @@ def generate(seed: int, turns: int, phrasings: str = "A", domain: str | None = N
             facts.append(Fact("column", [], stale=[bad], killer=kill, current=False))
         # Settings: one stays, one changes.
         k = f"{rng.choice(vocab)} {rng.choice(('size', 'rate', 'limit', 'threshold', 'timeout'))} {x}"
-        v1, v2 = str(rng.randint(100, 999)), str(rng.randint(1000, 9999))
+        # Four digits, no comma: a three-digit value also occurs as a token count in the offline
+        # model's digests ("It is 128 tokens long"), which is not the setting stated again.
+        v1, v2 = str(rng.randint(1000, 9999)), str(rng.randint(1000, 9999))
+        v2 = v2 if v2 != v1 else str(int(v1) % 9000 + 1000 + 1)
         t = at(1, early)
         plants.append((t, Step("user", say("setting", k=k, v=v1))))
         if n == 1:

@@ -14,3 +14,6 @@ FOCUS_OPEN, FOCUS_CLOSE = "<user-focus>", "</user-focus>"
 SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"
 # A note ocw adds to a request (the pruned-context note) starts with this.
 SYSTEM_NOTE_PREFIX = "[system note] "
+# The stub that replaces a pruned tool result (ocw/context/prune.py) starts with this;
+# a summarizer never harvests its figures ("returned 1,776 tokens") as facts.
+PRUNED_STUB_OPEN = "[old tool output pruned:"
