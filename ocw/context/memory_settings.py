@@ -50,14 +50,18 @@ _VERB_TO = (r"(?:set|change|changed|switch|switched|bump|bumped|raise|raised|low
 _VERB_DIRECT = r"(?:set|make|keep|put|have|leave|cap|limit|fix|pin|run|hold|want|need|let)"
 _COPULA = (r"(?:is now|is set to|was set to|should be|should now be|needs to be|need to be|must be|has to be|have to be"
            r"|will be|would be|ought to be|can be|becomes|became|goes to|went to|stays at|is|are|was|were|equals"
-           r"|came out at|comes to|measured|at|=|:|->|→)")
+           r"|came out at|comes to|measured|=|:|->|→)")
 _DET = r"(?:(?:the|our|my|your|a|an)\s+)?"
+# A setting verb starts its clause ("please make …", "let's raise …", ", bump …"): a verb-like word
+# inside a name ("sample limit dqkb", "cap rate") is not one.
+_CLAUSE = (r"(?:^|(?<=[,;:(—-])\s*|\b(?:please|and|then|so|now|just|also|actually|to|we|i|you|let's|lets|we'll|i'll"
+           r"|can|could|would|will|should|must|let\s+us|why\s+not)\s+)")
 
 RULES = [
     # set / change / bump the batch size (from 32) to 64; switch the optimizer to `adamw`
-    re.compile(rf"\b{_VERB_TO}\s+{_DET}(?P<key>{KEY})\s+(?:from\s+{TOKEN}\s+)?(?:to|=|->|→)\s+(?P<val>{TOKEN})", re.I),
+    re.compile(rf"{_CLAUSE}{_VERB_TO}\s+{_DET}(?P<key>{KEY})\s+(?:from\s+{TOKEN}\s+)?(?:to|=|->|→)\s+(?P<val>{TOKEN})", re.I),
     # make the batch size 64; keep the timeout at 30 s; cap retries at five
-    re.compile(rf"\b{_VERB_DIRECT}\s+{_DET}(?P<key>{KEY})\s+(?:at\s+|to be\s+|be\s+|as\s+)?(?P<val>{_VAL})", re.I),
+    re.compile(rf"{_CLAUSE}{_VERB_DIRECT}\s+{_DET}(?P<key>{KEY})\s+(?:at\s+|to be\s+|be\s+|as\s+)?(?P<val>{_VAL})", re.I),
     # we measured the p95 latency at 741 ms; a batch size of 64; latency peaked around 40 ms
     re.compile(rf"\b(?:measured|recorded|observed|clocked|saw|got|logged|shows?|showed|reports?|reported)\s+{_DET}"
                rf"(?P<key>{KEY})\s+(?:at|of|as|=|around|about)\s+(?P<val>{_VAL})", re.I),
@@ -65,7 +69,9 @@ RULES = [
     re.compile(rf"(?:^|\b(?:the|our|my)\s+)(?P<key>{KEY})\s+\w+(?:ed|s)\s+(?:at|around|about|near|to|of)\s+"
                rf"(?P<val>{NUMBER})(?!\w)(?!\.\d)", re.I),
     # the p95 latency is now 741 ms; batch_size should be 64; threshold = 0.45; lr: 3e-4
-    re.compile(rf"(?:^|[,;(]\s*|\b(?:the|our|my|if|whether|that)\s+)(?P<key>{KEY})\s*(?<![=:])\b{_COPULA}\s*"
+    # (anchored at any word: the key is the last words before the copula; a lead-in such as "on
+    # second thought" is cut by _LEAD, and `memory.same_key` matches what is left over)
+    re.compile(rf"\b(?P<key>{KEY})\s*\b{_COPULA}\s*"
                rf"(?P<val>{_VAL})", re.I),
     re.compile(rf"(?:^|[,;(]\s*|\b(?:the|our|my|if|whether|that)\s+)(?P<key>{KEY})\s*(?:=|:|->|→)\s*(?P<val>{_VAL})",
                re.I),
@@ -86,7 +92,7 @@ PRONOUN = re.compile(rf"(?:\b(?:the|our|my)\s+|\b(?:changing|change|about|regard
                      rf"| needs to be| must be| has to be| will be| is now)\s+)(?P<val>{_VAL})", re.I)
 _LEAD = re.compile(r"^(?:(?:looks|look|seems|like|so|now|today|then|and|also|i|we|think|guess|maybe|actually|ok|okay"
                    r"|well|that|note|here|just|hmm|on|second|thought|please|new|value|what|if|can|could|you|let's"
-                   r"|lets|let|how|about)\s+)+", re.I)
+                   r"|lets|let|how|about|set|make|keep|put|have|cap|want|need|use|change|bump|raise|switch)\s+)+", re.I)
 _TRAIL = re.compile(r"\s+(?:is|are|was|were|should|would|could|can|will|must|needs?|has|have|had|too|now|then|"
                     r"here|there)(?:\s.*)?$|\s+(?:be|at|to|of|as|around|about|for)$", re.I)
 BAD_KEYS = frozenset("it this that which what there here he she they we i you answer answers reply it's one "
@@ -109,17 +115,23 @@ def _item(key: str, val: str, turn: int) -> Item | None:
 
 
 def settings(s: str, turn: int) -> list[Item]:
-    """The settings a sentence states, one per key (the first rule that reads it wins)."""
-    out: dict[str, Item] = {}
-    for m in PRONOUN.finditer(s):
-        it = _item(_clean_key(m.group("key")), m.group("val"), turn)
-        if it:
-            out.setdefault(it.key, it)
-    for rx in RULES:
+    """The settings a sentence states: one per value, named by the pronoun's setting if
+    one names it, else by the longest key any rule reads for it (a shorter one is a
+    name cut short); one value per key (the first)."""
+    by_value: dict[str, Item] = {}
+    locked: set[str] = set()
+    for rx in (PRONOUN, *RULES):
         for m in rx.finditer(s):
             it = _item(_clean_key(m.group("key")), m.group("val"), turn)
-            if it and not any(o.value == it.value for o in out.values()):
-                out.setdefault(it.key, it)
+            if it is None or it.value in locked:
+                continue
+            if it.value not in by_value or len(it.key) > len(by_value[it.value].key):
+                by_value[it.value] = it
+            if rx is PRONOUN:
+                locked.add(it.value)
+    out: dict[str, Item] = {}
+    for it in by_value.values():
+        out.setdefault(it.key, it)
     return list(out.values())
 
 
