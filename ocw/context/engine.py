@@ -208,7 +208,8 @@ def prepare(plan: Plan, provider, *, window: int, calibration: float, encoding: 
     Calls no model, re-tokenizes no ordinary message."""
     window = int(window / calibration)
     enc = encoding
-    structured = not getattr(provider, "offline", False)  # the offline model writes no JSON
+    # A real model is asked for the memory as JSON; the offline model (and no model) is not.
+    structured = provider is not None and not getattr(provider, "offline", False)
     system = summary_system(focus, structured)
     out_budget = summary_budget(plan.replaced_tokens, window)
     in_budget = window - out_budget - (count_text(system, enc) + 64)
