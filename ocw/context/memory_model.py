@@ -55,8 +55,9 @@ def current_json(memory: Memory) -> str:
 
 def current_json_of(answer: dict) -> str:
     """The current-memory section for a later call of the same compaction (the
-    previous call's answer is the memory so far)."""
-    return f"{CURRENT_MEMORY_OPEN}\n{dumps(answer)}\n{CURRENT_MEMORY_CLOSE}"
+    previous call's answer is the memory so far). Empty sections are left out: the
+    request names every key, and a small window has no tokens to spare."""
+    return f"{CURRENT_MEMORY_OPEN}\n{dumps({k: v for k, v in answer.items() if v})}\n{CURRENT_MEMORY_CLOSE}"
 
 
 def split_answer(text: str) -> tuple[str, dict | None]:

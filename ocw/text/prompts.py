@@ -22,14 +22,9 @@ PRUNED_STUB_OPEN = "[old tool output pruned:"
 # CURRENT_MEMORY_OPEN/CLOSE in the request.
 MEMORY_OPEN, MEMORY_CLOSE = "<memory>", "</memory>"
 CURRENT_MEMORY_OPEN, CURRENT_MEMORY_CLOSE = "<current-memory>", "</current-memory>"
-MEMORY_REQUEST = f"""After the summary, write the session memory: one JSON object between {MEMORY_OPEN} and
-{MEMORY_CLOSE}, nothing else after it. Start from the current memory in {CURRENT_MEMORY_OPEN}
-and apply the new turns in order; a later statement wins (a changed setting keeps only
-its new value). Copy every value verbatim from the turns or the current memory; never
-invent one. Keys, each a list (empty if nothing):
-"instructions": the user's standing instructions and preferences, each a quoted sentence;
-"decisions": [{{"chosen": "...", "over": "..."}}];
-"settings": [{{"name": "...", "value": "..."}}] for each setting, parameter, threshold or measured value;
-"todos": open TODOs and questions; "closed": TODOs the user closed;
-"working_set": [{{"kind": "file|url|commit|table|columns|shape|error", "value": "..."}}], newest first;
-"retracted": values the user retracted (a corrupt file, a column that does not exist)."""
+MEMORY_REQUEST = f"""Then write the session memory: one JSON object between {MEMORY_OPEN} and {MEMORY_CLOSE}, the
+{CURRENT_MEMORY_OPEN} updated by the new turns (a later statement wins). Copy values verbatim
+from them; invent none. Keys, each a list: "instructions" (the user's standing instructions,
+quoted), "decisions" [{{"chosen","over"}}], "settings" [{{"name","value"}}], "todos", "closed",
+"working_set" [{{"kind","value"}}] (files, URLs, commits, tables, errors; newest first),
+"retracted" (values the user said are wrong or gone)."""
