@@ -208,11 +208,16 @@ def prepare(plan: Plan, provider, *, window: int, calibration: float, encoding: 
     Calls no model, re-tokenizes no ordinary message."""
     window = int(window / calibration)
     enc = encoding
-    # A real model is asked for the memory as JSON; the offline model (and no model) is not.
+    # A real model is asked for the memory as JSON; the offline model (and no model) is not,
+    # nor a model whose window has room for a summary only without the ask (the memory is
+    # then the deterministic pass's, as it always is in part).
     structured = provider is not None and not getattr(provider, "offline", False)
-    system = summary_system(focus, structured)
     out_budget = summary_budget(plan.replaced_tokens, window)
+    system = summary_system(focus, structured)
     in_budget = window - out_budget - (count_text(system, enc) + 64)
+    if structured and in_budget - count_text(memory_model.current_json(plan.old_memory), enc) < MIN_SUMMARIZER_INPUT:
+        structured, system = False, summary_system(focus)
+        in_budget = window - out_budget - (count_text(system, enc) + 64)
     prep = Prepared(plan, provider=provider, window=window, out_budget=out_budget,
                     max_tokens=math.ceil(out_budget * calibration), in_budget=in_budget, encoding=enc,
                     focus=clean_focus(focus), system=system, structured=structured)

@@ -531,3 +531,23 @@ def test_many_lines_over_the_room_go_in_one_step(byte_encoding):
     # 97 lines and their 97 separators over: the lines' own counts cover that only once 99 have gone,
     # so one stays (separators are not counted, see above) — in one step, not 99 tries
     assert used == 1 and body == engine._summary_input("S", lines[:1])
+
+
+def test_the_structured_ask_is_dropped_when_only_a_summary_fits():
+    """A real model is asked for the memory as JSON unless that ask would leave less than
+    MIN_SUMMARIZER_INPUT tokens of input while the plain prompt leaves enough: then the
+    summary is still model-written and the memory is the deterministic pass's."""
+    from ocw.context.engine import MIN_SUMMARIZER_INPUT
+    from ocw.text.prompts import MEMORY_REQUEST
+
+    plan = plan_of([history_msg(i, 1) for i in range(300)], replaced=300)
+    plain = 256 + n(SUMMARY_SYSTEM) + 64 + MIN_SUMMARIZER_INPUT  # out_budget 256: room for the plain prompt only
+    small = prepare(plan, object(), window=plain, calibration=1.0, encoding=ENC)
+    assert not small.structured and small.system == SUMMARY_SYSTEM and small.in_budget == MIN_SUMMARIZER_INPUT
+    big = prepare(plan, object(), window=plain + n(MEMORY_REQUEST) + 64, calibration=1.0, encoding=ENC)
+    assert big.structured and MEMORY_REQUEST in big.system and big.in_budget >= MIN_SUMMARIZER_INPUT
+    assert not prepare(plan, OfflineLike(), window=plain * 4, calibration=1.0, encoding=ENC).structured
+
+
+class OfflineLike:
+    offline = True
