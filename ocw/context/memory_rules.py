@@ -2,9 +2,11 @@
 
 It reads sentences, not fixed phrasings: a setting is any "name … value" a
 user sets, changes, bumps or states ("set batch size to 64", "lr: 3e-4", "the
-p95 latency is now 741 ms", "use 8 workers"); an instruction is a standing
-cue ("from now on", "always", "never", "I prefer", "please keep"); a decision
-chooses one thing over another; a TODO is what is still to do or to answer;
+p95 latency is now 741 ms", "use 8 workers"; the grammar, a question answered
+in the next turn included, is ocw/context/memory_settings.py); an instruction is
+a standing cue ("from now on", "always", "every time", "for the rest of this
+project"); a decision chooses one thing over another ("A over B", "between A and
+B, A", "A, not B"); a TODO is what is still to do or to answer;
 a retraction or a closing names what it ends. Only the user's words make
 instructions, decisions, settings, TODOs and retractions; tool output and the
 user's words feed the working set. ocw's own text (summary and memory blocks,
