@@ -65,7 +65,7 @@ bench: install
 	$(PY) -m ocw.bench.pg $(if $(QUICK),--turns 20 --writers 1$(comma)2)
 
 # `make quality`: issue 22's quality benchmark (what the model still knows after many
-# compactions; ~10 min on 2 cores); `make quality QUICK=1`: two short sessions.
+# compactions; ~10 min on 2 cores); `make quality QUICK=1`: three short sessions.
 quality: install
 	$(PY) -m ocw.bench.quality $(if $(QUICK),--quick)
 

@@ -547,7 +547,31 @@ function render({ model, el, experimental, host, signal }) {
     const body = h("div", "ocw-msg-html ocw-summary-body");
     body.innerHTML = summary.html || ""; // the kernel's sanitized HTML
     d.append(line, body);
+    const sections = Array.isArray(summary.memory) ? summary.memory : [];
+    if (sections.length) d.append(memoryNode(sections));
     return d;
+  }
+
+  // The session memory beside the summary: a section per kind, each item with its turn.
+  // Items are plain text from the kernel, set as text (never parsed as HTML).
+  function memoryNode(sections) {
+    const L_ = L();
+    const box = h("div", "ocw-summary-memory");
+    box.append(text("div", "ocw-memory-title", L_.chat_memory));
+    for (const sec of sections) {
+      const part = h("div", "ocw-memory-section", { "data-kind": String(sec.kind || "") });
+      part.append(text("div", "ocw-memory-heading", L_[`chat_mem_${sec.kind}`] || String(sec.kind || "")));
+      const list = h("ul", "ocw-memory-items");
+      for (const it of sec.items || []) {
+        const li = h("li", "ocw-memory-item");
+        li.append(text("span", "ocw-memory-text", String(it.text ?? "")),
+          text("span", "ocw-memory-turn", fill(L_.chat_memory_turn, { n: it.turn })));
+        list.append(li);
+      }
+      part.append(list);
+      box.append(part);
+    }
+    return box;
   }
 
   function renderThread() {

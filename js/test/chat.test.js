@@ -608,6 +608,30 @@ describe("conversation", () => {
     expect(covered).toEqual([true, true, false, false]);
   });
 
+  it("the summary capsule shows the session memory: a section per kind, each item with its turn, as text", () => {
+    mount({ summary: { id: "n_s1", cover_count: 2, time: "", html: "<p>Prose.</p>", memory: [
+      { kind: "instruction", items: [{ text: "From now on answer in Chinese.", turn: 3 }] },
+      { kind: "setting", items: [{ text: "batch_size = 128", turn: 9 }, { text: "lr = <img src=x onerror=alert(1)>", turn: 4 }] },
+    ] }, capsules: [{ id: "n_s1", cover_count: 2, active: true, time: "" }] });
+    const box = $(".ocw-summary-capsule .ocw-summary-memory");
+    expect(box.querySelector(".ocw-memory-title").textContent).toBe("Session memory");
+    expect($$(".ocw-memory-section").map((s) => s.querySelector(".ocw-memory-heading").textContent))
+      .toEqual(["Standing instructions and preferences", "Current settings and values"]);
+    expect($$(".ocw-memory-item").map((li) => [li.querySelector(".ocw-memory-text").textContent,
+      li.querySelector(".ocw-memory-turn").textContent])).toEqual([
+      ["From now on answer in Chinese.", "turn 3"], ["batch_size = 128", "turn 9"],
+      ["lr = <img src=x onerror=alert(1)>", "turn 4"]]);
+    expect(box.querySelector("img")).toBe(null); // model text is never parsed as HTML
+    expect($(".ocw-summary-body").textContent).toBe("Prose.");
+  });
+
+  it("a summary without memory shows no memory box", () => {
+    mount({ summary: { id: "n_s1", cover_count: 2, time: "", html: "<p>Prose.</p>" },
+      capsules: [{ id: "n_s1", cover_count: 2, active: true, time: "" }] });
+    expect($(".ocw-summary-capsule")).not.toBe(null);
+    expect($(".ocw-summary-memory")).toBe(null);
+  });
+
   it("system messages sit after the message they followed, one style per state", () => {
     mount({ notes: [
       { id: 1, kind: "started", text: "Compacting context…", after: "n_a2" },

@@ -159,7 +159,7 @@ def table(results: list[dict], window: int) -> str:
                         kept, tot = kept + a, tot + b
             cells.append(f"{kept / tot:.0%} ({kept}/{tot})" if tot else "–")
         rows.append(f"| {kind} | " + " | ".join(cells) + " |")
-    for ps, label in (("A", "all, wording set A"), ("B", "all, held-out set B")):
+    for ps, label in (("A", "all, wording set A"), ("B", "all, wording set B"), ("C", "all, held-out set C")):
         part = [r for r in results if r.get("phrasings") == ps]
         if part and len(part) < len(results):
             cells = []
@@ -175,21 +175,21 @@ def table(results: list[dict], window: int) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ocw.bench.quality", description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="2 sessions of 60 turns at 8k (what the tests run)")
+    ap.add_argument("--quick", action="store_true", help="3 sessions of 60 turns at 8k, one per wording set")
     ap.add_argument("--sessions", type=int, default=10)
     ap.add_argument("--turns", type=int, nargs=2, default=(150, 400))
     ap.add_argument("--windows", type=int, nargs="+", default=(16384, 8192))
-    ap.add_argument("--phrasings", choices=("A", "B", "both"), default="both",
-                    help="A: one set of wordings; B: the held-out set; both: alternate")
+    ap.add_argument("--phrasings", choices=("A", "B", "C", "all"), default="all",
+                    help="A, B or C: one set of wordings (C is the held-out one); all: take turns")
     ap.add_argument("--show-stale", action="store_true", help="list the stale values each method showed")
     a = ap.parse_args(argv)
     if a.quick:
-        a.sessions, a.turns, a.windows = 2, (60, 60), (8192,)
+        a.sessions, a.turns, a.windows = 3, (60, 60), (8192,)
     import random
 
     rng = random.Random(22)
     gens = [generate(1000 + n, rng.randint(*a.turns),
-                     phrasings=("AB"[n % 2] if a.phrasings == "both" else a.phrasings)) for n in range(a.sessions)]
+                     phrasings=("ABC"[n % 3] if a.phrasings == "all" else a.phrasings)) for n in range(a.sessions)]
     with tempfile.TemporaryDirectory() as d:
         for w in a.windows:
             t0 = time.perf_counter()

@@ -7,9 +7,11 @@ errors, settings, quantities with units, preferences, decisions and TODOs.
 Some facts are later changed (the new value is current, the old one stale),
 retracted ("that file is corrupt") or closed ("done with …").
 
-Wording varies: every kind has several phrasings, split into two sets. Set "A"
-and set "B" never share a template, so a rule tuned to A's sentences is caught
-by B's (run with `phrasings="B"`: the held-out set). Every value is unique to
+Wording varies: every kind has several phrasings, split into three sets that
+never share a template, so a rule tuned to A's sentences is caught by B's and
+C's. Set B was held out until a rule was once written against its "make the X
+N" (so it is no longer a clean hold-out); set C was written before the
+generalized rules and never read while writing them: it is the held-out set. Every value is unique to
 its fact (random suffixes), so finding it in the context means the fact was
 kept, not that some filler happened to say it.
 
@@ -80,31 +82,43 @@ def _tool_output(rng: random.Random, domain: str, lines: int, fact_line: str = "
     return "\n".join(rows)
 
 
-# Phrasings: (set A, set B). `{...}` names come from the fact.
+# Phrasings: (set A, set B, set C). `{...}` names come from the fact.
 _P = {
     "path": (["Let's work from {v} for now.", "The raw dump lives at {v}.", "I saved the notebook output to {v}."],
-             ["Could you open {v} and keep it handy?", "Everything we need is under {v} I think."]),
+             ["Could you open {v} and keep it handy?", "Everything we need is under {v} I think."],
+             ["The cleaned copy is {v}, read that one.", "Can you load {v} next?"]),
     "url": (["The docs are at {v}.", "I found the spec here: {v}"],
-            ["Bookmark {v} please, we will need it.", "Upstream tracks this at {v} if you want to look."]),
+            ["Bookmark {v} please, we will need it.", "Upstream tracks this at {v} if you want to look."],
+            ["More background in {v} (see section 3).", "Reference: {v}"]),
     "commit": (["The last good build was commit {v}.", "I pushed the fix as {v}."],
-               ["Bisect says {v} is where it went right.", "Pin the dependency to revision {v}."]),
+               ["Bisect says {v} is where it went right.", "Pin the dependency to revision {v}."],
+               ["CI went green again at {v}.", "Can you diff against {v}?"]),
     "setting": (["Set the {k} to {v}.", "Let's use {v} for {k}.", "{k} should be {v}."],
-                ["I'd like {k} = {v} from here.", "Make the {k} {v}, please."]),
+                ["I'd like {k} = {v} from here.", "Make the {k} {v}, please."],
+                ["For {k}, go with {v}.", "Can we have {k} at {v}?", "I will need a {k} of {v} for this."]),
     "change": (["Change the {k} to {v}.", "Actually, bump {k} to {v}."],
-               ["Switch {k} to {v} instead.", "On second thought {k} should be {v}."]),
+               ["Switch {k} to {v} instead.", "On second thought {k} should be {v}."],
+               ["Let's raise {k} to {v} after all.", "New value for {k}: {v}.", "We are changing {k}, it needs to be {v}."]),
     "quantity": (["The {k} is now {v}.", "We measured {k} at {v}."],
-                 ["Our {k} came out at {v} on the last run.", "Looks like {k} = {v} today."]),
+                 ["Our {k} came out at {v} on the last run.", "Looks like {k} = {v} today."],
+                 ["{k} peaked around {v} yesterday.", "Profiling shows a {k} of {v}."]),
     "preference": (["From now on, always {v}.", "I prefer that you {v}."],
-                   ["Please keep to this going forward: {v}.", "Going forward {v}, I find that easier."]),
+                   ["Please keep to this going forward: {v}.", "Going forward {v}, I find that easier."],
+                   ["One thing for the rest of this project: {v}.", "Please {v} every time."]),
     "decision": (["We'll go with {a} over {b}.", "Let's use {a} instead of {b}."],
-                 ["Decision: stick with {a} rather than {b}.", "I picked {a} over {b} after all."]),
+                 ["Decision: stick with {a} rather than {b}.", "I picked {a} over {b} after all."],
+                 ["Between {a} and {b}, we take {a}.", "{a}, not {b}, that is settled."]),
     "todo": (["TODO: {v}.", "Remember to {v} before we finish."],
-             ["We still need to {v}.", "Don't forget to {v}."]),
+             ["We still need to {v}.", "Don't forget to {v}."],
+             ["Still pending: {v}.", "At some point we have to {v}."]),
     "close": (["Done with {t}.", "I finished {t}."],
-              ["We did {t} already.", "{T} is done."]),
+              ["We did {t} already.", "{T} is done."],
+              ["{T} is off the list now.", "Finally got to {t}, all done."]),
     "retract": (["Forget {v}, it is corrupt.", "{v} is broken, don't use it."],
-                ["Ignore {v} please.", "Turns out {v} is outdated."]),
-    "no_column": (["There is no column {v} after all."], ["Drop {v}, it does not exist."]),
+                ["Ignore {v} please.", "Turns out {v} is outdated."],
+                ["{v} turned out to be bad data, skip it.", "Never mind {v}."]),
+    "no_column": (["There is no column {v} after all."], ["Drop {v}, it does not exist."],
+                  ["{v} is not a real column, my mistake."]),
 }
 _PREFS = ("answer in {lang}", "add type hints to every function named {x}_fn", "show tables as markdown with the "
           "prefix tbl_{x}", "keep answers under {n} lines", "name temp files with the prefix {x}_tmp")
@@ -127,7 +141,7 @@ def generate(seed: int, turns: int, phrasings: str = "A", domain: str | None = N
     two thirds, changes/retractions/closings before the last tenth."""
     rng = random.Random(seed)
     dom = domain or rng.choice(sorted(_DOMAINS))
-    ps = 0 if phrasings == "A" else 1
+    ps = "ABC".index(phrasings)
 
     def say(kind, **kw):
         t = rng.choice(_P[kind][ps])
@@ -181,7 +195,10 @@ def generate(seed: int, turns: int, phrasings: str = "A", domain: str | None = N
             facts.append(Fact("column", [], stale=[bad], killer=kill, current=False))
         # Settings: one stays, one changes.
         k = f"{rng.choice(vocab)} {rng.choice(('size', 'rate', 'limit', 'threshold', 'timeout'))} {x}"
-        v1, v2 = str(rng.randint(100, 999)), str(rng.randint(1000, 9999))
+        # Four digits, no comma: a three-digit value also occurs as a token count in the offline
+        # model's digests ("It is 128 tokens long"), which is not the setting stated again.
+        v1, v2 = str(rng.randint(1000, 9999)), str(rng.randint(1000, 9999))
+        v2 = v2 if v2 != v1 else str(int(v1) % 9000 + 1000 + 1)
         t = at(1, early)
         plants.append((t, Step("user", say("setting", k=k, v=v1))))
         if n == 1:

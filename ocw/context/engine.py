@@ -30,12 +30,13 @@ from ocw.context import events as ev
 from ocw.text.errors import OcwError
 from ocw.context.graph import SUMMARY_NAME
 from ocw.text.i18n import system_message
-from ocw.text.prompts import FOCUS_CLOSE, FOCUS_OPEN, SUMMARY_MARKER
+from ocw.text.prompts import FOCUS_CLOSE, FOCUS_OPEN, MEMORY_REQUEST, SUMMARY_MARKER
 from ocw.context.render import block_text
 from ocw.text.tokens import FRAME_TOKENS, count_message, count_text, render_block, truncate_to_tokens
 from ocw.context.cut import TOO_SHORT as CUT_TOO_SHORT, find_cut_index
 from ocw.context.facts import append_facts
 from ocw.context import memory as mem
+from ocw.context import memory_model
 from ocw.context.memory_rules import update as update_memory
 from ocw.text.focus import clean as clean_focus
 
@@ -59,13 +60,15 @@ Keep exact identifiers verbatim: file paths, URLs, ids, numbers with units,
 `code names`, error names. Do not invent anything. Answer with the summary only."""
 
 
-def summary_system(focus: str | None = None) -> str:
+def summary_system(focus: str | None = None, structured: bool = False) -> str:
     """The summarizer's system prompt; with a focus (`%compact -- what to keep`), the
-    user's instructions follow the rules, tagged so that any summarizer finds them."""
+    user's instructions follow the rules, tagged so that any summarizer finds them.
+    `structured` (a real model): the session memory is asked for as JSON as well."""
     focus = clean_focus(focus)
+    base = f"{SUMMARY_SYSTEM}\n\n{MEMORY_REQUEST}" if structured else SUMMARY_SYSTEM
     if not focus:
-        return SUMMARY_SYSTEM
-    return (f"{SUMMARY_SYSTEM}\n\nThe user gave instructions for this summary. Follow them first, within the "
+        return base
+    return (f"{base}\n\nThe user gave instructions for this summary. Follow them first, within the "
             f"rules above, and keep in full what they ask for:\n{FOCUS_OPEN}{focus}{FOCUS_CLOSE}")
 
 
@@ -140,9 +143,10 @@ def transcript_line(msg: dict) -> str:
     return head + (render_block(blocks[0]) if len(blocks) == 1 else block_text(blocks))
 
 
-def _summary_input(previous: str, lines: list[str]) -> str:
+def _summary_input(previous: str, lines: list[str], memory: str = "") -> str:
     prev = previous.strip() or "(none)"
-    return f"<previous-summary>\n{prev}\n</previous-summary>\n\n<new-turns>\n" + "\n\n".join(lines) + "\n</new-turns>"
+    memory = f"{memory}\n\n" if memory else ""  # the current memory, for a structured answer
+    return f"<previous-summary>\n{prev}\n</previous-summary>\n\n{memory}<new-turns>\n" + "\n\n".join(lines) + "\n</new-turns>"
 
 
 MIN_SUMMARIZER_INPUT = 256  # tokens of input below which no summarizer call is made
@@ -168,6 +172,8 @@ class Prepared:
     usage_samples: list[tuple[int, int]] = field(default_factory=list)  # (measured, estimated) input tokens
     focus: str = ""  # what the user asked the summary to keep ('' for none)
     system: str = SUMMARY_SYSTEM  # the summarizer's system prompt (with the focus, if any)
+    structured: bool = False  # a real model: the memory is asked for as JSON (memory_model)
+    memory_answer: dict | None = None  # the last call's parsed memory, None if it did not parse
 
 
 def _take(estimates: list[int], start: int, room: int) -> int:
@@ -203,12 +209,19 @@ def prepare(plan: Plan, provider, *, window: int, calibration: float, encoding: 
     Calls no model, re-tokenizes no ordinary message."""
     window = int(window / calibration)
     enc = encoding
-    system = summary_system(focus)
+    # A real model is asked for the memory as JSON; the offline model (and no model) is not,
+    # nor a model whose window has room for a summary only without the ask (the memory is
+    # then the deterministic pass's, as it always is in part).
+    structured = provider is not None and not getattr(provider, "offline", False)
     out_budget = summary_budget(plan.replaced_tokens, window)
+    system = summary_system(focus, structured)
     in_budget = window - out_budget - (count_text(system, enc) + 64)
+    if structured and in_budget - count_text(memory_model.current_json(plan.old_memory), enc) < MIN_SUMMARIZER_INPUT:
+        structured, system = False, summary_system(focus)
+        in_budget = window - out_budget - (count_text(system, enc) + 64)
     prep = Prepared(plan, provider=provider, window=window, out_budget=out_budget,
                     max_tokens=math.ceil(out_budget * calibration), in_budget=in_budget, encoding=enc,
-                    focus=clean_focus(focus), system=system)
+                    focus=clean_focus(focus), system=system, structured=structured)
     if in_budget < MIN_SUMMARIZER_INPUT:
         return prep  # summarize() fails with a clear message, after compaction_started
     old_tokens = count_text(plan.old_summary_text, enc)
@@ -234,7 +247,7 @@ def prepare(plan: Plan, provider, *, window: int, calibration: float, encoding: 
     return prep
 
 
-def _fit(partial: str, lines: list[str], in_budget: int, encoding: str) -> tuple[str, int]:
+def _fit(partial: str, lines: list[str], in_budget: int, encoding: str, memory: str = "") -> tuple[str, int]:
     """The summarizer input for `partial` plus the longest prefix of `lines` that fits
     `in_budget` exactly. Returns (input, lines used ≥ 1). A lone line that does not
     fit is cut (deeper on each retry: joins can tokenize differently from parts); a
@@ -243,7 +256,7 @@ def _fit(partial: str, lines: list[str], in_budget: int, encoding: str) -> tuple
     first, margin, cut = lines[0], 0, False
     note = count_text(CUT_NOTE, encoding)
     for _ in range(64):
-        body = _summary_input(partial, lines[:k])
+        body = _summary_input(partial, lines[:k], memory)
         n = count_text(body, encoding)
         if n <= in_budget:
             return body, k
@@ -254,7 +267,7 @@ def _fit(partial: str, lines: list[str], in_budget: int, encoding: str) -> tuple
                 excess -= count_text(lines[k - drop], encoding)
             k -= drop
             continue
-        base = count_text(_summary_input(partial, [""]), encoding)
+        base = count_text(_summary_input(partial, [""], memory), encoding)
         if base > in_budget * 3 // 4:
             # The previous summary alone leaves too little room (a summarizer that
             # ignored max_tokens, or an old summary written for a larger window).
@@ -278,11 +291,12 @@ def summarize(provider, prep: Prepared) -> tuple[str, int]:
         raise OcwError.localized("err_summarizer_window", window=f"{prep.window:,}")
     enc = prep.encoding
     partial = prep.plan.old_summary_text
+    memory = memory_model.current_json(prep.plan.old_memory) if prep.structured else ""
     i, n = 0, len(prep.lines)
     while i < n:
-        room = max(128, prep.in_budget - count_text(partial, enc) - WRAPPER_TOKENS)
+        room = max(128, prep.in_budget - count_text(partial + memory, enc) - WRAPPER_TOKENS)
         j = _take(prep.estimates, i, room)
-        body, used = _fit(partial, prep.lines[i:j], prep.in_budget, enc)
+        body, used = _fit(partial, prep.lines[i:j], prep.in_budget, enc, memory)
         i += used
         reply = provider.complete(
             [{"role": "user", "content": [{"type": "text", "text": body}]}],
@@ -295,6 +309,10 @@ def summarize(provider, prep: Prepared) -> tuple[str, int]:
             prep.usage_samples.append((measured, count_message("user", [{"type": "text", "text": body}], enc)
                                        + count_text(prep.system, enc) + FRAME_TOKENS))
         partial = (reply.text or "").strip()
+        if prep.structured:  # the memory block leaves the prose; the next call reads it as current
+            partial, prep.memory_answer = memory_model.split_answer(partial)
+            if prep.memory_answer is not None:
+                memory = memory_model.current_json_of(prep.memory_answer)
         if not partial:
             raise OcwError.localized("err_empty_summary")
     return partial, prep.calls

@@ -142,6 +142,16 @@ def _mentions(item: Item, target: str) -> bool:
                                                                                          "instruction")
 
 
+def same_key(a: str, b: str) -> bool:
+    """One setting named with or without a lead-in ("second_thought_batch_size" and
+    "batch_size"): equal keys, or one ends with the other when that other has two words
+    or more (a one-word key such as "size" is too vague to match a longer one)."""
+    if a == b:
+        return True
+    short, long_ = sorted((a, b), key=len)
+    return short.count("_") >= 1 and long_.endswith("_" + short)
+
+
 def merge(memory: Memory, events: list[Event]) -> Memory:
     """Apply events in order, latest wins. Returns a new Memory (the old is untouched)."""
     items = [Item(**i.__dict__) for i in memory.items]
@@ -149,7 +159,7 @@ def merge(memory: Memory, events: list[Event]) -> Memory:
         if e.action == "add" and e.item is not None:
             new = e.item
             same = [i for i in items if i.status == "current" and i.kind == new.kind and
-                    (i.key == new.key or (new.kind == "decision" and new.detail and
+                    (same_key(i.key, new.key) or (new.kind == "decision" and new.detail and
                                           {norm_key(i.value), norm_key(i.detail)} & {norm_key(new.value), norm_key(new.detail)}))]
             if any(i.value == new.value and i.detail == new.detail for i in same):
                 for i in same:

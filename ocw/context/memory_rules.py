@@ -2,9 +2,11 @@
 
 It reads sentences, not fixed phrasings: a setting is any "name … value" a
 user sets, changes, bumps or states ("set batch size to 64", "lr: 3e-4", "the
-p95 latency is now 741 ms", "use 8 workers"); an instruction is a standing
-cue ("from now on", "always", "never", "I prefer", "please keep"); a decision
-chooses one thing over another; a TODO is what is still to do or to answer;
+p95 latency is now 741 ms", "use 8 workers"; the grammar, a question answered
+in the next turn included, is ocw/context/memory_settings.py); an instruction is
+a standing cue ("from now on", "always", "every time", "for the rest of this
+project"); a decision chooses one thing over another ("A over B", "between A and
+B, A", "A, not B"); a TODO is what is still to do or to answer;
 a retraction or a closing names what it ends. Only the user's words make
 instructions, decisions, settings, TODOs and retractions; tool output and the
 user's words feed the working set. ocw's own text (summary and memory blocks,
@@ -18,6 +20,7 @@ from __future__ import annotations
 import re
 
 from ocw.context.memory import Event, Item, norm_key
+from ocw.context.memory_settings import BAD_KEYS, TOKEN, answer_value, asked_key, settings
 from ocw.text.prompts import SUMMARY_PREFIX, SYSTEM_NOTE_PREFIX
 
 _OWN_PREFIXES = ("(offline model)", "[old tool output pruned:", SYSTEM_NOTE_PREFIX.strip(), SUMMARY_PREFIX.strip(),
@@ -40,37 +43,12 @@ def clean(text: str, keep_lists: bool = False) -> str:
     return "\n".join(_OWN_LINE.sub(" ", ln) for ln in text.splitlines() if not own_text(ln, keep_lists))
 
 
-_NUM_WORDS = "zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|sixteen|twenty|thirty|fifty|hundred"
-_UNIT = (r"(?:ms|µs|ns|s|sec|secs|seconds|min|mins|minutes|h|hrs|hours|days|weeks|KB|MB|GB|TB|KiB|MiB|GiB|kB|%|px"
-         r"|GHz|MHz|°C|tokens|rows|req/s|epochs|workers|threads|steps|k|x|USD|EUR)")
-_NUMBER = rf"(?:[-+]?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?|{_NUM_WORDS})(?:\s?{_UNIT}\b)?"
-_TOKEN = r"(?:`[^`\n]{1,80}`|\"[^\"\n]{1,80}\"|'[^'\n]{1,60}'|[\w./:@+-]*[\w/%])"
-_KEY = r"(?:`[^`\n]{1,60}`|[A-Za-z_][\w.-]*(?:[ -][A-Za-z_][\w.-]*){0,3})"
-_VERB = r"(?:set|change|changed|switch|switched|bump|bumped|raise|raised|lower|lowered|increase|increased|decrease" \
-        r"|decreased|update|updated|reduce|reduced|move|moved|make|made|put|drop|dropped)"
-
-_SETTING_RULES = [
-    # set / change / bump the batch size to 64
-    re.compile(rf"\b{_VERB}\s+(?:the\s+|our\s+|my\s+)?(?P<key>{_KEY})\s+(?:from\s+{_TOKEN}\s+)?(?:to|=|->|→)\s+"
-               rf"(?P<val>{_TOKEN})", re.I),
-    # the p95 latency is now 741 ms; batch_size should be 64; threshold = 0.45; lr: 3e-4
-    re.compile(rf"(?:^|[,;(]\s*|\b(?:the|our|my)\s+)(?P<key>{_KEY})\s*(?:\bis now\b|\bshould be\b|\bis\b|\bare\b|\bwas\b"
-               rf"|\bequals\b|\bcame out at\b|\bcomes to\b|\bmeasured\b|\bat\b|=|:)\s*(?P<val>{_NUMBER}|`[^`\n]{{1,80}}`)"
-               rf"(?!\w)(?!\.\d)", re.I),
-    # we measured the p95 latency at 741 ms; I clocked throughput of 12 req/s
-    re.compile(rf"\b(?:measured|recorded|observed|clocked|saw|got|logged)\s+(?:the\s+|our\s+|a\s+)?(?P<key>{_KEY})\s+"
-               rf"(?:at|of|as|=)\s+(?P<val>{_NUMBER})(?!\w)(?!\.\d)", re.I),
-    # looks like p95 latency = 741 ms (a key anywhere before "=")
-    re.compile(rf"(?P<key>{_KEY})\s*=\s*(?P<val>{_NUMBER}|`[^`\n]{{1,80}}`)(?!\w)(?!\.\d)", re.I),
-    # use 8 workers; use `fp16` for precision; go with 0.3 for dropout
-    re.compile(rf"\b(?:use|with|keep)\s+(?P<val>{_NUMBER}|`[^`\n]{{1,80}}`)\s+(?:for\s+(?:the\s+)?)?(?P<key>{_KEY})",
-               re.I),
-]
-_LEAD = re.compile(r"^(?:(?:looks|look|seems|like|so|now|today|then|and|also|i|we|think|guess|maybe|actually|ok|okay"
-                   r"|well|that|note|here|just)\s+)+", re.I)
-_BAD_KEYS = frozenset("it this that which what there here he she they we i you answer answers reply it's one".split())
+_TOKEN = TOKEN
+_BAD_KEYS = BAD_KEYS
 
 _INSTRUCTION = re.compile(r"\b(?:from now on|going forward|in future|in the future|always|never|i prefer|i'd prefer|"
+                          r"every time|each time|whenever|by default|as a rule|at all times|from here on|"
+                          r"for the rest of (?:this|the|our)|until i say otherwise|in every (?:answer|reply|response)|"
                           r"i would prefer|please (?:always|keep|don't|do not|never|use|write|answer|reply|respond)|"
                           r"don't ever|do not ever|make sure (?:you|to) always|i want you to|"
                           r"(?:answer|reply|respond|write) (?:only )?in (?:english|chinese|french|german|spanish|japanese))\b",
@@ -80,19 +58,31 @@ _DECISION = re.compile(rf"\b(?:we(?:'ll| will| are going to|'re going to)|let's|
                        rf"decision:|we decided to|i decided to|we chose to|go with|we'll go with)?\s*"
                        rf"(?:go with|use|choose|chose|pick|picked|adopt|stick with|switch to|going with|keep)\s+"
                        rf"(?P<a>{_TOKEN}(?:\s[\w.-]+)?)\s+(?:over|instead of|rather than|and not)\s+(?P<b>{_TOKEN})", re.I)
+# "between polars and pandas, we take polars"; "polars, not pandas"; "prefer polars to pandas"; "polars beats pandas"
+_CHOICE = re.compile(rf"\bbetween\s+(?P<x>{_TOKEN})\s+and\s+(?P<y>{_TOKEN})\s*,?\s*(?:(?:we|i|let's|lets)(?:'ll| will)?\s+)?"
+                     rf"(?:take|pick|choose|go with|use|prefer|keep|want)\s+(?P<a>{_TOKEN})"
+                     rf"|^(?:(?:we|i|let's|lets)(?:'ll| will)?\s+)?(?:(?:use|take|pick|choose|keep)\s+)?(?P<a2>{_TOKEN})\s*[,—-]+\s*"
+                     rf"not\s+(?P<b2>{_TOKEN})|\bprefer\s+(?P<a3>{_TOKEN})\s+(?:to|over)\s+(?P<b3>{_TOKEN})"
+                     rf"|(?P<a4>{_TOKEN})\s+(?:beats|wins over|replaces)\s+(?P<b4>{_TOKEN})", re.I)
 _TODO = re.compile(r"(?:\btodo\b:?|\b(?:we|i) still (?:need|have) to\b|\bstill to do:?|\bremember to\b|"
+                   r"\bstill (?:pending|open|outstanding):?|\bpending:|\baction item:?|\bfollow[- ]up:|"
+                   r"\b(?:at some point|eventually|later on|before we (?:finish|wrap up|ship)),? (?:we|i) (?:have|need|must|"
+                   r"should|ought) to\b|\b(?:we|i) (?:have|need) yet to\b|\b(?:we|i) (?:have to|must)\b|"
                    r"\bdon't forget to\b|\bdo not forget to\b|\bopen question:?|\bnext step:?|\blater,? (?:we should|let's)\b|"
                    r"\bwe should (?:also )?(?=\w+ .* later)|\bwe need to\b|\bneeds? to be (?:done|checked|fixed)\b:?)"
                    r"\s*(?P<what>[^!?\n]{3,160})", re.I)
 _QUESTION = re.compile(r"\b(?:open question|still unclear|we don't know yet|tbd)\b:?\s*(?P<what>[^\n]{3,160})", re.I)
 _CLOSE = re.compile(r"\b(?:done with|finished|completed|closed|resolved|no need to|no longer need to|"
-                    r"crossed off|we did|i did|took care of)\s+(?P<what>[^.!?\n,;]{2,120})"
-                    r"|(?P<what2>[^.!?\n,;]{2,80}?)\s+(?:is|are) (?:now )?(?:done|finished|fixed|resolved|closed|answered)\b",
+                    r"crossed off|ticked off|checked off|we did|i did|took care of|got to|got around to|wrapped up|"
+                    r"sorted out)\s+(?P<what>[^.!?\n,;]{2,120})"
+                    r"|(?P<what2>[^.!?\n,;]{2,80}?)\s+(?:is|are) (?:now )?(?:done|finished|fixed|resolved|closed|answered"
+                    r"|complete|completed|sorted|handled|taken care of|off the list|off my list)\b",
                     re.I)
-_RETRACT = re.compile(rf"(?<!n't )(?<!not )(?<!never )\b(?:forget(?: about)?|ignore|disregard|scratch|drop)\s+"
+_RETRACT = re.compile(rf"(?<!n't )(?<!not )(?<!never )\b(?:forget(?: about)?|ignore|disregard|scratch|drop|never mind|skip)\s+"
                       rf"(?!to\b|the\b|a\b|that\b|this\b)(?P<a>{_TOKEN})"
-                      rf"|(?P<b>{_TOKEN})\s+(?:is|was|are|looks) (?:actually )?(?:corrupt|corrupted|wrong|broken|bogus|"
-                      rf"invalid|outdated|obsolete|gone|deleted|stale|not (?:valid|right|correct))"
+                      rf"|(?P<b>{_TOKEN})\s+(?:is|was|are|looks|seems|turned out to be|turns out to be|isn't|is not|wasn't) "
+                      rf"(?:actually )?(?:corrupt|corrupted|wrong|broken|bogus|invalid|outdated|obsolete|gone|deleted|"
+                      rf"stale|bad|fake|unusable|useless|a typo|a mistake|(?:not )?(?:valid|right|correct|real|a real))\b"
                       rf"|\bthere (?:is|'s) no (?:such )?(?:column|file|table|field|key|branch|commit)?\s*(?P<c>{_TOKEN})"
                       rf"|(?P<d>{_TOKEN})\s+(?:does not|doesn't|did not|didn't) exist", re.I)
 
@@ -118,18 +108,22 @@ def _val(v: str) -> str:
     return v.strip().rstrip(".,;:")
 
 
-def _settings(s: str, turn: int) -> list[Item]:
-    out: dict[str, Item] = {}
-    for rx in _SETTING_RULES:
-        for m in rx.finditer(s):
-            key, val = norm_key(_LEAD.sub("", m.group("key"))), _val(m.group("val"))
-            words = key.split("_")
-            if not key or key in _BAD_KEYS or words[0] in _BAD_KEYS or not val or len(key) > 48:
-                continue
-            if val.lower() in ("the", "a", "an", "it", "be", "use", "and"):
-                continue
-            out.setdefault(key, Item("setting", key, val, turn))
-    return list(out.values())
+def _decision(s: str) -> tuple[str, str] | None:
+    """(chosen, rejected) if the sentence chooses one thing over another."""
+    d = _DECISION.search(s)
+    if d:
+        return _val(d.group("a")), _val(d.group("b"))
+    c = _CHOICE.search(s)
+    if not c:
+        return None
+    if c.group("a"):
+        a, x, y = (_val(c.group(g)) for g in ("a", "x", "y"))
+        return (a, y if a == x else x) if a in (x, y) else None
+    for ga, gb in (("a2", "b2"), ("a3", "b3"), ("a4", "b4")):
+        if c.group(ga):
+            a, b = _val(c.group(ga)), _val(c.group(gb))
+            return (a, b) if a.lower() not in BAD_KEYS and b.lower() not in BAD_KEYS else None
+    return None
 
 
 def working_items(text: str, turn: int) -> list[Item]:
@@ -157,6 +151,7 @@ def working_items(text: str, turn: int) -> list[Item]:
 def events(turns: list[tuple[int, str, str]]) -> list[Event]:
     """Memory events of (turn, role, text) messages, in order."""
     out: list[Event] = []
+    asked = ""  # the setting the previous message asked about ("what batch size should we use?")
     for turn, role, raw in turns:
         text = clean(raw)
         if not text.strip():
@@ -164,9 +159,13 @@ def events(turns: list[tuple[int, str, str]]) -> list[Event]:
         if role == "tool":
             out += [Event("add", turn, i) for i in working_items(text, turn)]
             continue
+        question, asked = asked, asked_key(text) if role in ("user", "assistant") else ""
         if role != "user":
             continue  # the model's own words restate; only the user's set what is current
-        for s in sentences(text):
+        for n, s in enumerate(sentences(text)):
+            if n == 0 and question and answer_value(s):  # across two turns: a bare answer to that question
+                out.append(Event("add", turn, Item("setting", question, answer_value(s), turn)))
+                continue
             retracted = False
             for m in _RETRACT.finditer(s):
                 target = next(g for g in m.groups() if g).strip("`'\"")
@@ -184,16 +183,16 @@ def events(turns: list[tuple[int, str, str]]) -> list[Event]:
                                                               r"going forward|i prefer|i'd prefer)\b", " ", s.lower()))[:60]
                 out.append(Event("add", turn, Item("instruction", key, s[:240], turn)))
                 continue
-            d = _DECISION.search(s)
-            if d:
-                a, b = _val(d.group("a")), _val(d.group("b"))
+            choice = _decision(s)
+            if choice:
+                a, b = choice
                 out.append(Event("add", turn, Item("decision", norm_key(a), a, turn, detail=b)))
                 continue
             t = _TODO.search(s) or _QUESTION.search(s)
             if t and not _CLOSE.search(s):
                 what = _val(t.group("what"))
                 out.append(Event("add", turn, Item("todo", norm_key(" ".join(what.split()[:6])), what, turn)))
-            out += [Event("add", turn, i) for i in _settings(s, turn)]
+            out += [Event("add", turn, i) for i in settings(s, turn)]
             out += [Event("add", turn, i) for i in working_items(s, turn)]
     return out
 

@@ -19,10 +19,11 @@ summarizer and checks the text. This is where a session meets it:
 from __future__ import annotations
 
 from ocw.context import events as ev
-from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, finish, plan_compaction,
-                                prepare, summarize, summary_blocks)
-from ocw.context.landing import landing_tail_room
+from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, finish, memory_turns,
+                                plan_compaction, prepare, summarize, summary_blocks)
 from ocw.context.graph import SUMMARY_NAME
+from ocw.context.landing import landing_tail_room
+from ocw.context.memory_model import events_of
 from ocw.context.render import render_blocks
 from ocw.context.structural import structural_summary
 from ocw.text.errors import CompactionInProgress, OcwError
@@ -111,7 +112,12 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
     structural = no_room or small
     try:
         text = structural_text(prep) if structural else summarize(provider, prep)[0]
-        memory = build_memory(prep, session.context_window, read=_unpruned(session, plan))
+        read = _unpruned(session, plan)
+        # A real model's structured memory, grounded, merged with the deterministic pass (latest
+        # wins); an answer that did not parse adds nothing and is said in one line below.
+        extra = events_of(prep.memory_answer, memory_turns(plan, read), plan.old_memory) \
+            if prep.structured and not structural else ()
+        memory = build_memory(prep, session.context_window, extra=extra, read=read)
         text = summary_blocks(finish(prep, text, memory), memory)
         record = {"trigger": trigger, "before": tokens_before, "folded": len(plan.new_messages),
                   "focus": prep.focus or None}
@@ -141,6 +147,8 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
         payload["structural_window"] = prep.window
     elif small:
         payload["structural_small"] = True
+    elif prep.structured and prep.memory_answer is None:
+        payload["memory_fallback"] = True
     session.events.emit(ev.COMPACTION_FINISHED, payload)
     session._publish()
     return CompactionResult("succeeded", trigger, summarised_count=len(plan.new_messages),

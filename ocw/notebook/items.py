@@ -13,6 +13,7 @@ import datetime as _dt
 import functools
 import json
 
+from ocw.context import memory as mem
 from ocw.text.safe_html import markdown_html, plain_text, preview
 from ocw.text.secrets import redact
 
@@ -102,6 +103,28 @@ def message_items(rows: list[dict], now: _dt.datetime | None = None) -> list[dic
     return items
 
 
+def _item_text(i) -> str:
+    if i.kind == "setting":
+        return f"{i.key} = {i.value}"
+    if i.kind == "decision" and i.detail:
+        return f"{i.value}, over {i.detail}"
+    return f"{i.detail}: {i.value}" if i.kind == "working" and i.detail else i.value
+
+
+def memory_items(content: list) -> list[dict]:
+    """The session memory of a summary node for the chat capsule: its sections in the
+    model's order, current items only (newest first), each as plain text with its turn
+    (the browser sets them as text, never as HTML)."""
+    m = mem.from_blocks(content)
+    out = []
+    for kind in mem.KINDS:
+        cur = sorted(m.current(kind), key=lambda i: -i.turn)
+        if cur:
+            out.append({"kind": kind, "items": [{"text": plain_text(redact(_item_text(i))), "turn": i.turn}
+                                                for i in cur]})
+    return out
+
+
 def summary_items(rows: list[dict], now: _dt.datetime | None = None) -> tuple[dict, list[dict]]:
     """(the active summary's capsule — its sanitized HTML, how many messages it covers,
     when — or {}; every summary over the branch for the graph, superseded ones marked)."""
@@ -111,7 +134,8 @@ def summary_items(rows: list[dict], now: _dt.datetime | None = None) -> tuple[di
                    "tokens": int(s.get("tokens") or 0), "active": bool(s["active"])}
         capsules.append(capsule)
         if s["active"]:
-            active = {**capsule, "html": _html(_texts(s.get("content") or []))}
+            content = s.get("content") or []
+            active = {**capsule, "html": _html(_texts(mem.prose_blocks(content))), "memory": memory_items(content)}
     return active, capsules
 
 

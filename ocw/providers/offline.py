@@ -24,7 +24,8 @@ from ocw.text.errors import ContextOverflowError
 from ocw.text.tokens import count_message, count_text, encoding_for_model, render_block, truncate_to_tokens
 from ocw.text import focus as focus_rules
 from ocw.providers.base import Reply, StreamCallback, Usage
-from ocw.text.prompts import FOCUS_CLOSE, FOCUS_OPEN, SUMMARY_MARKER, SUMMARY_PREFIX, SYSTEM_NOTE_PREFIX
+from ocw.text.prompts import (FOCUS_CLOSE, FOCUS_OPEN, PRUNED_STUB_OPEN, SUMMARY_MARKER, SUMMARY_PREFIX,
+                              SYSTEM_NOTE_PREFIX)
 
 PREFIX = "(offline model) "
 DEFAULT_CONTEXT_WINDOW = 8192
@@ -310,9 +311,10 @@ class OfflineProvider:
         enc = self.encoding
         # A previous summary is re-read as plain sentences (its labels are dropped);
         # the request's wrapper tags, transcript role markers and this model's own
-        # boilerplate digests carry nothing worth keeping.
+        # boilerplate digests carry nothing worth keeping, nor do ocw's prune stubs and
+        # cut notes (their token counts are not the conversation's numbers).
         body = "\n".join(
-            _ROLE_MARK.sub("", ln) for ln in text.splitlines()
+            _OWN_STUB.sub(" ", _ROLE_MARK.sub("", ln)) for ln in text.splitlines()
             if not ln.strip().startswith((HEADER, *LABELS)) and not _WRAPPER.match(ln)
             and not _OWN_DIGEST.search(ln)
         )
@@ -397,6 +399,7 @@ def _focus_of(system: str | None) -> str | None:
 
 _WRAPPER = re.compile(r"^\s*(</?(previous-summary|new-turns)>|\(none\))\s*$")
 _ROLE_MARK = re.compile(r"^\[(user|assistant|tool|system|llm)(:[\w/]+)?\]\s*")
+_OWN_STUB = re.compile(re.escape(PRUNED_STUB_OPEN) + r"[^\]]*\]|\[… [\d,]+ of [\d,]+ tokens cut[^\]]*\]")
 _OWN_DIGEST = re.compile(r"\(offline model\)|^\s*(\[assistant\]\s*)?It is \d+ tokens long and begins")
 
 _ARG_SEP = re.compile(r"\s*(?:,|;|\band\b)?\s*")

@@ -35,6 +35,7 @@ MESSAGES = {
                        "stored or compacted (Ocw.reactive_compact = 'ask')",
         "refused_ask_hint": "compact now with %compact (or keep less: %compact {keep}) and run this cell again, "
                             "or start over with %new",
+        "memory_fallback": "The summarizer's session memory did not parse; ocw's own memory pass was used.",
         "structural_summary": "The summarizer's window ({window} tokens) has no room for a model-written summary; "
                               "a structural summary (no model call) was used.",
         "structural_small": "Too little was older than the kept part for a model-written summary to come out "
@@ -116,6 +117,7 @@ MESSAGES = {
         "refused_ask": "服务器以请求过长为由拒绝了它（其窗口为 {window} tokens）；未保存也未压缩任何内容"
                        "（Ocw.reactive_compact = 'ask'）",
         "refused_ask_hint": "现在用 %compact 压缩（或用 %compact {keep} 保留更少）后重新运行本单元格，或用 %new 重新开始",
+        "memory_fallback": "摘要模型返回的会话记忆无法解析；已改用 ocw 自己的记忆提取。",
         "structural_summary": "摘要模型的窗口（{window} tokens）容不下模型撰写的摘要；已改用结构化摘要（不调用模型）。",
         "structural_small": "保留部分之前的内容太少，模型撰写的摘要无法更小；已改用结构化摘要（不调用模型）。",
         "status_auto_paused": "自动压缩已暂停（%compact 仍可用）",
@@ -190,6 +192,8 @@ def system_message(event: str, payload: dict | None = None, lang: str | None = N
             done += ("。" if normalize_lang(lang) == "zh" else ". ") + text("structural_summary", lang, window=f"{payload['structural_window']:,}")
         elif payload.get("structural_small"):  # too little to fold for a model's summary to be smaller
             done += ("。" if normalize_lang(lang) == "zh" else ". ") + text("structural_small", lang)
+        if payload.get("memory_fallback"):  # the model's memory answer did not parse: said in one line
+            done += ("。" if normalize_lang(lang) == "zh" else ". ") + text("memory_fallback", lang)
         return done
     if event == "compaction_failed":
         err = payload.get("error")

@@ -24,12 +24,14 @@ def test_generator_plants_every_kind_with_changes_retractions_and_closings():
     assert gen.generate(7, 150, "A").steps[5].text == g.steps[5].text  # deterministic
 
 
-def test_the_two_wording_sets_share_no_template():
-    for kind, (a, b) in gen._P.items():
-        assert not set(a) & set(b), kind
-    ga, gb = gen.generate(3, 80, "A"), gen.generate(3, 80, "B")
+def test_the_three_wording_sets_share_no_template():
+    for kind, (a, b, c) in gen._P.items():
+        assert not set(a) & set(b) and not set(a) & set(c) and not set(b) & set(c), kind
+    ga, gb, gc = (gen.generate(3, 80, p) for p in "ABC")
     assert "TODO:" in "\n".join(s.text for s in ga.steps) or "Remember to" in "\n".join(s.text for s in ga.steps)
-    assert "TODO:" not in "\n".join(s.text for s in gb.steps)
+    assert "TODO:" not in "\n".join(s.text for s in gb.steps + gc.steps)
+    assert gc.phrasings == "C" and any("Still pending:" in s.text or "At some point we have to" in s.text
+                                       for s in gc.steps)
 
 
 def test_scoring_counts_recall_and_staleness():

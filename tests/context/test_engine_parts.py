@@ -317,7 +317,9 @@ def test_prepare_budgets_in_estimated_tokens():
     assert prep.window == 2_000  # 4,000 of the model's tokens are 2,000 estimated ones
     assert prep.out_budget == 500  # min(30,000 × 0.2, 4,096, 2,000 / 4)
     assert prep.max_tokens == 1_000  # asked in the model's own tokens
-    assert prep.in_budget == 2_000 - 500 - (n(SUMMARY_SYSTEM) + 64)
+    # A real model (not the offline one) is asked for the memory as JSON too: its prompt is longer.
+    assert prep.structured and prep.system.startswith(SUMMARY_SYSTEM) and len(prep.system) > len(SUMMARY_SYSTEM)
+    assert prep.in_budget == 2_000 - 500 - (n(prep.system) + 64)
     first_room = prep.in_budget - n(mixed("fact", 30)) - 32
     room = prep.in_budget - 500 - 32
     # one-token estimates: each planned call holds exactly its room in lines
@@ -529,3 +531,23 @@ def test_many_lines_over_the_room_go_in_one_step(byte_encoding):
     # 97 lines and their 97 separators over: the lines' own counts cover that only once 99 have gone,
     # so one stays (separators are not counted, see above) — in one step, not 99 tries
     assert used == 1 and body == engine._summary_input("S", lines[:1])
+
+
+def test_the_structured_ask_is_dropped_when_only_a_summary_fits():
+    """A real model is asked for the memory as JSON unless that ask would leave less than
+    MIN_SUMMARIZER_INPUT tokens of input while the plain prompt leaves enough: then the
+    summary is still model-written and the memory is the deterministic pass's."""
+    from ocw.context.engine import MIN_SUMMARIZER_INPUT
+    from ocw.text.prompts import MEMORY_REQUEST
+
+    plan = plan_of([history_msg(i, 1) for i in range(300)], replaced=300)
+    plain = 256 + n(SUMMARY_SYSTEM) + 64 + MIN_SUMMARIZER_INPUT  # out_budget 256: room for the plain prompt only
+    small = prepare(plan, object(), window=plain, calibration=1.0, encoding=ENC)
+    assert not small.structured and small.system == SUMMARY_SYSTEM and small.in_budget == MIN_SUMMARIZER_INPUT
+    big = prepare(plan, object(), window=plain + n(MEMORY_REQUEST) + 64, calibration=1.0, encoding=ENC)
+    assert big.structured and MEMORY_REQUEST in big.system and big.in_budget >= MIN_SUMMARIZER_INPUT
+    assert not prepare(plan, OfflineLike(), window=plain * 4, calibration=1.0, encoding=ENC).structured
+
+
+class OfflineLike:
+    offline = True

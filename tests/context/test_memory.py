@@ -220,3 +220,62 @@ def test_rules_hold_through_chat_with_auto_compaction(ocw_shell):
                                               for b in msg["content"])
     assert m.current("todo") == [] and "config/staging.yaml" not in {i.value for i in m.current()}
     assert [i.value for i in m.current("instruction")] == ["From now on answer in Chinese."]
+
+
+def _sent(s) -> str:
+    return "\n".join(b.get("text", "") for msg in s.rendered_history() for b in msg["content"])
+
+
+def test_newest_identifiers_win_and_own_text_is_never_harvested_through_session_compact(store):
+    """Through Session.compact: 120 paths overflow the memory's room, the newest stay; a prune
+    stub's figures (ocw's own text) reach neither the memory nor the identifier list."""
+    s = store.create_session(model="ocw-offline", context_window=8192)
+    rows = "\n".join(f"row_{i:03d} {i} fine" for i in range(300))
+    s.append("user", "show it " + PAD)
+    s.append_many([("assistant", [{"type": "tool_use", "id": "t1", "name": "run_cell", "input": {}}]),
+                   ("tool", [{"type": "tool_result", "tool_use_id": "t1", "content": rows}])])
+    for k in range(12):
+        paths = " ".join(f"logs/stage_{k * 10 + j:03d}/events.parquet" for j in range(10))
+        s.append("user", f"Open {paths} next. " + PAD)
+        s.append("assistant", "ok " + PAD)
+    assert s.prune_tool_output(keep_tokens=0)
+    import re
+
+    from ocw.text.tokens import render_block
+
+    shown = "\n".join(render_block(b) for m in s.rendered_history() for b in m["content"])
+    figure = re.search(r"\[old tool output pruned: .*? returned ([\d,]+) tokens", shown).group(1)  # e.g. "1,234"
+    assert s.compact(keep_recent_tokens=300).outcome == "succeeded"
+    node = s.active_summary()
+    m = from_blocks(s._contents([node])[node.id])
+    paths = [i.value for i in m.current("working")]
+    assert m.evicted > 0 and f"{m.evicted} older" in render(m)
+    assert "logs/stage_109/events.parquet" in paths and "logs/stage_000/events.parquet" not in paths
+    assert all(figure not in i.value for i in m.items)
+    prose = s._contents([node])[node.id][0]["text"]
+    listed = prose.split(FACTS_HEADER, 1)[1] if FACTS_HEADER in prose else ""
+    assert figure not in listed and "tokens" not in listed
+    assert figure not in prose  # nor the offline summarizer's own identifier line
+
+
+def test_newest_identifiers_win_and_own_text_is_never_harvested_through_chat(ocw_shell):
+    import ocw
+
+    shell, rt = ocw_shell
+    shell.run_line_magic("config", "Ocw.provider = 'offline'")
+    shell.run_line_magic("config", "Ocw.context_window = 4096")
+    for k in range(12):
+        paths = " ".join(f"logs/stage_{k * 10 + j:03d}/events.parquet" for j in range(10))
+        assert shell.run_cell(f"%%chat\nOpen {paths} next. {PAD}").error_in_exec is None
+    s = ocw.current_session()
+    s.sync()
+    assert s.compaction_count >= 1
+    node = s.active_summary()
+    m = from_blocks(s._contents([node])[node.id])
+    paths = [i.value for i in m.current("working")]
+    assert m.evicted > 0 and paths and "logs/stage_000/events.parquet" not in paths
+    newest = max(int(p.split("_")[1][:3]) for p in paths)
+    assert newest >= 60  # the newest folded ones hold the room, not the first
+    # The offline model's digests ("It is N tokens long") are ocw's own text: never memory.
+    assert not any("tokens long" in i.value or "offline model" in i.value for i in m.items)
+    assert "[Session memory:" in _sent(s)

@@ -181,3 +181,16 @@ def test_works_without_network_or_keys(monkeypatch):
     assert count_text(summarize(p, 50).text) <= 50
     assert make_provider("offline", context_window=4096).context_window == 4096
     p.close()
+
+
+def test_summary_never_harvests_ocw_prune_stubs_or_cut_notes():
+    """ocw's own stubs say how big a pruned result was; those token counts are not the
+    conversation's numbers and must not come back as identifiers (issue 22)."""
+    p = OfflineProvider()
+    own = ("tool: [old tool output pruned: run_cell(code='show()') returned 1,776 tokens; ocw keeps the full "
+           "result, call the tool again if it is needed]\n"
+           "tool: rows…\n[… 3,210 of 4,000 tokens cut from this tool result; the full result is in the ocw store]\n"
+           "user: The loader reads data/sales_2023.csv and took 30 s.")
+    text = summarize(p, 300, own).text
+    assert "data/sales_2023.csv" in text and "30 s" in text  # the conversation's own facts stay
+    assert "1,776" not in text and "3,210" not in text and "tokens" not in text

@@ -539,6 +539,30 @@ def test_items_keep_model_text_sanitized_and_the_rest_plain(monkeypatch):
     assert [c["active"] for c in capsules] == [False, True] and "html" not in capsules[0]
 
 
+def test_the_summary_capsule_carries_the_session_memory_by_section_with_turns(small, monkeypatch):
+    """Issue 22: the capsule shows the memory beside the summary (the prose without the
+    memory block), each current item with its turn; stale values are not shown."""
+    chat(small, f"Please set the batch size to 64. {TURN}")
+    chat(small, f"From now on answer in Chinese. {TURN}")
+    chat(small, f"Let's bump batch_size to 128 now. {TURN}")
+    chat(small, f"Also <img src=x onerror=alert(1)> lives at data/raw/ev_9.csv. {TURN}")
+    turns(small, 3, first=5)
+    w = ocw.chat()
+    invoke(w, "chat_run", {"name": "compact", "args": ""}, monkeypatch)
+    mem = w.summary["memory"]
+    kinds = [sec["kind"] for sec in mem]
+    assert kinds[:2] == ["instruction", "setting"] and "working" in kinds
+    section = {sec["kind"]: sec["items"] for sec in mem}
+    assert section["instruction"][0] == {"text": "From now on answer in Chinese.", "turn": 3}
+    assert {"text": "batch_size = 128", "turn": 5} in section["setting"]
+    assert not any("= 64" in i["text"] for i in section["setting"])  # superseded: not shown
+    assert "[Session memory:" not in w.summary["html"]  # the prose alone; the memory is its own field
+    assert all(isinstance(i["turn"], int) and isinstance(i["text"], str) for sec in mem for i in sec["items"])
+    assert w.labels["chat_mem_setting"] == "Current settings and values"
+    small.run_line_magic("config", "Ocw.lang = 'zh'")
+    assert w.labels["chat_mem_setting"] == "当前设置与数值" and w.labels["chat_memory_turn"] == "第 {n} 轮"
+
+
 def test_time_labels():
     import datetime as dt
 

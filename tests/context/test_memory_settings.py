@@ -1,0 +1,74 @@
+"""The settings grammar of the memory pass (issue 22): the shapes people state a setting
+in — verbs, copulas, noun phrases, measurements, questions, pronouns, numbers in words,
+a question answered in the next turn — each read to the same key and value; and what
+is not a setting stays out."""
+from __future__ import annotations
+
+import pytest
+
+from ocw.context.memory import Memory, same_key
+from ocw.context.memory_rules import update
+
+FORMS = [  # (sentence, {key: value})
+    ("Make the batch size 64.", {"batch_size": "64"}),
+    ("Can we make the batch size 64?", {"batch_size": "64"}),
+    ("Keep the timeout at 30 s.", {"timeout": "30 s"}),
+    ("Cap retries at five.", {"retries": "five"}),
+    ("Set lr 3e-4 for now.", {"lr": "3e-4"}),
+    ("Batch size needs to be 64.", {"batch_size": "64"}),
+    ("The batch size becomes 64.", {"batch_size": "64"}),
+    ("Use a batch size of 64.", {"batch_size": "64"}),
+    ("Take 64 as the batch size.", {"batch_size": "64"}),
+    ("How about 64 for the batch size?", {"batch_size": "64"}),
+    ("What if the batch size were 64?", {"batch_size": "64"}),
+    ("For the batch size, let's use 64.", {"batch_size": "64"}),
+    ("The batch size is too small, make it 64.", {"batch_size": "64"}),
+    ("Make it 64 for the batch size.", {"batch_size": "64"}),
+    ("Let the batch size be 64.", {"batch_size": "64"}),
+    ("I want the batch size at 64.", {"batch_size": "64"}),
+    ("We're changing the timeout, it needs to be 45 s.", {"timeout": "45 s"}),
+    ("The p95 latency peaked at 741 ms.", {"p95_latency": "741 ms"}),
+    ("Throughput dropped to 12 req/s.", {"throughput": "12 req/s"}),
+    ("Set the number of workers to sixty-four.", {"number_of_workers": "sixty-four"}),
+    ("Switch the optimizer to `adamw`.", {"optimizer": "`adamw`"}),
+    ("Set the batch size to 64 and the timeout is 30 s.", {"batch_size": "64", "timeout": "30 s"}),
+    # not settings: prose without a value, a value without a name
+    ("The endpoint looks fine compared with the cache we looked at.", {}),
+    ("It is 64.", {}),
+]
+
+
+def settings_of(*texts, roles=None):
+    roles = roles or ["user"] * len(texts)
+    m = update(Memory(), [(i + 1, r, t) for i, (r, t) in enumerate(zip(roles, texts))], budget=4_000,
+               encoding="cl100k_base")
+    return {i.key: i.value for i in m.current("setting")}
+
+
+@pytest.mark.parametrize("sentence, expected", FORMS)
+def test_each_shape_reads_the_same_key_and_value(sentence, expected):
+    assert settings_of(sentence) == expected
+
+
+def test_a_verb_inside_a_name_is_not_the_verb():
+    # "limit" in "sample limit dqkb" must not cut the key to "dqkb": the change supersedes.
+    got = settings_of("Make the sample limit dqkb 7085, please.", "On second thought sample limit dqkb should be 7388.")
+    assert got == {"sample_limit_dqkb": "7388"}
+
+
+@pytest.mark.parametrize("question, answer, roles, expected", [
+    ("What batch size should we use?", "64, please.", None, {"batch_size": "64"}),
+    ("Which timeout should I set?", "Let's say ninety seconds.", None, {"timeout": "ninety seconds"}),
+    ("How many workers should we run?", "Eight.", ["assistant", "user"], {"workers": "Eight"}),
+    ("What batch size should we use?", "I don't know yet.", None, {}),
+    ("The weather is nice.", "64, please.", None, {}),  # no question: a bare value names nothing
+])
+def test_a_question_answered_in_the_next_turn(question, answer, roles, expected):
+    assert settings_of(question, answer, roles=roles) == expected
+
+
+def test_a_change_after_a_lead_in_supersedes_and_keys_match_by_suffix():
+    assert settings_of("Yesterday the batch size was 64.", "Now batch size is 128.") == {"batch_size": "128"}
+    assert same_key("second_thought_batch_size", "batch_size") and same_key("batch_size", "batch_size")
+    assert not same_key("p95_size", "size")  # a one-word key is too vague to match a longer one
+    assert not same_key("batch_size", "window_size")
