@@ -21,6 +21,7 @@ from __future__ import annotations
 from ocw.context import events as ev
 from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, finish, plan_compaction,
                                 prepare, summarize, summary_blocks)
+from ocw.context.pins import apply_forgets, forgets
 from ocw.context.render import render_blocks
 from ocw.context.structural import structural_summary
 from ocw.text.errors import CompactionInProgress, OcwError
@@ -95,6 +96,8 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
     try:
         text = structural_text(prep) if structural else summarize(provider, prep)[0]
         memory = build_memory(prep, session.context_window, read=_unpruned(session, plan))
+        # What the user forgot stays forgotten, re-derived from the folded turns or not (context/pins.py).
+        memory = apply_forgets(memory, forgets(session.metadata))
         text = summary_blocks(finish(prep, text, memory), memory)
         record = {"trigger": trigger, "before": tokens_before, "folded": len(plan.new_messages),
                   "focus": prep.focus or None}

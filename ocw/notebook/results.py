@@ -18,6 +18,7 @@ class Result:
     text: str = ""  # plain text: a terminal, text/plain, the chat widget's note
     html: str | None = None  # sanitized HTML for rich surfaces; None: the text says it all
     widget: Any = None  # a widget the command opens (%context, %chat)
+    data: dict | None = None  # rows the chat widget draws its own controls from (/memory's forget buttons)
 
     def bundle(self) -> dict[str, str] | None:
         """The MIME bundle of a result that has HTML (text/plain beside it)."""

@@ -664,7 +664,7 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
     assert res.error_in_exec is None, err
     assert out.startswith("Context — session 'default', model gpt-4o-mini")
     rows = (("System prompt", "system"), ("Tool definitions", "tools"), ("Summary", "summary"),
-            ("Session memory", "memory"), ("Messages", "messages"), ("Free space", "free"))
+            ("Session memory", "memory"), ("Pinned", "pins"), ("Messages", "messages"), ("Free space", "free"))
     for label, key in rows:
         assert f"{label:<18} {occ['breakdown'][key]:>9,}" in out, label
     assert f"{'Total':<18} {occ['total']:>9,} / 2,000 tokens ({100 * occ['ratio']:.1f}%)" in out
@@ -674,7 +674,7 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
     assert (f"Basis: measured (measured ÷ estimated = {occ['calibration']:.2f}, {n} samples; the rows are scaled to "
             "add up to the total); Encoding: o200k_base") in out
     # Every figure agrees: the rows add up to the total, the percents to 100.0 %.
-    assert sum(occ["breakdown"][k] for k in ("system", "tools", "summary", "memory", "messages")) == occ["total"]
+    assert sum(occ["breakdown"][k] for k in ("system", "tools", "summary", "memory", "pins", "messages")) == occ["total"]
     shown = [float(ln.rsplit(None, 1)[-1].rstrip("%")) for ln in out.splitlines()[1:1 + len(rows)]]
     assert round(sum(shown), 1) == 100.0
     assert "Compactions: 0" in out
