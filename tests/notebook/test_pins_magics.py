@@ -111,3 +111,21 @@ def test_the_texts_are_chinese_with_ocw_lang_zh(oip, capsys):
     assert run(oip, "%pins", capsys).startswith("已固定（每次压缩之后模型仍会逐字读取）:")
     assert run(oip, "%unpin 1", capsys).startswith("已取消固定第 1 项")
     assert "还没有会话记忆" in run(oip, "%memory", capsys)
+
+
+def test_pins_are_exported_with_the_session(oip, capsys, tmp_path):
+    import json
+
+    chat(oip, "hello")
+    run(oip, f"%pin {RULE}", capsys)
+    run(oip, "%pin gone soon", capsys)
+    run(oip, "%unpin 2", capsys)
+    md, js = tmp_path / "s.md", tmp_path / "s.json"
+    run(oip, f"%ocw export --format md {md}", capsys)
+    run(oip, f"%ocw export --format json {js}", capsys)
+    text = md.read_text(encoding="utf-8")
+    assert "## Pinned\n\n### Pin 1 · " in text and f"\n\n{RULE}\n" in text and "gone soon" not in text
+    assert text.index("## Pinned") < text.index("## 1 · user")
+    doc = json.loads(js.read_text(encoding="utf-8"))
+    assert [(p["n"], p["text"]) for p in doc["pins"]] == [(1, RULE)]
+    assert [e["op"] for e in doc["session"]["metadata"]["pins"]] == ["pin", "pin", "unpin"]
