@@ -40,7 +40,7 @@ def _pin_rows(session) -> list[dict]:
 
 def _pin_lines(rows: list[dict], L: dict) -> list[str]:
     if not rows:
-        return [L["pins_none"].format()]
+        return [L["pins_none"]]
     return [L["pins_title"] + ":"] + ["  " + L["pins_line"].format(n=r["n"], text=preview(r["text"], ITEM_CHARS),
                                                                     at=r["at"], tokens=f"{r['tokens']:,}")
                                       for r in rows]
@@ -124,7 +124,7 @@ def _html_of(items, forgotten, pin_rows, L) -> str:
             f"<li>{r['n']}. {e(preview(r['text'], ITEM_CHARS))} <em>({e(r['at'])}, {r['tokens']:,} tokens)</em></li>"
             for r in pin_rows) + "</ul>")
     else:
-        parts.append(f"<p>{e(L['pins_none'].format())}</p>")
+        parts.append(f"<p>{e(L['pins_none'])}</p>")
     if items or pin_rows:
         parts.append(f"<p><em>{e(L['mem_hint'])}</em></p>")
     return sanitize("".join(parts))

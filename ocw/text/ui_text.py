@@ -122,7 +122,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "mem_forget_done": ("Forgotten: {item}. The model no longer reads it, after later compactions too "
                             "(%memory --all lists it)."),
         "pins_title": "Pinned (the model reads these verbatim after every compaction)",
-        "pins_none": "Nothing pinned yet: %pin TEXT, or %pin {{name}} for a variable's value as it is now.",
+        "pins_none": "Nothing pinned yet: %pin TEXT, or %pin {name} for a variable's value as it is now.",
         "pins_line": "{n}. {text}  ({at}, {tokens} tokens)",
         "pin_done": ("Pinned as {n} ({tokens} tokens): the model reads it verbatim with every request from now on, "
                      "after every compaction. %unpin {n} takes it out."),
@@ -234,7 +234,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
                      "不会删除任何内容。--all 列出已遗忘的项。"),
         "mem_forget_done": "已遗忘：{item}。模型不再读取它，之后的压缩也一样（%memory --all 会列出它）。",
         "pins_title": "已固定（每次压缩之后模型仍会逐字读取）",
-        "pins_none": "还没有固定任何内容：%pin 文本，或用 %pin {{name}} 固定变量当前的值。",
+        "pins_none": "还没有固定任何内容：%pin 文本，或用 %pin {name} 固定变量当前的值。",
         "pins_line": "{n}. {text}  （{at}，{tokens} tokens）",
         "pin_done": "已固定为第 {n} 项（{tokens} tokens）：从现在起每次请求、每次压缩之后模型都会逐字读取它。%unpin {n} 可取消。",
         "unpin_done": "已取消固定第 {n} 项：“{words}”（记录会保留；模型不再读取它）。",
