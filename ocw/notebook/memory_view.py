@@ -65,7 +65,9 @@ def memory(session, lang: str, show_all: bool = False) -> Result:
     """The memory's sections with numbered items, the pins, and (`show_all`) what was forgotten;
     with no session (None) yet, what will go there."""
     L = ui_labels(lang)
-    listing = rules.listed(pinning.memory(session)) if session is not None else []
+    m = pinning.memory(session) if session is not None else None
+    listing = rules.listed(m) if m is not None else []
+    empty = L["mem_none"] if m is not None and m.items else L["mem_empty"]  # remembered before, or never
     items = [{"n": n, "kind": i.kind, "section": L[f"mem_sec_{i.kind}"], "text": _line(i), "turn": i.turn}
              for n, _title, i in listing]
     forgotten = []
@@ -76,7 +78,7 @@ def memory(session, lang: str, show_all: bool = False) -> Result:
     pin_rows = _pin_rows(session) if session is not None else []
     lines = [L["mem_title"] + ":"]
     if not items:
-        lines.append("  " + L["mem_empty"])
+        lines.append("  " + empty)
     section = None
     for it in items:
         if it["section"] != section:
@@ -90,8 +92,8 @@ def memory(session, lang: str, show_all: bool = False) -> Result:
     lines += _pin_lines(pin_rows, L)
     if items or pin_rows:
         lines.append(L["mem_hint"])
-    data = {"memory": {"items": items, "forgotten": forgotten, "pins": pin_rows, "empty": L["mem_empty"]}}
-    return Result("\n".join(lines), html=_html_of(items, forgotten, pin_rows, L), data=data)
+    data = {"memory": {"items": items, "forgotten": forgotten, "pins": pin_rows, "empty": empty}}
+    return Result("\n".join(lines), html=_html_of(items, forgotten, pin_rows, L, empty), data=data)
 
 
 def _line(item) -> str:
@@ -100,11 +102,11 @@ def _line(item) -> str:
     return text.rsplit(" (turn ", 1)[0]
 
 
-def _html_of(items, forgotten, pin_rows, L) -> str:
+def _html_of(items, forgotten, pin_rows, L, empty: str) -> str:
     e = _html.escape
     parts = [f"<p><strong>{e(L['mem_title'])}</strong></p>"]
     if not items:
-        parts.append(f"<p>{e(L['mem_empty'])}</p>")
+        parts.append(f"<p>{e(empty)}</p>")
     section = None
     for it in items:
         if it["section"] != section:

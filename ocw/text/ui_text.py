@@ -119,8 +119,9 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "mem_forgotten_at": "forgotten {at}",
         "mem_hint": ("%memory --forget N takes item N out of what the model reads, %unpin N removes pin N; both are "
                      "recorded, nothing is deleted. --all lists what was forgotten."),
-        "mem_forget_done": ("Forgotten: {item}. The model no longer reads it, after later compactions too "
+        "mem_forget_done": ("Forgotten: “{item}”. The model no longer reads it, after later compactions too "
                             "(%memory --all lists it)."),
+        "mem_none": "Nothing current: what was forgotten, changed, retracted or closed is not sent to the model.",
         "pins_title": "Pinned (the model reads these verbatim after every compaction)",
         "pins_none": "Nothing pinned yet: %pin TEXT, or %pin {name} for a variable's value as it is now.",
         "pins_line": "{n}. {text}  ({at}, {tokens} tokens)",
@@ -232,7 +233,8 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "mem_forgotten_at": "遗忘于 {at}",
         "mem_hint": ("%memory --forget N 把第 N 项从模型读取的内容中移除，%unpin N 取消第 N 个固定；两者都会被记录，"
                      "不会删除任何内容。--all 列出已遗忘的项。"),
-        "mem_forget_done": "已遗忘：{item}。模型不再读取它，之后的压缩也一样（%memory --all 会列出它）。",
+        "mem_forget_done": "已遗忘：“{item}”。模型不再读取它，之后的压缩也一样（%memory --all 会列出它）。",
+        "mem_none": "当前没有记忆项：已遗忘、已更改、已撤回或已完成的内容不会发送给模型。",
         "pins_title": "已固定（每次压缩之后模型仍会逐字读取）",
         "pins_none": "还没有固定任何内容：%pin 文本，或用 %pin {name} 固定变量当前的值。",
         "pins_line": "{n}. {text}  （{at}，{tokens} tokens）",
