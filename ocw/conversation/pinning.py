@@ -21,6 +21,9 @@ from ocw.text.secrets import redact, scrub
 from ocw.text.tokens import count_message, count_text
 
 MAX_PIN_CHARS = 20_000  # a pin is read on every request: a sentence, a schema, a small value
+# The pins together may take at most this share of the window: they are in every request and no
+# compaction can shrink them, so more would leave a compaction nothing to win back.
+WINDOW_SHARE = 0.25
 
 
 def _now() -> str:
@@ -53,8 +56,23 @@ def pin(session, text: str, source: str = "text") -> dict:
         raise InvalidArgument(f"the pin is {len(text):,} characters; at most {MAX_PIN_CHARS:,}",
                               hint="pin the part the model must keep")
     clean = scrub(redact(text.strip("\n")))
+    session.sync()
+    meta = session._row["metadata"]
+    after = rules.current(meta) + [{"n": rules.next_number(meta), "text": clean}]
+    tokens, room = block_tokens(after, session.encoding.name), int(session.context_window * WINDOW_SHARE)
+    if tokens > room:
+        raise InvalidArgument(f"the pins would take {tokens:,} tokens; at most {room:,} "
+                              f"({WINDOW_SHARE:.0%} of the {session.context_window:,}-token window)",
+                              hint="pin a shorter text, or %unpin one first (%pins lists them)")
     return _append(session, lambda meta: {"op": "pin", "n": rules.next_number(meta), "text": clean,
                                           "at": _now(), "source": source})
+
+
+def block_tokens(pins: list[dict], encoding: str) -> int:
+    """Tokens of the pins message the model reads (what the panel's Pinned row counts)."""
+    if not pins:
+        return 0
+    return count_message("llm", [{"type": "text", "text": rules.render(pins)}], encoding, rules.PINS_NAME)
 
 
 def unpin(session, n: int) -> dict:
@@ -109,11 +127,9 @@ def pins_tokens(view) -> int:
     live = rules.current(view._row["metadata"])
     if not live:
         return 0
-    text = rules.render(live)
-    key = ("pins", view.encoding.name, text)
+    key = ("pins", view.encoding.name, rules.render(live))
     if key not in view._fixed_cache:
-        view._fixed_cache[key] = count_message("llm", [{"type": "text", "text": text}], view.encoding.name,
-                                               rules.PINS_NAME)
+        view._fixed_cache[key] = block_tokens(live, view.encoding.name)
     return view._fixed_cache[key]
 
 

@@ -85,7 +85,7 @@ def test_a_pinned_secret_is_masked(store, monkeypatch):
 
 
 def test_pins_are_refused_when_too_long(store):
-    s = store.create_session(model="ocw-offline", context_window=8192)
+    s = store.create_session(model="ocw-offline", context_window=32_768)  # room for 20,000 characters
     assert pinning.pin(s, "x" * 20_000)["n"] == 1
     with pytest.raises(OcwError, match="20,001 characters; at most 20,000"):
         pinning.pin(s, "x" * 20_001)
@@ -149,3 +149,21 @@ def test_pins_survive_a_reopen(tmp_db):
         assert SCHEMA in sent_text(s2)
     finally:
         st2.close()
+
+
+def test_the_pins_together_take_at_most_a_quarter_of_the_window(store):
+    from ocw.conversation.pinning import block_tokens
+
+    s = store.create_session(model="ocw-offline", context_window=4096)
+    room = 1024  # 25 % of 4,096
+    base = block_tokens([{"n": 1, "text": ""}], s.encoding.name)
+    fits = "a" + " a" * (room - base - 1)  # one token per " a"
+    assert block_tokens([{"n": 1, "text": fits}], s.encoding.name) == room
+    with pytest.raises(OcwError, match="the pins would take 1,025 tokens; at most 1,024 "
+                                       r"\(25% of the 4,096-token window\)"):
+        pinning.pin(s, fits + " a")
+    assert pinning.pins(s) == []  # nothing written
+    pinning.pin(s, fits)
+    assert s.occupancy()["breakdown"]["pins"] == room
+    with pytest.raises(OcwError, match="at most 1,024"):
+        pinning.pin(s, "one more")

@@ -32,7 +32,8 @@ from test_engine import (  # noqa: E402,F401
 from test_pins import (  # noqa: E402,F401  (pins and forgets are appended records on both stores)
     test_a_forgotten_item_said_before_the_forget_is_not_re_added, test_a_pin_is_its_own_block_and_its_own_row,
     test_forget_takes_an_item_out_of_what_the_model_reads_and_survives_compactions,
-    test_pins_go_verbatim_through_every_compaction, test_unpin_is_an_appended_record_and_numbers_stay,
+    test_pins_go_verbatim_through_every_compaction, test_the_pins_together_take_at_most_a_quarter_of_the_window,
+    test_unpin_is_an_appended_record_and_numbers_stay,
 )
 from test_session import (  # noqa: E402,F401
     sess, test_append_strings_and_blocks, test_content_cache_is_bounded_and_history_still_complete,
