@@ -605,7 +605,7 @@ def test_ocw_help_lists_every_command_on_one_line(ip, capsys):
     lines = out.strip().splitlines()
     from ocw.notebook.commands import COMMANDS
 
-    assert len(lines) == len(COMMANDS) == 17  # one line per command of the one table
+    assert len(lines) == len(COMMANDS) == 21  # one line per command of the one table
     for cmd in ("%%chat", "%chat", "%compact", "%context", "%rewind", "%branch", "%new", "%sessions", "%session",
                 "%ocw help", "%ocw doctor", "%ocw tools"):
         assert len([ln for ln in lines if ln.startswith(cmd + " ") or ln == cmd]) == 1, cmd
@@ -782,9 +782,9 @@ def test_help_and_the_slash_menu_read_the_one_command_table(ip, capsys):
     names = [m["name"] for m in slash_menu("en")]
     # The seed's slash commands, in the table's order, /clear as another name for /new.
     assert names == ["compact", "summary", "context", "rewind", "branch", "new", "clear", "sessions", "export",
-                     "session", "help", "doctor"]
-    # Every one runs on selection or Enter but /session, which needs its NAME (the menu fills the prefix).
-    assert [m["name"] for m in slash_menu() if m["required"]] == ["session"]
+                     "session", "pin", "pins", "unpin", "memory", "help", "doctor"]
+    # Every one runs on selection or Enter but those that need their argument (the menu fills the prefix).
+    assert [m["name"] for m in slash_menu() if m["required"]] == ["session", "pin", "unpin"]
     assert {c.name for c in COMMANDS if not c.slash} == {"chat", "chat-widget", "tools", "allow-code", "deny-code",
                                                           "retry-save"}
 
@@ -802,7 +802,7 @@ def test_ocw_help_in_a_notebook_is_a_table_whose_usages_never_break(ip):
         res = actions.run(ocw.notebook.magics.get_runtime(), "help", "", rich=True)
         assert res.text.splitlines() == [ln for ln in res.text.splitlines() if ln]  # the text is still one line each
         cells = re.findall(r"<tr><td><code>(.*?)</code></td><td>(.*?)</td></tr>", res.html)
-        assert len(cells) == len(COMMANDS) == 17
+        assert len(cells) == len(COMMANDS) == 21
         for (usage, helptext), c in zip(cells, COMMANDS):
             assert " " not in usage and _html.unescape(usage) == c.usage.replace(" ", "\u00a0")
             assert _html.unescape(helptext) == c.help[lang]

@@ -8,6 +8,7 @@ from IPython.core.error import UsageError
 
 import ocw
 from ocw.context import pins as rules
+from ocw.conversation import pinning
 
 PAD = " ".join(f"filler{i}" for i in range(120))
 RULE = "Amounts in orders.amount_cents are cents, never dollars."
@@ -129,3 +130,24 @@ def test_pins_are_exported_with_the_session(oip, capsys, tmp_path):
     doc = json.loads(js.read_text(encoding="utf-8"))
     assert [(p["n"], p["text"]) for p in doc["pins"]] == [(1, RULE)]
     assert [e["op"] for e in doc["session"]["metadata"]["pins"]] == ["pin", "pin", "unpin"]
+
+
+def test_pins_and_a_forget_hold_through_automatic_compactions(oip, refserver, capsys):
+    """%%chat with automatic compaction (2,000-token window, 80 %): every request after
+    each compaction carries the pin once; a forgotten item never comes back."""
+    for t in ("Please set the batch size to 64.", "Load data/raw/events.parquet first."):
+        refserver.script(text="Noted.")
+        chat(oip, t + " " + PAD)
+    run(oip, f"%pin {RULE}", capsys)
+    s = ocw.current_session()
+    counts = []
+    for i in range(14):
+        refserver.script(text="Noted.")
+        chat(oip, f"note {i} " + PAD)
+        counts.append(last_sent(refserver).count(RULE))
+        if s.compaction_count == 1 and not rules.forgets(s.metadata):
+            n = next(k for k, _, it in rules.listed(pinning.memory(s)) if it.value == "data/raw/events.parquet")
+            run(oip, f"%memory --forget {n}", capsys)
+    assert s.compaction_count >= 3
+    assert counts == [1] * 14
+    assert rules.forgets(s.metadata) and "data/raw/events.parquet" not in last_sent(refserver)
