@@ -97,7 +97,7 @@ def test_memory_says_what_will_go_there_then_lists_and_forgets(oip, refserver, c
     out = run(oip, "%memory", capsys)
     assert "  Standing instructions and preferences:\n    1. From now on answer in Chinese. (turn " in out
     n = next(ln.split(".")[0].strip() for ln in out.splitlines() if "data/raw/events.parquet" in ln)
-    assert run(oip, f"%memory --forget {n}", capsys).startswith("Forgotten: file: data/raw/events.parquet.")
+    assert run(oip, f"%memory --forget {n}", capsys).startswith("Forgotten: “file: data/raw/events.parquet”. The model no longer reads it")
     assert "data/raw/events.parquet" not in run(oip, "%memory", capsys)
     everything = run(oip, "%memory --all", capsys)
     assert "  Forgotten (no longer sent to the model):\n    - data/raw/events.parquet (turn " in everything
