@@ -167,3 +167,16 @@ def test_the_pins_together_take_at_most_a_quarter_of_the_window(store):
     assert s.occupancy()["breakdown"]["pins"] == room
     with pytest.raises(OcwError, match="at most 1,024"):
         pinning.pin(s, "one more")
+
+
+def test_summary_views_show_the_memory_the_model_reads(store):
+    from ocw.notebook.summary_view import summary_text
+
+    s = _memory_session(store)
+    assert "events.parquet" in summary_text(s)
+    n = next(k for k, _, i in rules.listed(pinning.memory(s)) if i.value == "data/raw/events.parquet")
+    pinning.forget(s, n)
+    assert "data/raw/events.parquet" not in summary_text(s)  # %summary
+    (active,) = [x for x in s.branch_summaries() if x["active"]]  # the chat widget's capsule
+    assert "data/raw/events.parquet" not in "\n".join(b.get("text", "") for b in active["content"])
+    assert "batch_size = 64" in summary_text(s)
