@@ -180,3 +180,15 @@ def test_summary_views_show_the_memory_the_model_reads(store):
     (active,) = [x for x in s.branch_summaries() if x["active"]]  # the chat widget's capsule
     assert "data/raw/events.parquet" not in "\n".join(b.get("text", "") for b in active["content"])
     assert "batch_size = 64" in summary_text(s)
+
+
+def test_the_records_cannot_be_rewritten_through_set_metadata(store):
+    s = store.create_session(model="ocw-offline", context_window=8192)
+    pinning.pin(s, "kept")
+    with pytest.raises(OcwError, match=r"set_metadata\(\)\['pins'\] holds the pin and forget records"):
+        s.set_metadata(pins=[])
+    with pytest.raises(OcwError, match=r"metadata\['pins'\]"):
+        store.create_session(model="ocw-offline", metadata={"pins": [{"op": "pin", "n": 1, "text": "x"}]})
+    assert [p["text"] for p in pinning.pins(s)] == ["kept"]
+    s.set_metadata(note="other keys are fine")
+    assert s.metadata["note"] == "other keys are fine"
