@@ -507,6 +507,16 @@ function render({ model, el, experimental, host, signal }) {
     const head = h("header", "ocw-msg-head");
     const who = { user: L_.chat_you, assistant: L_.chat_assistant, tool: L_.chat_tool, system: L_.chat_system }[role];
     head.append(text("span", "ocw-msg-role", who), text("span", "ocw-msg-time", item.time || ""));
+    if (role === "user" || (role === "assistant" && item.html)) {
+      // %pin of this stored message: the model reads it verbatim after every compaction.
+      const pin = text("button", "ocw-pin", L_.chat_pin);
+      pin.type = "button";
+      pin.title = L_.chat_pin_title;
+      pin.setAttribute("aria-label", `${L_.chat_pin_title} (${fill(L_.chat_message_n, { n: item.depth })})`);
+      pin.disabled = !connected;
+      pin.addEventListener("click", () => pinMessage(item));
+      head.append(pin);
+    }
     node.append(head);
     if (item.thinking) {
       const d = h("details", "ocw-thinking");
@@ -524,8 +534,83 @@ function render({ model, el, experimental, host, signal }) {
     return node;
   }
 
-  function noteNode(note) {
+  function pinMessage(item) {
+    if (refuseWhileBusy()) return;
+    showAlert("");
+    busyRequest("pin", "chat_pin", { node_id: item.id }).catch(failed);
+  }
+
+  /** A button that runs a slash command of the table (the same action as its magic). */
+  function commandButton(label, name, args, then) {
+    const b = text("button", "ocw-mem-action", label);
+    b.type = "button";
+    b.disabled = !connected;
+    b.addEventListener("click", () => {
+      if (refuseWhileBusy()) return;
+      showAlert("");
+      busyRequest(name, "chat_run", { name, args })
+        .then(() => (then ? busyRequest(then, "chat_run", { name: then, args: "" }) : null))
+        .catch(failed);
+    });
+    return b;
+  }
+
+  /** /memory and /pins: their rows, with forget and unpin buttons (appended records, never
+   *  deletions). Only the newest listing has live buttons: a forget renumbers the items, so
+   *  an older listing's numbers may no longer be the items it shows. */
+  function memoryNode(note, live) {
+    const L_ = L();
+    const data = note.data.memory || { items: null, forgotten: [], pins: note.data.pins || [] };
+    const node = h("div", "ocw-note ocw-note-output ocw-memory", { "data-note": String(note.id) });
+    if (data.items) {
+      node.append(text("div", "ocw-mem-title", L_.mem_title));
+      if (!data.items.length) node.append(text("p", "ocw-mem-empty", data.empty || L_.mem_empty));
+      let section = null;
+      let list = null;
+      for (const it of data.items) {
+        if (it.section !== section) {
+          section = it.section;
+          node.append(text("div", "ocw-mem-section", section));
+          list = h("ol", "ocw-mem-items", { start: String(it.n) });
+          node.append(list);
+        }
+        const li = h("li", "ocw-mem-item", { "data-n": String(it.n) });
+        li.append(text("span", "ocw-mem-text", it.text), text("span", "ocw-msg-time", fill(L_.mem_turn, { n: it.turn })));
+        if (live) li.append(commandButton(L_.chat_forget, "memory", `--forget ${it.n}`, "memory"));
+        list.append(li);
+      }
+      if ((data.forgotten || []).length) {
+        node.append(text("div", "ocw-mem-section", L_.mem_forgotten));
+        const ul = h("ul", "ocw-mem-forgotten");
+        for (const f of data.forgotten) {
+          const li = h("li", "ocw-mem-item ocw-forgotten");
+          li.append(text("del", "ocw-mem-text", f.text), text("span", "ocw-msg-time", fill(L_.mem_forgotten_at, { at: f.at })));
+          ul.append(li);
+        }
+        node.append(ul);
+      }
+    }
+    const pins = data.pins || [];
+    node.append(text("div", "ocw-mem-section", pins.length ? L_.pins_title : L_.pins_none));
+    if (pins.length) {
+      const ul = h("ul", "ocw-mem-pins");
+      for (const p of pins) {
+        const li = h("li", "ocw-mem-item ocw-mem-pin", { "data-pin": String(p.n) });
+        li.append(text("span", "ocw-mem-n", `${p.n}.`), text("span", "ocw-mem-text", p.text),
+          text("span", "ocw-msg-time", `${p.at} · ${p.tokens} tokens`));
+        if (live) li.append(commandButton(L_.chat_unpin, "unpin", String(p.n), data.items ? "memory" : "pins"));
+        ul.append(li);
+      }
+      node.append(ul);
+    }
+    return node;
+  }
+
+  function noteNode(note, newestListing) {
     const kind = ["started", "finished", "no_op", "failed", "info", "output"].includes(note.kind) ? note.kind : "info";
+    if (kind === "output" && note.data && (note.data.memory || note.data.pins)) {
+      return memoryNode(note, note.id === newestListing);
+    }
     if (kind === "output" && typeof note.html === "string") {
       // A command's result with more than text (/summary): the kernel's sanitized HTML.
       const node = h("div", `ocw-note ocw-note-${kind} ocw-msg-html`, { "data-note": String(note.id) });
@@ -599,10 +684,12 @@ function render({ model, el, experimental, host, signal }) {
     thread.replaceChildren();
     if (summary && summary.id) thread.append(summaryNode(summary));
     if (!items.length && !model.get("pending")) thread.append(text("p", "ocw-chat-empty", L_.chat_empty));
-    for (const n of top) thread.append(noteNode(n));
+    const listings = notes.filter((n) => n.data && (n.data.memory || n.data.pins)).map((n) => n.id);
+    const newest = listings.length ? listings[listings.length - 1] : null;
+    for (const n of top) thread.append(noteNode(n, newest));
     for (const item of items) {
       thread.append(messageNode(item, covered));
-      for (const n of byAfter.get(item.end_id) || []) thread.append(noteNode(n));
+      for (const n of byAfter.get(item.end_id) || []) thread.append(noteNode(n, newest));
     }
     older.hidden = !model.get("has_older");
     older.disabled = !connected;
@@ -774,6 +861,7 @@ function render({ model, el, experimental, host, signal }) {
     input.setAttribute("aria-label", L_.chat_input_label);
     conversation.setAttribute("aria-label", L_.chat_title);
     for (const b of rail.querySelectorAll("button")) b.disabled = !connected || b.closest(".ocw-head") !== null;
+    for (const b of thread.querySelectorAll("button.ocw-pin, button.ocw-mem-action")) b.disabled = !connected;
     older.disabled = !connected;
   }
 

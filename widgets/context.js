@@ -12,7 +12,7 @@
 // model's comm dead and triggers "comm_live_update": the view then says it is
 // disconnected and disables its controls, since nothing it sends would arrive.
 
-const CATEGORIES = ["system", "tools", "summary", "memory", "messages", "free"];
+const CATEGORIES = ["system", "tools", "summary", "memory", "pins", "messages", "free"];
 
 // Ring colors by occupancy ratio (DESIGN.md §6): green < 50 %, yellow 50–80 %,
 // red ≥ 80 %. There is no separate "suggestion" state or border.

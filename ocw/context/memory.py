@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from ocw.text.tokens import count_text
 
 KINDS = ("instruction", "decision", "setting", "todo", "working")
-STATUSES = ("current", "superseded", "retracted", "closed")
+STATUSES = ("current", "superseded", "retracted", "closed", "forgotten")  # forgotten: by the user (context/pins.py)
 # Eviction: the first kinds here go first (oldest first within a kind).
 EVICT_ORDER = ("working", "todo", "setting", "decision", "instruction")
 MEMORY_HEADER = "[Session memory: current facts; what was changed, retracted or closed is not listed]"

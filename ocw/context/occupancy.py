@@ -19,7 +19,7 @@ from the one dict built here:
 """
 from __future__ import annotations
 
-CATEGORIES = ("system", "tools", "summary", "memory", "messages")  # memory: the session memory (DESIGN.md §4b)
+CATEGORIES = ("system", "tools", "summary", "memory", "pins", "messages")  # memory: the session memory (DESIGN.md §4b); pins: context/pins.py
 ROWS = CATEGORIES + ("free",)
 
 

@@ -2,7 +2,7 @@
 
 When a request is still over the window after compaction (a huge last turn, a
 tiny window), the oldest tail messages are left out of this one request. The
-system prompt, the summary and the newest message always stay, and a tool
+system prompt, the summary, the user's pins and the newest message always stay, and a tool
 call leaves together with its results — or stays with them: a call whose
 result is in the newest message is kept, so a request never carries a
 tool_use without its tool_result or a tool_result without its tool_use.
@@ -10,10 +10,11 @@ tool_use without its tool_result or a tool_result without its tool_use.
 from __future__ import annotations
 
 from ocw.context.graph import SUMMARY_NAME
+from ocw.context.pins import PINS_NAME
 
 
 def _pinned(msg: dict) -> bool:
-    return msg.get("role") == "system" or msg.get("name") == SUMMARY_NAME
+    return msg.get("role") == "system" or msg.get("name") in (SUMMARY_NAME, PINS_NAME)
 
 
 def _groups(messages: list[dict]) -> list[list[int]]:

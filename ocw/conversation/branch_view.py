@@ -21,6 +21,7 @@ from ocw.conversation.compaction import AUTO_FAILURE_LIMIT
 from ocw.text.errors import OcwError, StoreError
 from ocw.context.graph import Node, active_summary, chain_totals
 from ocw.context.render import render_blocks, summary_message
+from ocw.conversation import pinning
 from ocw.conversation.pruned_view import PrunedView
 from ocw.store.tail import TailRows
 from ocw.text.tokens import count_message, count_text, encoding_for_model
@@ -276,7 +277,10 @@ class BranchView(PrunedView):
             tail = self.tail()
             contents = self._contents(([s] if s else []) + tail)
             if s:
-                out.append(summary_message(s.id, contents[s.id], self._summary_tokens(s)))
+                out.append(summary_message(s.id, *pinning.summary_read(self, s, contents[s.id])[:2]))
+            pins = pinning.pins_message(self)  # their own block, never folded (context/pins.py)
+            if pins is not None:
+                out.append(pins)
             cap, enc = self.tool_result_cap, self.encoding.name
             mark = self.prune_mark()
             stubs = self._pruned_nodes(mark, tail, contents) if mark is not None else {}
@@ -316,12 +320,13 @@ class BranchView(PrunedView):
             b = self._rows.get(s.parent_id) if s else None
             tools = json.dumps(self.tool_definitions, sort_keys=True, ensure_ascii=False) if self.tool_definitions else ""
             head_cum = self._head.cum if self._head is not None else 0
-            memory = self._memory_tokens(s) if s else 0
+            _, summary, memory = pinning.summary_read(self, s) if s else (None, 0, 0)  # forgotten items out
             return {
                 "system": self._fixed_tokens("system", self.system_prompt),
                 "tools": self._fixed_tokens("tools", tools),
-                "summary": (self._summary_tokens(s) - memory) if s else 0,
+                "summary": summary - memory,
                 "memory": memory,
+                "pins": pinning.pins_tokens(self),
                 "messages": head_cum - (b.cum if b is not None else 0) - self.pruned()[0],
             }
 

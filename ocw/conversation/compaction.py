@@ -24,6 +24,7 @@ from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_me
 from ocw.context.graph import SUMMARY_NAME
 from ocw.context.landing import landing_tail_room
 from ocw.context.memory_model import events_of
+from ocw.context.pins import apply_forgets, forgets
 from ocw.context.render import render_blocks
 from ocw.context.structural import structural_summary
 from ocw.text.errors import CompactionInProgress, OcwError
@@ -118,6 +119,8 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
         extra = events_of(prep.memory_answer, memory_turns(plan, read), plan.old_memory) \
             if prep.structured and not structural else ()
         memory = build_memory(prep, session.context_window, extra=extra, read=read)
+        # What the user forgot stays forgotten, re-derived from the folded turns or not (context/pins.py).
+        memory = apply_forgets(memory, forgets(session.metadata))
         text = summary_blocks(finish(prep, text, memory), memory)
         record = {"trigger": trigger, "before": tokens_before, "folded": len(plan.new_messages),
                   "focus": prep.focus or None}

@@ -79,8 +79,10 @@ def summaries(view) -> list[dict]:
                 s.created_at = row.created_at if row is not None else None
             out.append({"id": s.id, "cover_count": s.cover_count, "created_at": s.created_at,
                         "tokens": s.tokens, "active": active is not None and s.id == active.id})
-        if active is not None:
-            blocks = view._contents([active])[active.id]
+        if active is not None:  # as the model reads it: forgotten memory items out (conversation/pinning.py)
+            from ocw.conversation.pinning import summary_read
+
+            blocks = summary_read(view, active)[0]
             for row in out:
                 if row["active"]:
                     row["content"] = blocks

@@ -37,6 +37,9 @@ def check_metadata(values: dict, arg: str = "metadata") -> dict:
         checks.integer(values["context_compaction_count"], f"{arg}['context_compaction_count']", low=0)
     if "tool_result_cap" in values:
         checks.integer(values["tool_result_cap"], f"{arg}['tool_result_cap']", low=1)
+    if "pins" in values:  # the append-only pin / unpin / forget records (ocw/context/pins.py)
+        raise InvalidArgument(f"{arg}['pins'] holds the pin and forget records, which are only appended",
+                              hint="use %pin / %unpin / %memory --forget (ocw.conversation.pinning)")
     sample = values.get("context_window")
     if sample is not None and not (isinstance(sample, dict) and set(sample) >= {"size", "used"}):
         raise InvalidArgument(f"{arg}['context_window'] is a usage sample: None or a dict with size and used")

@@ -215,7 +215,9 @@ class Turn:
         self._snipped_now = bool(dropped)
         self._left_out = (dropped, full - sum(m.get("tokens", 0) for m in history))  # messages, estimated tokens
         self._sent_estimate = parts["tools"] + sum(m.get("tokens", 0) for m in history)
-        self._newest_estimate = history[-1].get("tokens", 0) + parts["system"] + parts["tools"] if history else 0
+        # What no snip can leave out: the newest message, the system prompt, the tools and the pins.
+        self._newest_estimate = (history[-1].get("tokens", 0) + parts["system"] + parts["tools"]
+                                 + parts.get("pins", 0)) if history else 0
         if dropped:
             self.result.snipped += dropped
             # Say "after compaction" only when one did shrink the context this turn.
@@ -232,13 +234,13 @@ class Turn:
         return max(self.session.calibration, self._retry_factor or 0.0)
 
     def _message_size(self, pending: list[tuple]) -> int:
-        """The new messages with the system prompt and tool definitions, in calibrated
+        """The new messages with the system prompt, tool definitions and pins, in calibrated
         tokens: what any request of this turn carries however much history is left out."""
         s = self.session
         parts = s.occupancy_parts()
         enc = s.encoding.name
         own = sum(count_message(r, normalize_content(c), enc) for r, c in pending)
-        return int((own + parts["system"] + parts["tools"]) * self._factor())
+        return int((own + parts["system"] + parts["tools"] + parts.get("pins", 0)) * self._factor())
 
     def _pending_size(self, pending: list[tuple]) -> int:
         """The new messages alone, in calibrated tokens."""

@@ -21,6 +21,7 @@ from ocw.notebook.items import content_preview, time_label
 from ocw.notebook import user_commands
 from ocw.notebook.commands import BY_NAME, help_html, help_lines, slash_menu
 from ocw.notebook.results import Result, text
+from ocw.notebook.results import text as text_result
 from ocw.text import checks
 from ocw.text.errors import CommandUsage
 from ocw.text.i18n import text as i18n_text
@@ -273,6 +274,73 @@ def export(rt, line: str, rich: bool) -> Result:
     return Result(exporting.export(rt.require_session(), fmt, path, force=force))
 
 
+_PIN_MESSAGE = re.compile(r"--message\s+(n_[0-9A-Za-z]+)")
+
+
+def pin(rt, line: str, rich: bool) -> Result:
+    """%pin TEXT | %pin {name} — the model reads it verbatim with every request, after every compaction."""
+    from ocw.conversation import pinning
+    from ocw.notebook import memory_view, references
+
+    text = line.strip()
+    if not text:
+        raise CommandUsage("%pin takes what to pin: %pin the amounts are in cents, or %pin {df} for a variable's "
+                           "value as it is now")
+    s = rt.current_session() or rt.session_for()
+    m = _PIN_MESSAGE.fullmatch(text)
+    notes: list[str] = []
+    if m:  # the chat widget's pin button: a stored message, verbatim
+        text, source = memory_view.pin_source_text(s, m.group(1))
+    else:
+        source = text if re.fullmatch(r"\{\w+\}", text) else "text"
+        text, notes = references.expand_message(rt, text)  # {name} as %%chat expands it, cut to its budget
+    done = memory_view.pin_done(s, pinning.pin(s, text, source), rt.config.lang)
+    return text_result(*notes, done.text)
+
+
+def pins(rt, line: str, rich: bool) -> Result:
+    """%pins — the pins, numbered, with their time and size."""
+    from ocw.notebook import memory_view
+
+    no_arguments("%pins", line)
+    s = rt.current_session()
+    return _no_session(rt) if s is None else memory_view.pins(s, rt.config.lang)
+
+
+def unpin(rt, line: str, rich: bool) -> Result:
+    """%unpin N — take pin N out of what the model reads (the record is kept)."""
+    from ocw.conversation import pinning
+    from ocw.notebook import memory_view
+
+    usage = "%unpin takes the number %pins shows, e.g. %unpin 1"
+    if not line.strip():
+        raise CommandUsage(usage + ".")
+    n = whole_number(line.strip(), usage)
+    s = rt.current_session()
+    if s is None:
+        raise CommandUsage(f"there is no pin {n}: nothing is pinned (%pin TEXT pins something).")
+    return memory_view.unpin_done(pinning.unpin(s, n), rt.config.lang)
+
+
+@magic_arguments()
+@argument("--all", action="store_true", help="what was forgotten too")
+@argument("--forget", default=None, metavar="N", help="the model no longer reads memory item N (recorded)")
+def memory(rt, line: str, rich: bool) -> Result:
+    """%memory [--all] [--forget N] — the session memory and the pins; forget an item."""
+    from ocw.conversation import pinning
+    from ocw.notebook import memory_view
+
+    usage = "%memory [--all] [--forget N]"
+    args = parse(memory, line, usage)
+    s = rt.current_session()
+    if args.forget is not None:
+        n = whole_number(args.forget, "%memory --forget takes the number %memory shows, e.g. %memory --forget 2")
+        if s is None:
+            raise CommandUsage(f"there is no memory item {n}: there is no session yet.")
+        return memory_view.forget_done(pinning.forget(s, n), rt.config.lang)
+    return memory_view.memory(s, rt.config.lang, show_all=args.all)
+
+
 def retry_save(rt, line: str, rich: bool) -> Result:
     """%ocw retry-save — store the reply a failed write (a full disk, a lock wait, a lost connection) left unsaved."""
     no_arguments("%ocw retry-save", line)
@@ -283,7 +351,7 @@ ACTIONS: dict[str, Callable[..., Result]] = {
     "compact": compact, "summary": summary, "context": context, "rewind": rewind, "branch": branch,
     "new": new, "sessions": sessions, "export": export, "session": session, "chat-widget": chat_widget,
     "help": help_, "commands": commands_, "run": run_, "doctor": doctor, "tools": tools, "allow-code": _code(True), "deny-code": _code(False),
-    "retry-save": retry_save,
+    "retry-save": retry_save, "pin": pin, "pins": pins, "unpin": unpin, "memory": memory,
 }
 
 

@@ -73,6 +73,22 @@ COMMANDS: tuple[Command, ...] = (
             {"en": "the chat widget for the current session: conversation, graph, slash commands, ring "
                    "(also ocw.chat())",
              "zh": "当前会话的聊天组件：对话、分支图、斜杠命令、圆环（也可用 ocw.chat()）"}, slash=False),
+    Command("pin", "%pin TEXT | %pin {name}",
+            {"en": "pin text, or a variable's value as it is now: the model reads it verbatim with every request, "
+                   "after every compaction (its own row in the panel)",
+             "zh": "固定一段文字，或变量当前的值：每次请求、每次压缩之后模型都会逐字读取它（面板中单独一行）"},
+            args="TEXT | {name}", required=True),
+    Command("pins", "%pins",
+            {"en": "the pins, numbered, with their time and size",
+             "zh": "列出已固定的内容（编号、时间和大小）"}),
+    Command("unpin", "%unpin N",
+            {"en": "take pin N out of what the model reads (recorded, nothing is deleted)",
+             "zh": "把第 N 个固定从模型读取的内容中移除（会被记录，不删除任何内容）"}, args="N", required=True),
+    Command("memory", "%memory [--all] [--forget N]",
+            {"en": "the session memory (its sections, each item with its turn) and the pins; --forget N: the model "
+                   "no longer reads item N; --all: what was forgotten too",
+             "zh": "会话记忆（按部分列出，每项注明轮次）和固定内容；--forget N：模型不再读取第 N 项；--all：也列出已遗忘的项"},
+            args="[--all] [--forget N]"),
     Command("help", "%ocw help", {"en": "this list", "zh": "本列表"}),
     Command("commands", "%ocw commands",
             {"en": "every slash command: the built-ins, then those added (@ocw.command, installed packages) "

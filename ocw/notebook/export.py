@@ -23,6 +23,7 @@ import re
 import tempfile
 
 from ocw.context import compaction_log
+from ocw.context import pins as pin_rules
 from ocw.text.errors import OcwError
 from ocw.context.render import block_text
 
@@ -130,6 +131,11 @@ def branch_markdown(session) -> tuple[str, int, int]:
              f"compaction{'s' if session.compaction_count != 1 else ''}", ""]
     if session.system_prompt:
         lines += ["## System prompt", "", _closed(session.system_prompt), ""]
+    pinned = pin_rules.current(meta)
+    if pinned:  # the model reads them verbatim with every request (ocw/context/pins.py)
+        lines += ["## Pinned", ""]
+        for p in pinned:
+            lines += [f"### Pin {p['n']} · {p.get('at', '')}", "", _closed(p["text"]), ""]
     for i, n in enumerate(nodes, 1):
         lines += [f"## {i} · {n.role}", ""]
         lines += ["\n\n".join(_block_md(b) for b in contents[n.id]), ""]
@@ -153,7 +159,9 @@ def session_json(session) -> tuple[str, int, int]:
                       "content": contents.get(n.id, []), "tokens": n.tokens, "depth": n.depth,
                       "summary": n.is_summary, "cover_count": n.cover_count if n.is_summary else None,
                       "supersedes": n.supersedes, "on_branch": n.id in on_branch,
-                      "created_at": _iso(n.created_at)} for n in nodes]}
+                      "created_at": _iso(n.created_at)} for n in nodes],
+           # The pins in force (their pin / unpin / forget records are in session.metadata.pins).
+           "pins": pin_rules.current(row.get("metadata") or {})}
     summaries = sum(1 for n in nodes if n.is_summary)
     return json.dumps(doc, ensure_ascii=False, indent=1) + "\n", len(nodes) - summaries, summaries
 

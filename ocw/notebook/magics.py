@@ -60,7 +60,7 @@ def _debug(config) -> bool:
 # expansion of a magic's line costs time quadratic in the line (a pasted 20,000-character
 # focus took 16 s) and would evaluate braces a user wrote as text. The other commands keep
 # IPython's expansion, which users rely on (`%rewind $node`, `%session $name`).
-AS_TYPED = frozenset({"compact"})
+AS_TYPED = frozenset({"compact", "pin"})  # %pin {name}: ocw expands it (references.py), not IPython
 
 
 def _runs(name: str):
@@ -131,6 +131,10 @@ class OcwMagics(Magics):
     session = line_magic("session")(_runs("session"))
     new = line_magic("new")(_runs("new"))
     sessions = line_magic("sessions")(_runs("sessions"))
+    pin = line_magic("pin")(_runs("pin"))  # as typed, like compact: see AS_TYPED
+    pins = line_magic("pins")(_runs("pins"))
+    unpin = line_magic("unpin")(_runs("unpin"))
+    memory = line_magic("memory")(_runs("memory"))
 
     @line_magic
     @friendly

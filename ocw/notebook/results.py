@@ -21,6 +21,7 @@ class Result:
     # A user message the command asks its surface to send to the model as a normal turn
     # (stored, counted): `/doctor --send`. The surface sends it; the command never does.
     send: str | None = None
+    data: dict | None = None  # rows the chat widget draws its own controls from (/memory's forget buttons)
 
     def bundle(self) -> dict[str, str] | None:
         """The MIME bundle of a result that has HTML (text/plain beside it)."""

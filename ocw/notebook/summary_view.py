@@ -83,6 +83,10 @@ def summary_parts(session, all_summaries: bool = False) -> list[tuple[str, str |
     else:
         nodes = [active] if active is not None else []
     texts = session._contents(nodes) if nodes else {}
+    if active is not None and active.id in texts:  # as the model reads it: forgotten memory items out
+        from ocw.conversation.pinning import summary_read
+
+        texts[active.id] = summary_read(session, active, texts[active.id])[0]
     out: list[tuple[str, str | None]] = []
     if not nodes:
         out.append(("No summary is active on this branch: nothing has been compacted here yet"

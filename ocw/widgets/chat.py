@@ -5,7 +5,8 @@ actions through anywidget's request/response commands. What holds, and why:
 - The widget does nothing the notebook's commands don't: a message goes through
   `Runtime.chat` (the `%%chat` path), a slash command runs the same action as its
   magic (`ocw.notebook.actions.run`, from the one command table), a click in the
-  graph runs `%rewind <id>` or `%branch <id>`'s action. So they say and do the
+  graph runs `%rewind <id>` or `%branch <id>`'s action, a message's pin button
+  `%pin`'s (of that stored message). So they say and do the
   same thing, and what a command returns (text, and sanitized HTML where it has
   more to show) is put into the conversation as it is: nothing is scraped.
 - Every command answers: `{"ok": True, ...}` or `{"ok": False, "error": ...}`,
@@ -222,7 +223,8 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         elif name in (ev.OCCUPANCY_CHANGED, ev.HEAD_MOVED):
             self._refresh()
 
-    def _note(self, kind: str, text: str, src: tuple | None = None, html: str | None = None) -> str:
+    def _note(self, kind: str, text: str, src: tuple | None = None, html: str | None = None,
+              data: dict | None = None) -> str:
         """Add a system message after the current HEAD (a relayed compaction event the
         widget already showed is said once)."""
         if src is None and text in self._event_texts:
@@ -232,6 +234,8 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             note = {"id": self._next_note, "kind": kind, "text": text, "after": self.head}
             if html is not None:  # a command's result with more than text: sanitized HTML (results.py)
                 note["html"] = html
+            if data:  # rows the browser draws controls from (/memory's forget and unpin buttons)
+                note["data"] = data
             self._notes = (self._notes + [(note, src)])[-NOTES_KEPT:]
             self._show_notes()
         return text
@@ -395,6 +399,13 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         return {"output": self._command("branch", "branch", self._node_id(msg))}
 
     @_answer
+    def chat_pin(self, msg: dict) -> dict:
+        """The pin button on a message: `%pin` of that stored message, verbatim."""
+        if self._in_turn or self._running:
+            raise OcwError(ui_labels(self.lang)["chat_busy_refused"])
+        return {"output": self._command("pin", "pin", "--message " + self._node_id(msg))}
+
+    @_answer
     def chat_older(self, msg: dict) -> dict:
         """Load the page of messages above the oldest loaded one."""
         with self._lock:
@@ -442,7 +453,7 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         """A command's result into the conversation as a note (unless a compaction event said it)."""
         text = result.text.strip()
         if (text or result.html) and text not in self._event_texts:
-            self._note("output", text, html=result.html)
+            self._note("output", text, html=result.html, data=result.data)
         return text
 
     # -- text -------------------------------------------------------------------------

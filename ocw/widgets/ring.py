@@ -34,7 +34,7 @@ from ocw.text.checks import shown
 
 log = logging.getLogger("ocw")
 
-CATEGORIES = ("system", "tools", "summary", "memory", "messages", "free")
+CATEGORIES = ("system", "tools", "summary", "memory", "pins", "messages", "free")
 
 from ocw.text.ui_text import UI_LABELS, ui_labels  # noqa: E402  (the one source of UI text)
 

@@ -216,7 +216,7 @@ PARTS = {"system": 100, "tools": 50, "summary": 200, "messages": 650}
 
 
 def test_estimate_total_is_sum_of_categories():
-    assert CATEGORIES == ("system", "tools", "summary", "memory", "messages")
+    assert CATEGORIES == ("system", "tools", "summary", "memory", "pins", "messages")
     assert estimate_total_used(PARTS) == 1000
     assert estimate_total_used({"messages": 7}) == 7
     assert estimate_total_used({**PARTS, "free": 10**6}) == 1000  # free is not used space
@@ -227,7 +227,7 @@ def test_breakdown_estimated():
     assert occ["total"] == occ["estimated_total"] == 1000
     assert occ["basis"] == "estimated" and occ["calibration"] is None
     assert occ["ratio"] == pytest.approx(0.25)
-    assert occ["breakdown"] == {**PARTS, "memory": 0, "free": 3000}
+    assert occ["breakdown"] == {**PARTS, "memory": 0, "pins": 0, "free": 3000}
     assert sum(occ["breakdown"].values()) == occ["window"]
     assert occ["reserve"] == 3200
     assert (occ["head"], occ["generation"]) == ("h", 3)

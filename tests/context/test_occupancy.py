@@ -147,7 +147,7 @@ def test_measured_calibration_is_rounded_to_four_decimals():
 def test_missing_categories_are_zero_when_rows_are_scaled():
     occ = compute_breakdown({"system": 10, "messages": 90}, window=1_000, calibration=2.0)
     assert occ["total"] == 200
-    assert occ["breakdown"] == {"system": 20, "tools": 0, "summary": 0, "memory": 0, "messages": 180, "free": 800}
+    assert occ["breakdown"] == {"system": 20, "tools": 0, "summary": 0, "memory": 0, "pins": 0, "messages": 180, "free": 800}
 
 
 def test_the_reserve_is_80_percent_of_the_window():

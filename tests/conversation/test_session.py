@@ -325,7 +325,7 @@ def test_occupancy_fields(sess):
     occ = sess.occupancy()
     assert set(occ) >= {"total", "window", "ratio", "breakdown", "basis", "generation", "head", "encoding",
                         "compaction_count", "session_id"}
-    assert set(occ["breakdown"]) == {"system", "tools", "summary", "memory", "messages", "free"}
+    assert set(occ["breakdown"]) == {"system", "tools", "summary", "memory", "pins", "messages", "free"}
     assert occ["head"] == a and occ["generation"] == 0 and occ["window"] == 100_000
     assert occ["ratio"] == pytest.approx(occ["total"] / 100_000)
     assert occ["basis"] == "estimated"

@@ -29,6 +29,12 @@ from test_engine import (  # noqa: E402,F401
     test_four_messages_are_enough, test_identifiers_survive_three_compactions, test_one_compaction_at_a_time,
     test_recompacting_a_compacted_session_is_no_op,
 )
+from test_pins import (  # noqa: E402,F401  (pins and forgets are appended records on both stores)
+    test_a_forgotten_item_said_before_the_forget_is_not_re_added, test_a_pin_is_its_own_block_and_its_own_row,
+    test_forget_takes_an_item_out_of_what_the_model_reads_and_survives_compactions,
+    test_pins_go_verbatim_through_every_compaction, test_the_pins_together_take_at_most_a_quarter_of_the_window,
+    test_unpin_is_an_appended_record_and_numbers_stay,
+)
 from test_session import (  # noqa: E402,F401
     sess, test_append_strings_and_blocks, test_content_cache_is_bounded_and_history_still_complete,
     test_each_message_is_counted_once, test_measured_basis_lives_only_as_long_as_head_and_generation,

@@ -607,7 +607,7 @@ def test_ocw_help_lists_every_command_on_one_line(ip, capsys):
     lines = out.strip().splitlines()
     from ocw.notebook.commands import COMMANDS
 
-    assert len(lines) == len(COMMANDS) == 19  # one line per command of the one table
+    assert len(lines) == len(COMMANDS) == 23  # one line per command of the one table
     for cmd in ("%%chat", "%chat", "%compact", "%context", "%rewind", "%branch", "%new", "%sessions", "%session",
                 "%ocw help", "%ocw doctor", "%ocw tools"):
         assert len([ln for ln in lines if ln.startswith(cmd + " ") or ln == cmd]) == 1, cmd
@@ -666,7 +666,7 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
     assert res.error_in_exec is None, err
     assert out.startswith("Context — session 'default', model gpt-4o-mini")
     rows = (("System prompt", "system"), ("Tool definitions", "tools"), ("Summary", "summary"),
-            ("Session memory", "memory"), ("Messages", "messages"), ("Free space", "free"))
+            ("Session memory", "memory"), ("Pinned", "pins"), ("Messages", "messages"), ("Free space", "free"))
     for label, key in rows:
         assert f"{label:<18} {occ['breakdown'][key]:>9,}" in out, label
     assert f"{'Total':<18} {occ['total']:>9,} / 2,000 tokens ({100 * occ['ratio']:.1f}%)" in out
@@ -676,7 +676,7 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
     assert (f"Basis: measured (measured ÷ estimated = {occ['calibration']:.2f}, {n} samples; the rows are scaled to "
             "add up to the total); Encoding: o200k_base") in out
     # Every figure agrees: the rows add up to the total, the percents to 100.0 %.
-    assert sum(occ["breakdown"][k] for k in ("system", "tools", "summary", "memory", "messages")) == occ["total"]
+    assert sum(occ["breakdown"][k] for k in ("system", "tools", "summary", "memory", "pins", "messages")) == occ["total"]
     shown = [float(ln.rsplit(None, 1)[-1].rstrip("%")) for ln in out.splitlines()[1:1 + len(rows)]]
     assert round(sum(shown), 1) == 100.0
     assert "Compactions: 0" in out
@@ -784,9 +784,9 @@ def test_help_and_the_slash_menu_read_the_one_command_table(ip, capsys):
     names = [m["name"] for m in slash_menu("en")]
     # The seed's slash commands, in the table's order, /clear as another name for /new.
     assert names == ["compact", "summary", "context", "rewind", "branch", "new", "clear", "sessions", "export",
-                     "session", "help", "doctor"]
-    # Every one runs on selection or Enter but /session, which needs its NAME (the menu fills the prefix).
-    assert [m["name"] for m in slash_menu() if m["required"]] == ["session"]
+                     "session", "pin", "pins", "unpin", "memory", "help", "doctor"]
+    # Every one runs on selection or Enter but those that need their argument (the menu fills the prefix).
+    assert [m["name"] for m in slash_menu() if m["required"]] == ["session", "pin", "unpin"]
     assert {c.name for c in COMMANDS if not c.slash} == {"chat", "chat-widget", "tools", "allow-code", "deny-code",
                                                           "retry-save", "commands", "run"}
 
@@ -804,7 +804,7 @@ def test_ocw_help_in_a_notebook_is_a_table_whose_usages_never_break(ip):
         res = actions.run(ocw.notebook.magics.get_runtime(), "help", "", rich=True)
         assert res.text.splitlines() == [ln for ln in res.text.splitlines() if ln]  # the text is still one line each
         cells = re.findall(r"<tr><td><code>(.*?)</code></td><td>(.*?)</td></tr>", res.html)
-        assert len(cells) == len(COMMANDS) == 19
+        assert len(cells) == len(COMMANDS) == 23
         for (usage, helptext), c in zip(cells, COMMANDS):
             assert " " not in usage and _html.unescape(usage) == c.usage.replace(" ", "\u00a0")
             assert _html.unescape(helptext) == c.help[lang]

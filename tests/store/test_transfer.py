@@ -26,6 +26,7 @@ def notebook_session(ip, capsys) -> None:
     for cell in ("%%chat\n" + USER, "%%chat\nand the watering schedule? " + "daily " * 60,
                  "%%chat\nwhat about pests? " + "aphids " * 80, "%%chat\nand the harvest? " + "autumn " * 80,
                  "%rewind 1", "%%chat\na different last question " + "compost " * 30, "%compact 50",
+                 "%pin the beds are 1.2 m wide", "%pin a second pin", "%unpin 2",
                  "%%chat --model gpt-4o\nnow with another tokenizer", "%%chat --session second\nanother notebook"):
         res = ip.run_cell(cell)
         assert res.error_in_exec is None, (cell, res.error_in_exec)
@@ -85,6 +86,7 @@ def test_a_notebook_session_moved_duckdb_postgres_duckdb_compares_equal(made, pg
     assert len(summaries) == 1 and main_session["session"]["metadata"]["context_compaction_count"] == 1
     assert main_session["counts"], "the model switch recounted into node_counts"
     assert main_session["session"]["count_epoch"] == 1
+    assert [e["op"] for e in main_session["session"]["metadata"]["pins"]] == ["pin", "pin", "unpin"]  # issue 22.6
     # A fork: two leaves; HEAD on the newer branch.
     parents = [n["parent_id"] for n in nodes if not (n["role"] == "llm")]
     assert len(parents) != len(set(parents))
@@ -97,6 +99,9 @@ def test_a_notebook_session_moved_duckdb_postgres_duckdb_compares_equal(made, pg
         assert a.branch() == b.branch() and [s.id for s in a.summaries()] == [s.id for s in b.summaries()]
         assert a.active_summary() is not None and a.active_summary().id == b.active_summary().id
         assert a.rendered_history() == b.rendered_history() and a.occupancy() == b.occupancy()
+        assert b.occupancy()["breakdown"]["pins"] > 0
+        assert [m["content"][0]["text"] for m in b.rendered_history() if m.get("name") == "context/pins"] == [
+            "[Pinned by the user: kept verbatim whatever is compacted]\n[pin 1]\nthe beds are 1.2 m wide"]
         assert sorted(x["id"] for x in a.branches()) == sorted(x["id"] for x in b.branches())
     finally:
         for st in stores:

@@ -107,7 +107,7 @@ def test_attach_fills_traitlets_from_occupancy(session):
     assert w.total == occ["total"] > 0
     assert w.window == 8000
     assert w.ratio == pytest.approx(occ["total"] / 8000)
-    assert {"system", "tools", "summary", "messages", "free"} <= set(w.breakdown) <= {"system", "tools", "summary", "memory", "messages", "free"}
+    assert {"system", "tools", "summary", "messages", "free"} <= set(w.breakdown) <= {"system", "tools", "summary", "memory", "pins", "messages", "free"}
     assert w.breakdown["free"] == 8000 - occ["total"]
     assert all(isinstance(v, int) for v in w.breakdown.values())
     assert w.basis == "estimated"

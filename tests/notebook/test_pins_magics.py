@@ -1,0 +1,153 @@
+"""%pin, %pins, %unpin, %memory through the magics in an IPython shell, against the
+loopback OpenAI-compatible server: what the server receives is counted; bad input is
+one line; the text is the UI text's, in English and in Chinese."""
+from __future__ import annotations
+
+import pytest
+from IPython.core.error import UsageError
+
+import ocw
+from ocw.context import pins as rules
+from ocw.conversation import pinning
+
+PAD = " ".join(f"filler{i}" for i in range(120))
+RULE = "Amounts in orders.amount_cents are cents, never dollars."
+
+
+def run(ip, line: str, capsys) -> str:
+    capsys.readouterr()
+    ip.run_line_magic(*line[1:].split(" ", 1)) if " " in line else ip.run_line_magic(line[1:], "")
+    return capsys.readouterr().out
+
+
+def chat(ip, text):
+    ip.run_cell_magic("chat", "", text)
+
+
+def last_sent(srv) -> str:
+    body = srv.requests[-1].body
+    return "\n".join(m["content"] if isinstance(m["content"], str) else
+                     "\n".join(p.get("text", "") for p in m["content"]) for m in body["messages"])
+
+
+def test_pin_text_and_a_variable_go_to_the_model_verbatim_after_compactions(oip, refserver, capsys):
+    srv = refserver
+    out = run(oip, f"%pin {RULE}", capsys)
+    assert out.startswith("Pinned as 1 (") and "%unpin 1 takes it out" in out
+    oip.user_ns["limits"] = {"p95_ms": 741, "batch": 64}
+    out = run(oip, "%pin {limits}", capsys)
+    assert out.startswith("Pinned as 2 (")
+    for i in range(6):
+        chat(oip, f"question {i} " + PAD)
+    sent = last_sent(srv)
+    assert sent.count(RULE) == 1 and sent.count("{'p95_ms': 741, 'batch': 64}") == 1
+    assert run(oip, "%compact", capsys).startswith("Context compacted")
+    oip.user_ns["limits"] = "changed later"  # the pin holds the value as it was
+    chat(oip, "after the compaction")
+    sent = last_sent(srv)
+    assert sent.count(RULE) == 1 and sent.count("{'p95_ms': 741, 'batch': 64}") == 1
+    assert "changed later" not in sent
+    s = ocw.current_session()
+    assert s.compaction_count >= 1 and s.occupancy()["breakdown"]["pins"] > 0
+    table = run(oip, "%context --text", capsys)
+    assert f"{'Pinned':<18} {s.occupancy()['breakdown']['pins']:>9,}" in table
+    listing = run(oip, "%pins", capsys)
+    assert listing.splitlines()[0] == "Pinned (the model reads these verbatim after every compaction):"
+    assert listing.splitlines()[1].startswith(f"  1. {RULE}  (") and listing.splitlines()[2].startswith("  2. {'p95_ms'")
+    assert run(oip, "%unpin 1", capsys).startswith("Unpinned 1: “Amounts in orders")
+    chat(oip, "and now")
+    assert RULE not in last_sent(srv) and "'p95_ms': 741" in last_sent(srv)
+    assert [e["op"] for e in rules.events(s.metadata)] == ["pin", "pin", "unpin"]
+
+
+@pytest.mark.parametrize("line, message", [
+    ("%unpin 99", "there is no pin 99"),
+    ("%unpin", "%unpin takes the number %pins shows"),
+    ("%unpin two", "%unpin takes the number %pins shows, e.g. %unpin 1 (got 'two')"),
+    ("%pin", "%pin takes what to pin"),
+    ("%pin   ", "%pin takes what to pin"),
+    ("%pin {nope}", "{nope}: no variable 'nope' in this notebook"),
+    ("%memory --forget 3", "there is no memory item 3"),
+    ("%memory --forget x", "%memory --forget takes the number %memory shows"),
+    ("%pins extra", "%pins takes no arguments"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(oip, capsys, line, message):
+    chat(oip, "hello")
+    s = ocw.current_session()
+    before = (s.generation, dict(s.metadata).get("pins"))
+    name, _, rest = line[1:].partition(" ")
+    with pytest.raises(UsageError) as e:
+        oip.run_line_magic(name, rest)
+    assert message in str(e.value) and "\n" not in str(e.value).strip()
+    s.sync()
+    assert (s.generation, dict(s.metadata).get("pins")) == before
+
+
+def test_memory_says_what_will_go_there_then_lists_and_forgets(oip, refserver, capsys):
+    out = run(oip, "%memory", capsys)  # no session yet: what will go there
+    assert "No session memory yet. At the first compaction ocw keeps here what stays true" in out
+    chat(oip, "hello")
+    out = run(oip, "%memory", capsys)
+    assert "No session memory yet. At the first compaction ocw keeps here what stays true" in out
+    assert "Nothing pinned yet: %pin TEXT, or %pin {name}" in out
+    for t in ("Please set the batch size to 64.", "From now on answer in Chinese.",
+              "Load data/raw/events.parquet first.", "more", "more", "more"):
+        chat(oip, t + " " + PAD)
+    assert run(oip, "%compact", capsys).startswith("Context compacted")
+    out = run(oip, "%memory", capsys)
+    assert "  Standing instructions and preferences:\n    1. From now on answer in Chinese. (turn " in out
+    n = next(ln.split(".")[0].strip() for ln in out.splitlines() if "data/raw/events.parquet" in ln)
+    assert run(oip, f"%memory --forget {n}", capsys).startswith("Forgotten: “file: data/raw/events.parquet”. The model no longer reads it")
+    assert "data/raw/events.parquet" not in run(oip, "%memory", capsys)
+    everything = run(oip, "%memory --all", capsys)
+    assert "  Forgotten (no longer sent to the model):\n    - data/raw/events.parquet (turn " in everything
+    chat(oip, "next")
+    assert "data/raw/events.parquet" not in last_sent(refserver)
+
+
+def test_the_texts_are_chinese_with_ocw_lang_zh(oip, capsys):
+    oip.run_line_magic("config", "Ocw.lang = 'zh'")
+    out = run(oip, "%pin 金额以分为单位", capsys)
+    assert out.startswith("已固定为第 1 项（")
+    assert run(oip, "%pins", capsys).startswith("已固定（每次压缩之后模型仍会逐字读取）:")
+    assert run(oip, "%unpin 1", capsys).startswith("已取消固定第 1 项")
+    assert "还没有会话记忆" in run(oip, "%memory", capsys)
+
+
+def test_pins_are_exported_with_the_session(oip, capsys, tmp_path):
+    import json
+
+    chat(oip, "hello")
+    run(oip, f"%pin {RULE}", capsys)
+    run(oip, "%pin gone soon", capsys)
+    run(oip, "%unpin 2", capsys)
+    md, js = tmp_path / "s.md", tmp_path / "s.json"
+    run(oip, f"%ocw export --format md {md}", capsys)
+    run(oip, f"%ocw export --format json {js}", capsys)
+    text = md.read_text(encoding="utf-8")
+    assert "## Pinned\n\n### Pin 1 · " in text and f"\n\n{RULE}\n" in text and "gone soon" not in text
+    assert text.index("## Pinned") < text.index("## 1 · user")
+    doc = json.loads(js.read_text(encoding="utf-8"))
+    assert [(p["n"], p["text"]) for p in doc["pins"]] == [(1, RULE)]
+    assert [e["op"] for e in doc["session"]["metadata"]["pins"]] == ["pin", "pin", "unpin"]
+
+
+def test_pins_and_a_forget_hold_through_automatic_compactions(oip, refserver, capsys):
+    """%%chat with automatic compaction (2,000-token window, 80 %): every request after
+    each compaction carries the pin once; a forgotten item never comes back."""
+    for t in ("Please set the batch size to 64.", "Load data/raw/events.parquet first."):
+        refserver.script(text="Noted.")
+        chat(oip, t + " " + PAD)
+    run(oip, f"%pin {RULE}", capsys)
+    s = ocw.current_session()
+    counts = []
+    for i in range(14):
+        refserver.script(text="Noted.")
+        chat(oip, f"note {i} " + PAD)
+        counts.append(last_sent(refserver).count(RULE))
+        if s.compaction_count == 1 and not rules.forgets(s.metadata):
+            n = next(k for k, _, it in rules.listed(pinning.memory(s)) if it.value == "data/raw/events.parquet")
+            run(oip, f"%memory --forget {n}", capsys)
+    assert s.compaction_count >= 3
+    assert counts == [1] * 14
+    assert rules.forgets(s.metadata) and "data/raw/events.parquet" not in last_sent(refserver)
