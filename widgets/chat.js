@@ -633,13 +633,13 @@ function render({ model, el, experimental, host, signal }) {
     body.innerHTML = summary.html || ""; // the kernel's sanitized HTML
     d.append(line, body);
     const sections = Array.isArray(summary.memory) ? summary.memory : [];
-    if (sections.length) d.append(memoryNode(sections));
+    if (sections.length) d.append(capsuleMemoryNode(sections));
     return d;
   }
 
   // The session memory beside the summary: a section per kind, each item with its turn.
   // Items are plain text from the kernel, set as text (never parsed as HTML).
-  function memoryNode(sections) {
+  function capsuleMemoryNode(sections) {
     const L_ = L();
     const box = h("div", "ocw-summary-memory");
     box.append(text("div", "ocw-memory-title", L_.chat_memory));
