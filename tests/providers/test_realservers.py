@@ -159,3 +159,12 @@ def test_llama_cpp_python_has_no_window_endpoint(llama_cpp_python_server, sends)
     assert p.probe_window() is None
     assert [(s[0], s[1], s[3]) for s in sends] == [("GET", "/v1/models", 200)]  # owned_by "me": nothing more to ask
     p.close()
+
+
+def test_llama_server_names_its_own_model_and_a_session_without_one_uses_it(llama_server, sends):
+    """Issue 24: with no model named, ocw asks the local server which it serves (llama-server
+    lists its alias) instead of sending gpt-4o-mini / claude-sonnet-4-5."""
+    for _, p in providers(llama_server):
+        assert p.served_model() == llama_server.model == "tiny"
+        p.close()
+    assert [(s[0], s[1], s[3]) for s in sends] == [("GET", "/v1/models", 200)] * 2
