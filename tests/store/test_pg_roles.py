@@ -381,3 +381,26 @@ def test_sessions_share_bad_input_row(team, ip, capsys, line, says):
     with team.sql(team.alice) as conn:
         assert (conn.execute("SELECT * FROM session_shares").fetchall(),
                 conn.execute("SELECT id, rev FROM sessions").fetchall()) == before
+
+
+def test_the_readme_lists_exactly_the_grants_init_gives(team):
+    """README "A team database" shows the SQL `ocw db grant` runs: the table privileges a
+    granted role holds are exactly those its GRANT lines name, and its search_path is set."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("GRANT USAGE ON SCHEMA ocw TO alice;"):]
+    block = block[:block.index("```")]
+    listed = set()
+    for privs, tables in re.findall(r"^GRANT ([A-Z, ]+) ON (ocw\.[\w., ]+) TO alice;", block, re.M):
+        listed |= {(t.strip().split(".")[1], p.strip()) for t in tables.split(",") for p in privs.split(",")}
+    with team.admin() as conn:
+        held = set(conn.execute("SELECT table_name, privilege_type FROM information_schema.role_table_grants"
+                                " WHERE grantee = %s AND table_schema = 'ocw'", [team.alice]).fetchall())
+        setting = conn.execute("SELECT setconfig FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole"
+                               " WHERE r.rolname = %s", [team.alice]).fetchone()[0]
+    assert held == listed and ("sessions", "DELETE") in held and ("ocw_meta", "SELECT") in held
+    assert ("ocw_meta", "INSERT") not in held
+    assert setting == ["search_path=ocw"] and "SET search_path TO ocw;" in block
+    assert "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ocw TO alice;" in block
