@@ -140,6 +140,10 @@ def test_a_shared_session_is_seen_and_continued_by_the_role_it_was_shared_with_o
             b.share_session(sa.id, team.carol)
         with team.sql(team.bob) as conn:
             assert conn.execute("DELETE FROM sessions WHERE id = %s", [sa.id]).rowcount == 0  # only the owner deletes
+        with pytest.raises(StoreError, match=f"session 'plan' is shared with you by {team.alice}; only its owner "
+                                             "deletes it, nothing was deleted"):
+            b.delete_session(sa.id)
+        assert texts(a.open_session(sa.id)) == ["step one", "bob adds step two"]
         # carol (granted now, not shared with): nothing
         assert cli.main(["db", "grant", team.admin_url, team.carol]) == 0
         c = ocw.Store(team.url(team.carol))

@@ -293,6 +293,12 @@ class PostgresStore(Sharing):
             cur.execute("SELECT count(*) FROM nodes WHERE session_id = %s", [sid])
             (n,) = cur.fetchone()
             cur.execute("DELETE FROM sessions WHERE id = %s", [sid])  # nodes and counts cascade
+            if cur.rowcount == 0:  # row security: a session shared with this role is not its to delete
+                cur.execute("SELECT owner, name FROM sessions WHERE id = %s", [sid])
+                r = cur.fetchone()
+                who = f"is shared with you by {r[0]}" if r else "is not yours"
+                raise StoreError(f"session {r[1] if r else sid!r} {who}; only its owner deletes it, nothing was deleted",
+                                 hint="ask its owner, or %sessions --unshare from their side")
         return int(n)
 
     # -- writing nodes ----------------------------------------------------------------------
