@@ -120,7 +120,8 @@ def sessions_table(rows: list[dict], current=None) -> str:
         mark = "*" if current is not None and r["id"] == current.id else " "
         last = r["updated_at"].strftime("%Y-%m-%d %H:%M") if r.get("updated_at") else "-"
         lines.append(f" {mark} {str(r['id']):<{id_w}}  {str(r['model']):<{model_w}}  {r['messages']:>8,}  "
-                     f"{r['tokens']:>9,}  {last:<16}  {shown_name(r['name'])}")
+                     f"{r['tokens']:>9,}  {last:<16}  {shown_name(r['name'])}"
+                     + (f"  (shared by {r['shared_by']})" if r.get("shared_by") else ""))
     return "\n".join(lines)
 
 

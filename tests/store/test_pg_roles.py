@@ -352,7 +352,13 @@ def test_sessions_share_and_unshare_in_a_notebook(team, ip, capsys):
     assert out.strip() == f"Session 'plan' was already shared with {team.bob}; nothing changed."
     b = ocw.Store(team.url(team.bob))
     try:
-        assert [s["name"] for s in b.sessions()] == ["plan"]
+        assert [(s["name"], s["shared_by"]) for s in b.sessions()] == [("plan", team.alice)]
+        a = ocw.Store(team.url(team.alice))
+        assert [s["shared_by"] for s in a.sessions()] == [None]  # her own: no mark
+        a.close()
+        from ocw.notebook.report import sessions_table
+
+        assert sessions_table(b.sessions()).splitlines()[1].endswith(f"  plan  (shared by {team.alice})")
         out, _, _ = _magic(ip, f"%sessions --unshare plan {team.bob}", capsys)
         assert out.strip() == f"Session 'plan' is no longer shared with {team.bob}."
         assert b.sessions() == []

@@ -238,11 +238,13 @@ class PostgresStore(Sharing):
         with self._read() as cur:
             cur.execute(
                 "SELECT s.id, s.name, s.provider, s.model, s.context_window, s.updated_at, s.created_at,"
-                " coalesce(h.depth, 0), coalesce(h.cum_tokens, 0)"
+                " coalesce(h.depth, 0), coalesce(h.cum_tokens, 0),"
+                " CASE WHEN s.owner <> current_user THEN s.owner END"  # a session shared with this role
                 " FROM sessions s LEFT JOIN nodes h ON h.id = s.head_id"
                 " ORDER BY s.updated_at DESC, s.created_at DESC")
             rows = cur.fetchall()
-        keys = ("id", "name", "provider", "model", "context_window", "updated_at", "created_at", "messages", "tokens")
+        keys = ("id", "name", "provider", "model", "context_window", "updated_at", "created_at", "messages", "tokens",
+                "shared_by")
         return [dict(zip(keys, r)) for r in rows]
 
     def update_session(self, sid: str, change: Callable[[dict], dict | None]) -> dict:
@@ -296,9 +298,9 @@ class PostgresStore(Sharing):
             if cur.rowcount == 0:  # row security: a session shared with this role is not its to delete
                 cur.execute("SELECT owner, name FROM sessions WHERE id = %s", [sid])
                 r = cur.fetchone()
-                who = f"is shared with you by {r[0]}" if r else "is not yours"
-                raise StoreError(f"session {r[1] if r else sid!r} {who}; only its owner deletes it, nothing was deleted",
-                                 hint="ask its owner, or %sessions --unshare from their side")
+                if r is not None:  # seen, yet not deleted (a session that is not there: 0, as DuckDB)
+                    raise StoreError(f"session {r[1]!r} is shared with you by {r[0]}; only its owner deletes it, "
+                                     "nothing was deleted", hint="ask its owner to delete it, or to unshare it")
         return int(n)
 
     # -- writing nodes ----------------------------------------------------------------------
