@@ -118,10 +118,13 @@ class Store:
             with s._lock:  # after any write of ours in flight has adopted its row
                 if rev is not None and rev == s._rev:
                     continue  # our own write (or one already seen)
+                before = s._rev
                 try:
                     s.sync()  # reads and adopts under the lock: never an older row over a newer
                 except OcwError:  # deleted meanwhile: the next command says so
                     continue
+                if sid is None and s._rev == before:
+                    continue  # "some session changed" (the team database's NOTIFY), not this one
             s._publish()
 
     def share_session(self, id_or_name: str, role: str, share: bool = True) -> tuple[str, bool]:

@@ -272,11 +272,17 @@ def test_a_schema_1_database_upgraded_by_init_keeps_its_sessions_their_owners(pg
 
 
 # -- bad input: one line, no traceback, no password, nothing changed --------------------------------
-def _state(cluster) -> tuple:
-    with cluster.admin() as conn:
+def _state(team) -> tuple:
+    """Roles and databases of the server; schemas, grants and role settings of the team's database."""
+    with team.cluster.admin() as conn:
         roles = sorted(r for (r,) in conn.execute("SELECT rolname FROM pg_roles WHERE rolname NOT LIKE 'pg\\_%'"))
         dbs = sorted(d for (d,) in conn.execute("SELECT datname FROM pg_database"))
-    return roles, dbs
+        settings = sorted(map(str, conn.execute("SELECT setrole, setconfig FROM pg_db_role_setting")))
+    with team.admin() as conn:
+        schemas = sorted(n for (n,) in conn.execute("SELECT nspname FROM pg_namespace"))
+        grants = sorted(map(str, conn.execute("SELECT grantee, table_schema, table_name, privilege_type"
+                                              " FROM information_schema.role_table_grants")))
+    return roles, dbs, settings, schemas, grants
 
 
 @pytest.mark.parametrize("label, argv, says", [
@@ -295,7 +301,7 @@ def _state(cluster) -> tuple:
     ("unknown-option", lambda t: ["db", "init", t.admin_url, "--grnat", "x"], "unrecognized arguments"),
 ])
 def test_db_bad_input_row(team, label, argv, says, capsys, caplog):
-    before = _state(team.cluster)
+    before = _state(team)
     if label in ("no-url", "grant-no-role", "unknown-option"):  # argparse's own refusals
         with pytest.raises(SystemExit) as ei:
             cli.main(argv(team))
@@ -308,7 +314,7 @@ def test_db_bad_input_row(team, label, argv, says, capsys, caplog):
     assert len(lines) == 1 and lines[0].startswith("ocw") and "Traceback" not in err, err
     assert says in lines[0], lines[0]
     assert PW not in out + err + caplog.text
-    assert _state(team.cluster) == before  # no role, no database made
+    assert _state(team) == before  # no role, database, schema, grant or setting made
 
 
 @pytest.mark.parametrize("label, call, error, says", [
