@@ -318,21 +318,4 @@ def _tools_registered_by_a_test_end_with_it():
             tools._REGISTERED[name] = tool
 
 
-def pytest_sessionfinish(session, exitstatus):
-    """IPython registers the singleton shell's exit operations (history save, namespace
-    reset, temp files) with atexit: run at interpreter exit, anything they print — a
-    traceback from a destructor the reset triggers — lands after pytest's closing line,
-    which CI reads. Run here, inside the session, before the summary; unregistered so
-    they do not run twice."""
-    import atexit
-
-    from IPython.core.interactiveshell import InteractiveShell
-
-    if not InteractiveShell.initialized():
-        return
-    shell = InteractiveShell.instance()
-    atexit.unregister(shell.atexit_operations)
-    try:
-        shell.atexit_operations()
-    except Exception as e:  # noqa: BLE001 - said in one line before the summary, not after it
-        print(f"\nIPython's exit operations failed: {type(e).__name__}: {e}")
+from ipython_exit import pytest_sessionfinish  # noqa: E402,F401  (IPython's exit work before pytest's last line)

@@ -118,11 +118,27 @@ class Store:
             with s._lock:  # after any write of ours in flight has adopted its row
                 if rev is not None and rev == s._rev:
                     continue  # our own write (or one already seen)
+                before = s._rev
                 try:
                     s.sync()  # reads and adopts under the lock: never an older row over a newer
                 except OcwError:  # deleted meanwhile: the next command says so
                     continue
+                if sid is None and s._rev == before:
+                    continue  # "some session changed" (the team database's NOTIFY), not this one
             s._publish()
+
+    def share_session(self, id_or_name: str, role: str, share: bool = True) -> tuple[str, bool]:
+        """Share a session with a database role, or take it back (the team database on
+        PostgreSQL only: its row-level security is what sharing opens). Returns the
+        session's name and whether anything changed."""
+        from ocw.text.errors import StoreError
+
+        checks.text(role, "role", allow_empty=False)
+        if not hasattr(self.backend, "share_session"):
+            raise StoreError(f"sessions are shared on the team database only; {self.backend.describe()} is a file "
+                             "of yours, which no one else reads", hint="point OCW_DB at a postgresql:// URL (see README)")
+        s = self.open_session(id_or_name)
+        return s.name, self.backend.share_session(s.id, role, share)
 
     def delete_session(self, id_or_name: str) -> dict:
         """Delete a session and everything of it — its nodes, summaries, recounts and

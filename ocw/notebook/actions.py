@@ -22,7 +22,7 @@ from ocw.notebook import user_commands
 from ocw.notebook.commands import BY_NAME, help_html, help_lines, slash_menu
 from ocw.notebook.results import Result, text
 from ocw.notebook.results import text as text_result
-from ocw.text import checks
+from ocw.text import checks, i18n
 from ocw.text.errors import CommandUsage
 from ocw.text.i18n import text as i18n_text
 from ocw.text.secrets import redact
@@ -177,9 +177,25 @@ def new(rt, line: str, rich: bool) -> Result:
 @magic_arguments()
 @argument("--delete", default=None, metavar="NAME", help="delete this session (name or id) and everything of it")
 @argument("--yes", action="store_true", help="confirm --delete")
+@argument("--share", nargs=2, default=None, metavar=("NAME", "ROLE"),
+          help="share this session with a database role (team database)")
+@argument("--unshare", nargs=2, default=None, metavar=("NAME", "ROLE"), help="take a share back")
 def sessions(rt, line: str, rich: bool) -> Result:
-    """%sessions [--delete NAME [--yes]] — list sessions with size and last use, or delete one."""
-    args = parse(sessions, line, "%sessions [--delete NAME [--yes]]")
+    """%sessions [--delete NAME [--yes] | --share NAME ROLE | --unshare NAME ROLE] — list sessions with
+    size and last use, delete one, or share one with a database role (row-level security)."""
+    usage = "%sessions [--delete NAME [--yes] | --share NAME ROLE | --unshare NAME ROLE]"
+    args = parse(sessions, line, usage)
+    if sum(x is not None for x in (args.delete, args.share, args.unshare)) > 1:
+        raise CommandUsage(f"%sessions does one of --delete, --share, --unshare at a time (usage: {usage})")
+    pair = args.share or args.unshare
+    if pair is not None:
+        if args.yes:
+            raise CommandUsage("--yes confirms a deletion only: %sessions --delete NAME --yes")
+        name, role = (unquoted(x) for x in pair)
+        checks.name(role, "ROLE")
+        shown, changed = rt.store.share_session(name, role, share=args.share is not None)
+        key = ("shared" if args.share else "unshared") if changed else ("already_shared" if args.share else "not_shared")
+        return Result(i18n.text(key, rt.config.lang, name=shown, role=role))
     if args.delete is None:
         if args.yes:
             raise CommandUsage("--yes confirms a deletion: %sessions --delete NAME --yes")

@@ -2,6 +2,8 @@
 
     ocw export --to postgresql://me@db.team/ocw [--from FILE] [--session NAME ...]
     ocw import --from postgresql://me@db.team/ocw [--to FILE] [--session NAME ...]
+    ocw db init postgresql://admin@db.team/ocw [--grant ROLE ...] [--schema NAME]
+    ocw db grant postgresql://admin@db.team/ocw ROLE [ROLE ...] [--schema NAME]
 
 `export` copies out of your ocw database (OCW_DB, else the default file) unless
 `--from` names another; `import` copies into it unless `--to` does. Both are
@@ -9,10 +11,15 @@ the same idempotent copy (ocw/store/transfer.py): running one twice changes noth
 One line per session, then a count; a session that could not be copied is
 said why, and the exit status is 1. Bad arguments or a store that cannot be
 opened: one line on stderr, exit status 2. A URL's password is never printed.
+
+`db init` sets up the team database (ocw/store/postgres/roles.py): ocw's schema,
+owned by a role of its own, with row-level security; `--grant` and `db grant`
+give a user's role what it needs. Both are idempotent; one line per change.
 """
 from __future__ import annotations
 
 import argparse
+import re
 import os
 import sys
 
@@ -74,8 +81,15 @@ def _created(where: str) -> list[str]:
     return [path + side for side in SIDE_FILES if not os.path.lexists(path + side)]
 
 
+class _Parser(argparse.ArgumentParser):
+    """A mistyped command is one line on stderr (exit status 2), as every other failure."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {_one_line(message)} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ocw", description="Move ocw sessions between a DuckDB file and a PostgreSQL "
+    p = _Parser(prog="ocw", description="Move ocw sessions between a DuckDB file and a PostgreSQL "
                                 "database (postgresql://user@host/database). Copies are idempotent.")
     sub = p.add_subparsers(dest="command", required=True)
     for name, text in (("export", "copy sessions out of your ocw database (or --from) into --to"),
@@ -89,11 +103,68 @@ def parser() -> argparse.ArgumentParser:
                             + ("" if name == "export" else " (default: OCW_DB or the default file)"))
         c.add_argument("--session", action="append", metavar="NAME",
                        help="a session's name or id (repeat for more; default: every session)")
+    db = sub.add_parser("db", help="set up the team database on PostgreSQL (row-level security)",
+                        description="set up the team database on PostgreSQL (row-level security)")
+    dbsub = db.add_subparsers(dest="db_command", required=True)
+    init = dbsub.add_parser("init", help="create ocw's schema, owned by the role ocw_owner, and grant roles",
+                            description="create ocw's schema, owned by the role ocw_owner, and grant roles; "
+                                        "run as a role that may create roles and schemas")
+    init.add_argument("url", metavar="URL", help="postgresql://ADMIN@host/database")
+    init.add_argument("--grant", action="append", default=[], metavar="ROLE",
+                      help="a login role that uses ocw (repeat for more)")
+    grant = dbsub.add_parser("grant", help="let login roles use the team database",
+                             description="let login roles use the team database (each sees only its own sessions "
+                                         "and those shared with it)")
+    grant.add_argument("url", metavar="URL", help="postgresql://ADMIN@host/database")
+    grant.add_argument("roles", nargs="+", metavar="ROLE")
+    for c in (init, grant):
+        c.add_argument("--schema", default="ocw", metavar="NAME", help="the schema ocw's tables live in (default: ocw)")
     return p
+
+
+def db_main(args) -> int:
+    """`ocw db init|grant`: one line per change, or one line on stderr (exit status 2)."""
+    from ocw.store.postgres import roles
+    from ocw.store.postgres import url as pg_url
+    from ocw.store.postgres.conn import CONNECT_TIMEOUT, driver, one_line, store_error
+
+    doing = f"ocw db {args.db_command}"
+    conn = None
+    try:
+        url = pg_url.checked(args.url)
+        where = pg_url.display(url)
+        psycopg = driver()
+        try:
+            conn = psycopg.connect(pg_url.connect_url(url), autocommit=True, connect_timeout=CONNECT_TIMEOUT,
+                                   application_name="ocw db")
+            if args.db_command == "init":
+                said = roles.init(conn, where, schema=args.schema, grant=args.grant)
+            else:
+                said = roles.grant(conn, where, args.roles, schema=args.schema)
+        except psycopg.Error as e:
+            text = one_line(e, pg_url.secrets_of(url))
+            if re.search(r"permission denied|must be |must have ", text):
+                raise StoreError(f"cannot set up {where}: {text}",
+                                 hint="run it as a role that may create roles and schemas (a superuser, or one "
+                                      "with CREATEROLE that owns the database)") from None
+            raise store_error(e, where, pg_url.secrets_of(url), "set up") from None
+    except (Exception, KeyboardInterrupt) as e:
+        text = e.user_message() if isinstance(e, OcwError) else (
+            "interrupted; nothing was changed" if isinstance(e, KeyboardInterrupt) else f"{type(e).__name__}: {e}")
+        print(f"{doing}: {_one_line(text)}", file=sys.stderr)
+        return 130 if isinstance(e, KeyboardInterrupt) else 2
+    finally:
+        if conn is not None:
+            conn.close()
+    for line in said:
+        print(f"{doing}: {_one_line(line)}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "db":
+        return db_main(args)
     source = args.source or _default()
     dest = args.dest or _default()
     src = dst = None

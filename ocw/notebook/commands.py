@@ -56,11 +56,13 @@ COMMANDS: tuple[Command, ...] = (
     Command("new", "%new [--name NAME]",
             {"en": "start a fresh session for this notebook (the old one is kept)",
              "zh": "为此笔记本开始一个新会话（旧会话会保留）"}, args="[--name NAME]", aliases=("clear",)),
-    Command("sessions", "%sessions [--delete NAME [--yes]]",
+    Command("sessions", "%sessions [--delete NAME [--yes] | --share NAME ROLE | --unshare NAME ROLE]",
             {"en": "list sessions with size and last use; --delete NAME says what it would delete, --yes deletes "
-                   "the session and everything of it",
-             "zh": "列出会话及其大小和最近使用时间；--delete NAME 说明将删除的内容，加 --yes 则删除该会话及其全部内容"},
-            args="[--delete NAME [--yes]]"),
+                   "the session and everything of it; --share NAME ROLE lets a database role see and continue it "
+                   "(team database), --unshare takes that back",
+             "zh": "列出会话及其大小和最近使用时间；--delete NAME 说明将删除的内容，加 --yes 则删除该会话及其全部内容；"
+                   "--share NAME ROLE 让某个数据库角色查看并继续该会话（团队数据库），--unshare 撤销共享"},
+            args="[--delete NAME [--yes] | --share NAME ROLE | --unshare NAME ROLE]"),
     Command("export", "%ocw export [--format md|json] [PATH]",
             {"en": "write the branch as Markdown (summaries marked) or the whole session as JSON; default: beside "
                    "the notebook",

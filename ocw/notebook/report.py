@@ -130,7 +130,8 @@ def sessions_table(rows: list[dict], current=None) -> str:
         mark = "*" if current is not None and r["id"] == current.id else " "
         last = r["updated_at"].strftime("%Y-%m-%d %H:%M") if r.get("updated_at") else "-"
         lines.append(f" {mark} {str(r['id']):<{id_w}}  {str(r['model']):<{model_w}}  {r['messages']:>8,}  "
-                     f"{r['tokens']:>9,}  {last:<16}  {shown_name(r['name'])}")
+                     f"{r['tokens']:>9,}  {last:<16}  {shown_name(r['name'])}"
+                     + (f"  (shared by {r['shared_by']})" if r.get("shared_by") else ""))
     return "\n".join(lines)
 
 
@@ -181,7 +182,13 @@ def doctor(runtime) -> str:
     cfg = runtime.config
     s = runtime.current_session()
     provider = s.provider_name if s is not None else cfg.provider
-    model = s.model if s is not None else cfg.resolved_model()
+    served_own = False
+    if s is not None:
+        model = s.model
+    elif cfg.model:
+        model = cfg.model
+    else:  # what the next %%chat would use: a local server's own model, not ocw's default name
+        model, served_own = runtime.default_model(cfg.provider)
     lines = ["ocw doctor"]
     lines.append(f"  provider:      {provider}" + (" (built in, no network, no key)" if provider == "offline" else ""))
     from ocw.providers.registry import info, key_source, resolve_key
@@ -194,7 +201,7 @@ def doctor(runtime) -> str:
             lines.append(f"  model:         {model} — the server lists {', '.join(served[:3])}; "
                          f"name it with OCW_MODEL={served[0]} or %config Ocw.model = {served[0]!r}")
         else:
-            lines.append(f"  model:         {model}")
+            lines.append(f"  model:         {model}" + (" (the server's own, from its model list)" if served_own else ""))
         source = key_source(provider, cfg.api_key)
         if key:
             lines.append(f"  API key:       present ({source})")

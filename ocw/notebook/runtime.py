@@ -44,6 +44,7 @@ class Runtime:
         self.widgets: weakref.WeakSet = weakref.WeakSet()
         self.tools = None  # a ToolRegistry, created on first use
         self._frontend = None  # ocw.notebook.frontend.Frontend, read on first use
+        self._served: dict = {}  # (provider, base URL) -> the model that server lists as its own
         self._probed: set = set()  # (session, provider, model, base URL) whose window was asked for
         self.unsaved = None  # a reply shown but not stored (ocw.conversation.turn.Unsaved): %ocw retry-save
         self.config.observe(self._on_auto_compact_change, names=["auto_compact"])
@@ -196,9 +197,32 @@ class Runtime:
         return s, undo
 
     def _default_model(self, provider: str) -> str:
-        from ocw.providers.registry import info
+        return self.default_model(provider)[0]
 
-        return info(provider).default_model
+    def default_model(self, provider: str) -> tuple[str, bool]:
+        """The model a session uses when the user named none, and whether the server said
+        it: with a base URL of a local or other server (not the official hosts) that
+        server's own model from its model list, asked once per (provider, URL) — sending
+        ocw's default name (gpt-4o-mini) to llama-server would name a model it lacks; else
+        the provider's default. A server that does not answer is asked again next time."""
+        from ocw.providers import make_provider
+        from ocw.providers.registry import info, resolve_key
+
+        p, cfg = info(provider), self.config
+        if not cfg.base_url or p.key_env is None:
+            return p.default_model, False
+        key = (p.name, cfg.base_url)
+        if key not in self._served:
+            prov = make_provider(p.name, base_url=cfg.base_url, api_key=resolve_key(p.name, cfg.api_key),
+                                 timeout=cfg.timeout, max_retries=0)
+            try:
+                found = prov.served_model()
+            finally:
+                prov.close()
+            if not found:
+                return p.default_model, False
+            self._served[key] = found
+        return self._served[key], True
 
     def _make_current(self, s) -> None:
         self.current, self._after_delete = s, None

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from ocw.text.errors import AuthError
+from ocw.text.secrets import mask_credentials
 from ocw.providers.base import Reply, StreamCallback, Usage
 from ocw.providers.http import HTTPProvider, request_id_of
 from ocw.providers.openai import parse_arguments
@@ -128,6 +129,13 @@ class AnthropicProvider(HTTPProvider):
 
     def _models_url(self) -> str:
         return self.base_url + "/v1/models"
+
+    def _path_hint(self) -> str:
+        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else None
+        if root:
+            return (f"for provider anthropic the base URL is the server's root without /v1 (ocw adds "
+                    f"{MESSAGES_PATH}): set OCW_BASE_URL={mask_credentials(root)}, then check with %ocw doctor")
+        return f"the server does not speak the Anthropic wire at {MESSAGES_PATH}; check OCW_BASE_URL and --provider, then %ocw doctor"
 
     def _headers(self) -> dict[str, str]:
         key = self._key.get()

@@ -44,9 +44,10 @@ from typing import Any, Iterator
 
 import httpx
 
-from ocw.text.errors import BadRequest, MalformedResponse, ProviderConnectionError, ProviderError, ProviderTimeout, RateLimitError, ServerError
-from ocw.text.secrets import Secret, install_log_filter
+from ocw.text.errors import AuthError, BadRequest, MalformedResponse, ProviderConnectionError, ProviderError, ProviderTimeout, RateLimitError, ServerError
+from ocw.text.secrets import Secret, install_log_filter, mask_credentials
 from ocw.providers import probe
+from ocw.providers.registry import key_env_of
 from ocw.providers.base import Reply, StreamCallback
 from ocw.providers.sse import SSEDecoder, SSEEvent
 from ocw.providers.wire_errors import MAX_BODY_CHARS, error_for_payload, error_for_status, parse_retry_after, request_id_of, retry_after_of, server_message
@@ -259,9 +260,9 @@ class HTTPProvider:
                     body = ""
                 finally:
                     response.close()
-                err = error_for_status(
+                err = self._explained(url, error_for_status(
                     response.status_code, body, response.headers, provider=self.name, secret=self._key
-                )
+                ))
                 wait = retry_after_of(response.headers)
                 retryable = self._retryable(err) and (wait is None or wait <= MAX_RETRY_AFTER)
             if not retryable or attempt >= self.max_retries:
@@ -270,6 +271,27 @@ class HTTPProvider:
             log.info("%s: %s; retry %d/%d in %.2f s", self.name, type(err).__name__, attempt + 1, self.max_retries, delay)
             _sleep(delay)
             attempt += 1
+
+    def _explained(self, url: str, err: ProviderError) -> ProviderError:
+        """A refusal said in the user's terms where ocw knows better than the server's words:
+        a 401/403 with no key set says the server needs one; a 404 that names no model
+        means the URL has no such path (the base URL's ``/v1`` is wrong for this wire
+        format), not "check the model name" — whether a key is set is said too, so a
+        missing key is never blamed on the model."""
+        env = key_env_of(self.name)
+        if isinstance(err, AuthError) and not self._key.get():
+            err.hint = f"the server at {mask_credentials(self.base_url)} needs an API key and none is set: set {env} or %config Ocw.api_key"
+        elif err.status == 404 and isinstance(err, BadRequest) and "model" not in server_message(err.body or "").lower():
+            keyless = "" if self._key.get() else f"; no API key is set ({env}) and the server did not ask for one"
+            explained = BadRequest(f"{self.name}: HTTP 404: the server has no {mask_credentials(url)}{keyless}",
+                                   hint=self._path_hint(), status=err.status, request_id=err.request_id, body=err.body)
+            explained.__cause__ = err
+            return explained
+        return err
+
+    def _path_hint(self) -> str:
+        """What the base URL should look like for this wire format (a 404 on its path)."""
+        return "check OCW_BASE_URL (%config Ocw.base_url) and run %ocw doctor"
 
     @staticmethod
     def _retryable(err: ProviderError) -> bool:
@@ -309,6 +331,11 @@ class HTTPProvider:
         except Exception as exc:  # a window not learned, never a failed turn
             log.debug("%s: window probe failed: %s", self.name, type(exc).__name__)
             return None
+
+    def served_model(self, timeout: float = 2.0) -> str | None:
+        """The model a local or other server lists as its own (GET its model list), or
+        None; never raises, never asks the official hosts (probe.served_model)."""
+        return probe.served_model(self._probe_fetch, models_url=self._models_url(), timeout=timeout)
 
     def _probe_fetch(self, method: str, url: str, body: Any, timeout: float) -> dict | None:
         response = self.client.request(method, url, json=body, headers=self._headers(), timeout=timeout)

@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from ocw.text.errors import AuthError
+from ocw.text.secrets import mask_credentials
 from ocw.providers.base import Reply, StreamCallback, Usage
 from ocw.providers.http import HTTPProvider, request_id_of
 
@@ -151,6 +152,12 @@ class OpenAIProvider(HTTPProvider):
 
     def _models_url(self) -> str:
         return self.base_url + "/models"
+
+    def _path_hint(self) -> str:
+        if not self.base_url.endswith("/v1"):
+            return (f"an OpenAI-compatible base URL usually ends in /v1 (ocw adds /chat/completions): try "
+                    f"OCW_BASE_URL={mask_credentials(self.base_url)}/v1, then check with %ocw doctor")
+        return "the server does not speak the OpenAI wire at /chat/completions; check OCW_BASE_URL and --provider, then %ocw doctor"
 
     def _api_root(self) -> str:
         """base_url without its trailing ``/v1`` (llama.cpp's /props, Ollama's /api/*)."""

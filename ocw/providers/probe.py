@@ -133,6 +133,30 @@ def window_from_lmstudio(doc: dict | None, model: str) -> Found:
     return (n, "LM Studio /api/v0/models") if n else None
 
 
+def model_from_models(doc: dict | None) -> str | None:
+    """The model a server serves, from its OpenAI-style list: the first id it lists
+    (llama-server and llama-cpp-python list the one they loaded)."""
+    data = doc.get("data") if isinstance(doc, dict) else None
+    ids = [str(e["id"]) for e in data if isinstance(e, dict) and isinstance(e.get("id"), str) and e["id"].strip()] \
+        if isinstance(data, list) else []
+    return ids[0] if ids else None
+
+
+def served_model(fetch: Fetch, *, models_url: str, timeout: float = 2.0) -> str | None:
+    """The model the server at ``models_url`` serves, or None; like the window probe it
+    never raises and never asks the official hosts (their default model is ocw's)."""
+    try:
+        host = httpx.URL(models_url).host
+    except Exception:
+        return None
+    if not host or host in OFFICIAL_HOSTS:
+        return None
+    try:
+        return model_from_models(fetch("GET", models_url, None, max(0.05, timeout)))
+    except Exception:
+        return None
+
+
 def _smallest(*found: Found) -> Found:
     known = [f for f in found if f]
     return min(known, key=lambda f: f[0]) if known else None

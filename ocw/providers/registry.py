@@ -42,6 +42,14 @@ def info(name: str) -> ProviderInfo:
         raise ValueError(f"unknown provider {name!r}; choose one of {', '.join(NAMES)}") from None
 
 
+def key_env_of(name: str) -> str:
+    """The environment variable a provider's key is read from, for messages."""
+    try:
+        return info(name).key_env or "no key needed"
+    except ValueError:
+        return "the provider's API key variable"
+
+
 def resolve_key(name: str, configured: str | None = None) -> str | None:
     """The key a provider uses: `%config Ocw.api_key` if set, else its environment
     variable, read now (so `%env OPENAI_API_KEY=...` takes effect on the next cell)."""

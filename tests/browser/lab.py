@@ -200,6 +200,43 @@ class JupyterLab:
         return "\n".join(text.splitlines()[-lines:])
 
 
+class Voila(JupyterLab):
+    """`voila NOTEBOOK` on 127.0.0.1:<free port> (the same temp dirs and environment as
+    JupyterLab): every visit of its page starts a kernel of its own and runs the notebook."""
+
+    @property
+    def notebook_url(self) -> str:
+        return self.url + "/"
+
+    def _start_once(self, timeout: float) -> bool:
+        self.port = free_port()
+        cmd = [str(Path(sys.executable).parent / "voila"), self.notebook_name, "--no-browser",
+               f"--port={self.port}", "--Voila.ip=127.0.0.1", "--ServerApp.port_retries=0"]
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, cwd=self.root, env=self.env, stdin=subprocess.DEVNULL,
+                                     stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            try:  # the static files answer without starting a kernel (the page would start one)
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return True
+            except OSError:
+                time.sleep(0.25)
+        return False
+
+
+@contextlib.contextmanager
+def running_voila(notebook: Path, env: dict[str, str] | None = None):
+    """A started Voilà serving a temp copy of `notebook`; stopped, temp dir removed, on exit."""
+    workdir = Path(tempfile.mkdtemp(prefix="ocw-voila-"))
+    app = Voila(notebook, workdir, env)
+    try:
+        yield app.start()
+    finally:
+        app.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def running_lab(notebook: Path, env: dict[str, str] | None = None):
     """A started JupyterLab serving a temp copy of `notebook` (its kernels see `env` on top

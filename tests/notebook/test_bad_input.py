@@ -582,3 +582,19 @@ def test_zz_summary(capsys):
               f"foreign files modified {counts['foreign']}, data loss {counts['data_loss']}, "
               f"half-writes {counts['half_write']}, model called {counts['model']}, unclear {counts['unclear']}")
     assert counts == dict.fromkeys(MEASURES, 0)
+
+
+def test_sessions_share_on_a_duckdb_file_says_it_is_for_the_team_database(ip, capsys):
+    """Sharing opens rows to another database role: a DuckDB file has none. One line,
+    and the file's sessions unchanged."""
+    ip.run_cell("%%chat\nhello")
+    capsys.readouterr()
+    import ocw
+
+    before = [(s["id"], s["name"]) for s in ocw.current_session().store.sessions()]
+    r = ip.run_cell("%sessions --share default mate")
+    out, err = capsys.readouterr()
+    assert r.error_in_exec is not None and out == ""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "sessions are shared on the team database only" in lines[0], err
+    assert [(s["id"], s["name"]) for s in ocw.current_session().store.sessions()] == before

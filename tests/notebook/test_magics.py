@@ -130,7 +130,8 @@ def test_anthropic_three_turn_chat(anthropic_env, ocw_env, ip, capsys):
         srv.script(text=f"Claude says {i}.")
         outs.append(chat(ip, f"hello {i}", capsys))
     assert [(r.path, r.stream) for r in srv.requests] == [("/v1/messages", True)] * 3
-    assert all(r.body["model"] == "claude-sonnet-4-5" and r.auth for r in srv.requests)
+    # no model named and a local base URL: the server's own model (its /v1/models), not claude-sonnet-4-5
+    assert all(r.body["model"] == "ref-model" and r.auth for r in srv.requests)
     assert srv.requests[-1].system.startswith("You are a helpful assistant")
     assert [m["role"] for m in srv.requests[-1].messages] == ["user", "assistant"] * 2 + ["user"]
     assert [f"Claude says {i}." in o for i, o in enumerate(outs)] == [True] * 3
@@ -459,7 +460,7 @@ def test_chat_model_option_clears_the_baseline_and_keeps_the_count(oip, openai_e
     srv = openai_env
     chat(oip, "first", capsys)
     s = session()
-    assert s.model == "gpt-4o-mini" and s.compaction_count == 0
+    assert s.model == "ref-model" and s.compaction_count == 0  # the loopback server's own model
     # Control: a provider sample lower than the baseline infers a compaction...
     s.record_usage(1_999)  # within the 2,000-token window: a valid sample
     chat(oip, "second", capsys)
@@ -631,14 +632,19 @@ def test_ocw_doctor(oip, openai_env, ocw_env, monkeypatch, capsys):
     report = dict(line.strip().split(":", 1) for line in out.splitlines()[1:])
     report = {k.strip(): v.strip() for k, v in report.items()}
     assert report["provider"] == "openai"
-    # The server lists its model (GET /v1/models): doctor says which, and how to name it.
-    assert report["model"] == ("gpt-4o-mini — the server lists ref-model; name it with OCW_MODEL=ref-model "
-                               "or %config Ocw.model = 'ref-model'")
+    # No model named: the one the local server lists as its own (GET /v1/models), said so.
+    assert report["model"] == "ref-model (the server's own, from its model list)"
     assert report["API key"] == "present (OPENAI_API_KEY)"
     assert report["base URL"] == f"{srv.openai_url} — reachable; it serves 1 model"
-    assert report["tokenizer"].startswith("o200k_base") and "loaded offline" in report["tokenizer"]
+    assert report["tokenizer"] == "cl100k_base (estimate) — loaded offline"  # ocw knows no tokenizer for ref-model
     assert report["database"] == str(ocw_env)
     assert "Python " in report["versions"] and "duckdb " in report["versions"] and "ocw " in report["versions"]
+    # A model named that the server does not list: doctor says which it lists, and how to name it.
+    run(oip, "%config Ocw.model = 'gpt-4o-mini'", capsys)
+    res, out, err = run(oip, "%ocw doctor", capsys)
+    assert ("  model:         gpt-4o-mini — the server lists ref-model; name it with OCW_MODEL=ref-model "
+            "or %config Ocw.model = 'ref-model'\n") in out
+    assert "  tokenizer:     o200k_base" in out and "loaded offline" in out
 
     # The model the server lists: nothing to say. A local server without a key: no key needed.
     monkeypatch.delenv("OPENAI_API_KEY")
@@ -664,7 +670,7 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
     occ = s.occupancy()
     res, out, err = run(oip, "%context", capsys)
     assert res.error_in_exec is None, err
-    assert out.startswith("Context — session 'default', model gpt-4o-mini")
+    assert out.startswith("Context — session 'default', model ref-model")
     rows = (("System prompt", "system"), ("Tool definitions", "tools"), ("Summary", "summary"),
             ("Session memory", "memory"), ("Pinned", "pins"), ("Messages", "messages"), ("Free space", "free"))
     for label, key in rows:
@@ -674,7 +680,7 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
     n = occ["calibration_samples"]
     assert n >= 1 and ocw.current_session().metadata["calibration"]["samples"] == n  # issue 23: what it rests on
     assert (f"Basis: measured (measured ÷ estimated = {occ['calibration']:.2f}, {n} samples; the rows are scaled to "
-            "add up to the total); Encoding: o200k_base") in out
+            "add up to the total); Encoding: cl100k_base (estimate)") in out
     # Every figure agrees: the rows add up to the total, the percents to 100.0 %.
     assert sum(occ["breakdown"][k] for k in ("system", "tools", "summary", "memory", "pins", "messages")) == occ["total"]
     shown = [float(ln.rsplit(None, 1)[-1].rstrip("%")) for ln in out.splitlines()[1:1 + len(rows)]]
@@ -686,7 +692,7 @@ def test_context_prints_the_text_table_in_a_terminal(oip, openai_env, capsys):
     res, out, err = run(oip, "%context --text", capsys)
     occ = s.occupancy()
     assert f"{'Total':<18} {occ['total']:>9,} / 2,000" in out
-    assert "Basis: estimated; Encoding: o200k_base" in out and "Compactions: 1" in out
+    assert "Basis: estimated; Encoding: cl100k_base (estimate)" in out and "Compactions: 1" in out
     assert f"{'Summary':<18} {occ['breakdown']['summary']:>9,}" in out and occ["breakdown"]["summary"] > 0
 
 

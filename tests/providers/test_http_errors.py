@@ -576,3 +576,59 @@ def test_each_probe_request_is_bounded_by_what_is_left_of_the_probes_timeout(ref
     assert p.probe_window(timeout=0.5) == (4096, "llama.cpp /v1/models")
     assert len(sent) == 1 and sent[0] is not None and 0 < sent[0] <= 0.5  # not the client's 60 s
     p.close()
+
+
+# -- a 404 on the path, or a refusal for a missing key, said in the user's terms (issue 24) --
+def test_anthropic_with_the_openai_style_local_url_and_no_key_says_the_path_not_the_model(refserver):
+    """OCW_BASE_URL set for llama-server's OpenAI wire (…/v1), provider anthropic, no key:
+    the server answers 404 for /v1/v1/messages. The message names the path, says no key is
+    set and the server did not ask for one, and the hint gives the right base URL."""
+    p = AnthropicProvider("m", base_url=refserver.openai_url, api_key=None)
+    with pytest.raises(BadRequest) as ei:
+        p.complete([user("hi")])
+    msg = ei.value.user_message()
+    assert msg == (f"anthropic: HTTP 404: the server has no {refserver.url}/v1/v1/messages; no API key is set "
+                   "(ANTHROPIC_API_KEY) and the server did not ask for one — for provider anthropic the base URL is "
+                   f"the server's root without /v1 (ocw adds /v1/messages): set OCW_BASE_URL={refserver.url}, "
+                   "then check with %ocw doctor")
+    assert "check the model name" not in msg and "\n" not in msg and ei.value.status == 404
+    p.close()
+    p = AnthropicProvider("m", base_url=refserver.anthropic_url, api_key=None)  # the hint's URL works, keyless
+    assert p.complete([user("hi")]).content == [{"type": "text", "text": "echo: hi"}]
+    p.close()
+
+
+def test_a_404_that_names_the_model_keeps_the_model_hint_and_a_keyed_404_says_nothing_of_keys(refserver):
+    refserver.script(status=404)  # "The model does not exist."
+    p = OpenAIProvider("nope", base_url=refserver.openai_url, api_key="sk-test-0000000000000000")
+    with pytest.raises(BadRequest) as ei:
+        p.complete([user("hi")])
+    assert "The model does not exist." in str(ei.value) and "check the model name" in ei.value.hint
+    p.close()
+    p = OpenAIProvider("m", base_url=refserver.url, api_key="sk-test-0000000000000000")  # no /v1
+    with pytest.raises(BadRequest) as ei:
+        p.complete([user("hi")])
+    assert str(ei.value) == f"openai: HTTP 404: the server has no {refserver.url}/chat/completions"
+    assert ei.value.hint.startswith(f"an OpenAI-compatible base URL usually ends in /v1 (ocw adds /chat/completions): "
+                                    f"try OCW_BASE_URL={refserver.url}/v1")
+    p.close()
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_local_server_that_refuses_for_a_key_is_told_to_need_one(refserver, status):
+    from ocw.text.errors import AuthError
+
+    refserver.script(status=status)
+    p = AnthropicProvider("m", base_url=refserver.anthropic_url, api_key=None)
+    with pytest.raises(AuthError) as ei:
+        p.complete([user("hi")])
+    assert ei.value.hint == (f"the server at {refserver.url} needs an API key and none is set: set ANTHROPIC_API_KEY "
+                             "or %config Ocw.api_key")
+    assert "check the model name" not in ei.value.user_message()
+    p.close()
+    refserver.script(status=status)  # with a key set, the usual hint: check the key
+    p = AnthropicProvider("m", base_url=refserver.anthropic_url, api_key="sk-ant-test-000000000000")
+    with pytest.raises(AuthError) as ei:
+        p.complete([user("hi")])
+    assert "none is set" not in ei.value.hint and "API key" in ei.value.hint
+    p.close()

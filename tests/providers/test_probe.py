@@ -233,3 +233,36 @@ def test_a_server_that_never_answers_gives_none_within_the_timeout():
             c.close()
         srv.close()
         p.close()
+
+
+# -- the server's own model (issue 24: a local server is sent its model, not ocw's default name) --
+@pytest.mark.parametrize("doc, model", [
+    (LLAMA_SERVER_MODELS, "tiny"), (LLAMA_CPP_PYTHON_MODELS, "tiny"), (VLLM_MODELS, "Qwen/Qwen2.5-7B-Instruct"),
+    (OLLAMA_V1_MODELS, "llama3.1:latest"), (OPENROUTER_MODELS, "openai/gpt-4o"),  # several: the first listed
+    ({"data": []}, None), ({"data": [{"id": ""}, {"id": 7}]}, None), ({"data": "tiny"}, None), (None, None),
+])
+def test_model_from_models_is_the_first_id_listed(doc, model):
+    assert pr.model_from_models(doc) == model
+
+
+def test_served_model_never_asks_the_official_hosts_and_never_raises():
+    asked = []
+
+    def fetch(method, url, body, timeout):
+        asked.append(url)
+        raise OSError("down")
+
+    assert pr.served_model(fetch, models_url="https://api.openai.com/v1/models") is None
+    assert pr.served_model(fetch, models_url="https://api.anthropic.com/v1/models") is None
+    assert asked == []
+    assert pr.served_model(fetch, models_url="http://127.0.0.1:9/v1/models") is None  # raised: None
+    assert asked == ["http://127.0.0.1:9/v1/models"]
+
+
+@pytest.mark.parametrize("cls, url", [(OpenAIProvider, "openai_url"), (AnthropicProvider, "anthropic_url")])
+def test_a_provider_reads_the_loopback_servers_own_model_from_its_list(refserver, cls, url):
+    p = cls("gpt-4o-mini", base_url=getattr(refserver, url), api_key=None)
+    assert p.served_model() == "ref-model"
+    assert [(g.method, g.path, g.status) for g in refserver.probes] == [("GET", "/v1/models", 200)]
+    assert refserver.requests == []
+    p.close()

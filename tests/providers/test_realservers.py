@@ -159,3 +159,30 @@ def test_llama_cpp_python_has_no_window_endpoint(llama_cpp_python_server, sends)
     assert p.probe_window() is None
     assert [(s[0], s[1], s[3]) for s in sends] == [("GET", "/v1/models", 200)]  # owned_by "me": nothing more to ask
     p.close()
+
+
+def test_llama_server_names_its_own_model_and_a_session_without_one_uses_it(llama_server, sends):
+    """Issue 24: with no model named, ocw asks the local server which it serves (llama-server
+    lists its alias) instead of sending gpt-4o-mini / claude-sonnet-4-5."""
+    for _, p in providers(llama_server):
+        assert p.served_model() == llama_server.model == "tiny"
+        p.close()
+    assert [(s[0], s[1], s[3]) for s in sends] == [("GET", "/v1/models", 200)] * 2
+
+
+def test_a_notebook_with_a_local_base_url_and_no_model_talks_to_llama_servers_own_model(llama_server, ip, monkeypatch,
+                                                                                          capsys):
+    """The same through the magics: %ocw doctor names the server's model before any cell,
+    and the first %%chat session uses it (the request names "tiny", not gpt-4o-mini)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    ip.run_line_magic("config", "Ocw.provider = 'openai'")
+    ip.run_line_magic("config", f"Ocw.base_url = {llama_server.openai_url!r}")
+    capsys.readouterr()
+    ip.run_line_magic("ocw", "doctor")
+    out = capsys.readouterr().out
+    assert "  model:         tiny (the server's own, from its model list)\n" in out, out
+    r = ip.run_cell("%%chat\nhi")
+    assert r.error_in_exec is None, r.error_in_exec
+    import ocw
+
+    assert ocw.current_session().model == "tiny"

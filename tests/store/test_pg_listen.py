@@ -94,7 +94,28 @@ def test_our_own_writes_are_not_synced_again(shared):
         conn.execute("UPDATE sessions SET rev = rev + 1 WHERE id = %s", [marker.id])
         conn.commit()
     assert wait_for(lambda: seen_marker)
-    assert [t for t in synced if t == "ocw-pg-listen"] == []
+    # The notification carries no session id (schema p002: nothing another role may not
+    # see), so the other connection's one write syncs every open session once — `s`
+    # before `marker`, in the order they were opened; our five writes synced nothing.
+    assert [t for t in synced if t == "ocw-pg-listen"] == ["ocw-pg-listen"]
+
+
+def test_a_notification_refreshes_only_the_session_that_moved(shared):
+    """The notification names no session (schema p002): every open session is re-read,
+    and only the one whose row moved publishes its occupancy (its widgets re-render)."""
+    store, s = shared
+    quiet = store.create_session(model="gpt-4o", context_window=100_000, name="quiet")
+    published = {"shared": [], "quiet": []}
+    s.events.subscribe(lambda name, payload: name == ev.OCCUPANCY_CHANGED and published["shared"].append(1))
+    quiet.events.subscribe(lambda name, payload: name == ev.OCCUPANCY_CHANGED and published["quiet"].append(1))
+    store._sessions[s.id] = store._sessions.pop(s.id)  # "quiet" first: done with when "shared" publishes
+    synced = []
+    real_sync = quiet.sync
+    quiet.sync = lambda: synced.append(threading.current_thread().name) or real_sync()
+    wrote = other_process_writes(pg_url_of(store))
+    assert wait_for(lambda: s._rev == wrote["rev"] and published["shared"])
+    assert "ocw-pg-listen" in synced  # "quiet" was re-read first ...
+    assert published["quiet"] == []  # ... and, unchanged, published nothing
 
 
 def pg_url_of(store) -> str:

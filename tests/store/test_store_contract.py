@@ -196,7 +196,8 @@ def test_list_sessions_newest_use_first_with_branch_size(backend):
     assert (listed[0]["messages"], listed[0]["tokens"]) == (2, 17)
     assert (listed[1]["messages"], listed[1]["tokens"]) == (0, 0)
     assert set(listed[0]) == {"id", "name", "provider", "model", "context_window", "updated_at", "created_at",
-                              "messages", "tokens"}
+                              "messages", "tokens", "shared_by"}
+    assert listed[0]["shared_by"] is None  # the role's own (PostgreSQL), or a file's (DuckDB)
 
 
 def test_undo_sessions_puts_rows_back_only_if_nothing_was_written_since(backend):

@@ -165,10 +165,11 @@ class DuckDBStore:
         with self.db.connect() as con:
             rows = con.execute(
                 "SELECT s.id, s.name, s.provider, s.model, s.context_window, s.updated_at, s.created_at,"
-                " coalesce(h.depth, 0), coalesce(h.cum_tokens, 0)"
+                " coalesce(h.depth, 0), coalesce(h.cum_tokens, 0), NULL"  # shared_by: a file has one user
                 " FROM sessions s LEFT JOIN nodes h ON h.id = s.head_id"
                 " ORDER BY s.updated_at DESC, s.created_at DESC").fetchall()
-        keys = ("id", "name", "provider", "model", "context_window", "updated_at", "created_at", "messages", "tokens")
+        keys = ("id", "name", "provider", "model", "context_window", "updated_at", "created_at", "messages", "tokens",
+                "shared_by")
         return [dict(zip(keys, r)) for r in rows]
 
     def update_session(self, sid: str, change: Callable[[dict], dict | None]) -> dict:

@@ -63,9 +63,8 @@ _HINTS = (
     (re.compile(r"statement timeout|canceling statement", re.I),
      "the server's statement_timeout stopped the write; nothing of it was stored"),
     (re.compile(r"permission denied", re.I),
-     "the database's owner grants this role: USAGE ON SCHEMA; SELECT, INSERT, UPDATE, DELETE ON sessions, nodes, "
-     "node_counts; SELECT ON ocw_meta, schema_version; USAGE, SELECT ON ALL SEQUENCES IN SCHEMA (README: "
-     "A team database)"),
+     "the team database's admin lets this role in with: ocw db grant postgresql://ADMIN@host/db ROLE "
+     "(README: A team database)"),
 )
 
 

@@ -1,9 +1,12 @@
 """Another kernel's writes, noticed: a background LISTEN on the PostgreSQL store.
 
-Every change of a session row sends `NOTIFY ocw_sessions, '<id> <rev>'` at
-commit (a trigger, ocw/store/postgres/schema.py). One daemon thread per store holds its
-own connection, LISTENs, and calls `callback(id, rev)` for each notification
-(`rev` −1: the session was deleted), with the server process that wrote it. Invariant: a callback is never skipped
+Every change of a session row sends `NOTIFY ocw_sessions` at commit (a trigger,
+ocw/store/postgres/schema.py), with no payload: the channel is the whole database's
+and any role that may CONNECT may LISTEN, so it says only "a session changed".
+One daemon thread per store holds its own connection, LISTENs, and calls
+`callback(None, None, pid)` for each notification, with the server process that
+wrote it; the caller re-reads its open sessions through the row policies (an
+older schema's `'<id> <rev>'` payload still gives `callback(id, rev, pid)`). Invariant: a callback is never skipped
 silently — when the connection drops, notifications sent meanwhile are lost,
 so after reconnecting the thread calls `callback(None, None, None)` ("anything may
 have changed"), and the caller syncs every session it has open. A callback
@@ -63,7 +66,10 @@ class Listener:
                     while not self._stop.is_set():
                         for n in conn.notifies(timeout=POLL):
                             sid, _, rev = n.payload.rpartition(" ")
-                            self._call(sid, int(rev) if rev.lstrip("-").isdigit() else None, n.pid)
+                            if not sid:  # the payload-free notification: "some session changed"
+                                self._call(None, None, n.pid)
+                            else:
+                                self._call(sid, int(rev) if rev.lstrip("-").isdigit() else None, n.pid)
             except psycopg.Error as e:
                 if self._stop.is_set():
                     return

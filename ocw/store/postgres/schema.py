@@ -12,8 +12,11 @@ break them, and tests/store/test_pg_store.py tries):
   `append_nodes` and `update_session` (rewind, branch switch).
 - `occupancy_generation` and the compaction count in `metadata` never go
   down (a trigger): a compaction, once committed, stays counted.
-- Every change of a session row sends `NOTIFY ocw_sessions, '<id> <rev>'`
-  at commit (a trigger), so other kernels' listeners sync (ocw/store/postgres/listen.py).
+- Every change of a session row sends `NOTIFY ocw_sessions` at commit (a
+  trigger), with no payload, so other kernels' listeners sync their open sessions
+  through the row policies (ocw/store/postgres/listen.py).
+- Row-level security (p002): a role sees and changes only its own sessions, and
+  those shared with it, with their nodes and recounts (see `p002_row_security`).
 
 `ocw_meta` marks the database as ocw's (`app = 'ocw'`) and records the schema
 version, the ocw that wrote it and the oldest ocw that reads it. `classify`
@@ -162,13 +165,81 @@ def p001_initial(cur) -> None:
                 " FOR EACH ROW EXECUTE FUNCTION ocw_sessions_notify()")
 
 
+# The condition every session-data policy rests on: the session is the role's own, or
+# shared with it. nodes and node_counts ask it through `sessions`, whose own policy
+# applies inside the subquery, so one definition rules every table.
+_SEES_SESSION = ("owner = current_user OR EXISTS (SELECT 1 FROM session_shares sh"
+                 " WHERE sh.session_id = sessions.id AND sh.grantee = current_user)")
+
+
+def p002_row_security(cur) -> None:
+    """Row-level security: each database role sees and changes only its own sessions
+    and those shared with it (`session_shares`, one row per session and role).
+
+    - `sessions.owner` is the role that created the row (its default, current_user);
+      rows already there belong to the role running this migration (the one that
+      owned every table before). Names are unique per owner: a second role's
+      "default" is its own and reveals nothing of the first's.
+    - A share row names its session *and* that session's owner; a foreign key on
+      (session_id, session_owner) and the check `session_owner = current_user` mean only
+      the owner shares or unshares. Its policy never reads `sessions`, so the two
+      policies cannot recurse into each other.
+    - Only the owner deletes a session (a role it is shared with reads and appends).
+    - FORCE: the tables' owner is held to the policies too (a single-user database
+      whose tables the user owns behaves as every other role's). Foreign-key checks
+      and cascades run without row security, as PostgreSQL always does them.
+    - NOTIFY carries no payload (the trigger is replaced): the channel is the whole
+      database's, LISTEN needs only CONNECT, so a session id or rev in it would tell
+      any role who writes what. A listener re-reads its open sessions through the policies.
+    """
+    cur.execute("ALTER TABLE sessions ADD COLUMN owner name NOT NULL DEFAULT current_user")
+    cur.execute("ALTER TABLE sessions DROP CONSTRAINT sessions_name_key")
+    cur.execute("ALTER TABLE sessions ADD CONSTRAINT sessions_owner_name_key UNIQUE (owner, name)")
+    cur.execute("ALTER TABLE sessions ADD CONSTRAINT sessions_id_owner_key UNIQUE (id, owner)")
+    cur.execute("""
+        CREATE TABLE session_shares (
+            session_id text NOT NULL,
+            session_owner name NOT NULL DEFAULT current_user,
+            grantee name NOT NULL,
+            shared_at timestamp NOT NULL DEFAULT localtimestamp,
+            PRIMARY KEY (session_id, grantee),
+            FOREIGN KEY (session_id, session_owner) REFERENCES sessions (id, owner)
+                ON DELETE CASCADE ON UPDATE CASCADE
+        )""")
+    cur.execute("CREATE INDEX session_shares_grantee ON session_shares (grantee)")
+    for table in ("sessions", "nodes", "node_counts", "session_shares"):
+        cur.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+        cur.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+    cur.execute(f"CREATE POLICY sessions_seen ON sessions FOR SELECT USING ({_SEES_SESSION})")
+    cur.execute("CREATE POLICY sessions_created ON sessions FOR INSERT WITH CHECK (owner = current_user)")
+    cur.execute(f"CREATE POLICY sessions_changed ON sessions FOR UPDATE USING ({_SEES_SESSION})"
+                " WITH CHECK (owner = current_user OR EXISTS (SELECT 1 FROM session_shares sh"
+                " WHERE sh.session_id = sessions.id AND sh.grantee = current_user AND sh.session_owner = sessions.owner))")
+    cur.execute("CREATE POLICY sessions_deleted ON sessions FOR DELETE USING (owner = current_user)")
+    for table in ("nodes", "node_counts"):
+        cur.execute(f"CREATE POLICY {table}_of_seen_sessions ON {table} FOR ALL"
+                    f" USING (session_id IN (SELECT id FROM sessions))"
+                    f" WITH CHECK (session_id IN (SELECT id FROM sessions))")
+    cur.execute("CREATE POLICY shares_seen ON session_shares FOR SELECT"
+                " USING (session_owner = current_user OR grantee = current_user)")
+    cur.execute("CREATE POLICY shares_made ON session_shares FOR INSERT WITH CHECK (session_owner = current_user)")
+    cur.execute("CREATE POLICY shares_taken_back ON session_shares FOR DELETE USING (session_owner = current_user)")
+    cur.execute(f"""
+        CREATE OR REPLACE FUNCTION ocw_sessions_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_notify('{NOTIFY_CHANNEL}', '');
+            RETURN NULL;
+        END $$""")
+
+
 MIGRATIONS: list[Callable] = [
     p001_initial,
+    p002_row_security,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 # The ocw release that first wrote each schema version of the PostgreSQL store.
-OCW_VERSION_OF_SCHEMA = {1: "0.2.0"}
+OCW_VERSION_OF_SCHEMA = {1: "0.2.0", 2: "0.2.0"}
 
 
 def _objects(cur) -> list[str]:

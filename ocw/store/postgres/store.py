@@ -28,6 +28,7 @@ from ocw.store.postgres import url as pg_url
 from ocw.store.holder import BUSY_HINT
 from ocw.text.errors import InvalidArgument, StoreBusy, StoreError
 from ocw.context.graph import SUMMARY_NAME, Node
+from ocw.store.postgres.shares import Sharing
 from ocw.store.postgres.conn import DEFAULT_LOCK_TIMEOUT, Pool, driver, lock_holders, one_line, store_error
 
 SESSION_COLUMNS = ("id", "name", "provider", "model", "context_window", "system_prompt", "head_id",
@@ -56,7 +57,7 @@ def _session(r) -> dict:
     return row
 
 
-class PostgresStore:
+class PostgresStore(Sharing):
     """Sessions and nodes in a PostgreSQL database, behind the store interface."""
 
     kind = "postgresql"
@@ -101,7 +102,7 @@ class PostgresStore:
         from ocw.store.postgres.listen import Listener
 
         def on_notify(sid, rev, pid):
-            if sid is not None and pid in self._pool.pids:
+            if pid is not None and pid in self._pool.pids:
                 return  # our own commit: the writer has adopted its row already
             callback(sid, rev)
 
@@ -198,7 +199,8 @@ class PostgresStore:
         name (it must be `old_id`) is renamed in the same transaction."""
         with self._tx() as cur:
             if archive is not None:
-                cur.execute("SELECT id FROM sessions WHERE name = %s FOR UPDATE", [row["name"]])
+                cur.execute("SELECT id FROM sessions WHERE name = %s AND owner = current_user FOR UPDATE",
+                            [row["name"]])
                 if cur.fetchall() != [(archive[0],)]:
                     raise StoreError(f"the session named {row['name']!r} changed meanwhile; nothing was created",
                                      hint="run the cell again")
@@ -219,7 +221,9 @@ class PostgresStore:
 
     def find_session(self, id_or_name: str) -> str | None:
         with self._read() as cur:
-            cur.execute("SELECT id FROM sessions WHERE id = %s OR name = %s ORDER BY (id = %s) DESC LIMIT 1",
+            # by id first, then the role's own of that name, then one shared with it
+            cur.execute("SELECT id FROM sessions WHERE id = %s OR name = %s"
+                        " ORDER BY (id = %s) DESC, (owner = current_user) DESC, updated_at DESC LIMIT 1",
                         [id_or_name, id_or_name, id_or_name])
             r = cur.fetchone()
         return r[0] if r else None
@@ -234,11 +238,13 @@ class PostgresStore:
         with self._read() as cur:
             cur.execute(
                 "SELECT s.id, s.name, s.provider, s.model, s.context_window, s.updated_at, s.created_at,"
-                " coalesce(h.depth, 0), coalesce(h.cum_tokens, 0)"
+                " coalesce(h.depth, 0), coalesce(h.cum_tokens, 0),"
+                " CASE WHEN s.owner <> current_user THEN s.owner END"  # a session shared with this role
                 " FROM sessions s LEFT JOIN nodes h ON h.id = s.head_id"
                 " ORDER BY s.updated_at DESC, s.created_at DESC")
             rows = cur.fetchall()
-        keys = ("id", "name", "provider", "model", "context_window", "updated_at", "created_at", "messages", "tokens")
+        keys = ("id", "name", "provider", "model", "context_window", "updated_at", "created_at", "messages", "tokens",
+                "shared_by")
         return [dict(zip(keys, r)) for r in rows]
 
     def update_session(self, sid: str, change: Callable[[dict], dict | None]) -> dict:
@@ -289,6 +295,12 @@ class PostgresStore:
             cur.execute("SELECT count(*) FROM nodes WHERE session_id = %s", [sid])
             (n,) = cur.fetchone()
             cur.execute("DELETE FROM sessions WHERE id = %s", [sid])  # nodes and counts cascade
+            if cur.rowcount == 0:  # row security: a session shared with this role is not its to delete
+                cur.execute("SELECT owner, name FROM sessions WHERE id = %s", [sid])
+                r = cur.fetchone()
+                if r is not None:  # seen, yet not deleted (a session that is not there: 0, as DuckDB)
+                    raise StoreError(f"session {r[1]!r} is shared with you by {r[0]}; only its owner deletes it, "
+                                     "nothing was deleted", hint="ask its owner to delete it, or to unshare it")
         return int(n)
 
     # -- writing nodes ----------------------------------------------------------------------
