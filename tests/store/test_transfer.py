@@ -198,3 +198,31 @@ def test_the_console_script(pg_url, tmp_path):
     assert json.dumps(snapshots(pg_url), default=str) == json.dumps(snapshots(a), default=str)
     usage = subprocess.run([str(script)], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2 and "usage: ocw" in usage.stderr
+
+
+def test_a_differing_node_is_refused_and_the_destination_is_untouched(tmp_path, capsys):
+    """A node with the same id and other content in the destination: the copy says so and
+    writes nothing there — not the source's new turns, not its session row (HEAD, rev)."""
+    import duckdb
+
+    from ocw.store.duckdb.store import DUCKDB_CONFIG
+
+    a, b = str(tmp_path / "a.duckdb"), str(tmp_path / "b.duckdb")
+    st = ocw.Store(a)
+    st.create_session(name="notes").append_many([("user", "the plan"), ("assistant", "the answer")])
+    st.close()
+    assert run_cli(capsys, "import", "--from", a, "--to", b)[0] == 0
+    con = duckdb.connect(b, config=DUCKDB_CONFIG)
+    con.execute("UPDATE nodes SET content = ? WHERE seq = (SELECT min(seq) FROM nodes)",
+                [json.dumps([{"type": "text", "text": "edited in the destination"}])])
+    con.close()
+    st = ocw.Store(a)
+    st.open_session("notes").append_many([("user", "one more"), ("assistant", "one more answer")])
+    st.close()
+    before = snapshots(b)
+    code, out, err = run_cli(capsys, "import", "--from", a, "--to", b)
+    assert code == 1 and "refused  'notes'" in out and "differs between the two copies" in out, (out, err)
+    assert "1 refused" in out
+    after = snapshots(b)
+    assert after == before  # session row (HEAD, rev, updated_at) and nodes as they were
+    assert len(after["notes"]["nodes"]) == 2

@@ -1,0 +1,40 @@
+"""ocw.notebook.runtime: the kernel-side controller, in a real IPython shell on a real
+DuckDB file (the offline model). What a user sees of it: which session a command or
+a panel's button acts on."""
+from __future__ import annotations
+
+import ocw
+from ocw.notebook.magics import get_runtime
+from ocw.widgets.ring import ContextWidget
+
+TURN = "the loader reads events.parquet, joins the orders table and retries after 30 s timeouts. " * 12
+
+
+def _chat(ip, text: str) -> None:
+    res = ip.run_cell(f"%%chat\n{text}")
+    assert res.error_in_exec is None, res.error_in_exec
+
+
+def test_the_panels_compact_now_compacts_the_panels_own_session_not_the_current_one(ip, capsys):
+    ip.run_line_magic("config", "Ocw.context_window = 6000")
+    ip.run_line_magic("config", "Ocw.auto_compact = 0")
+    for i in range(6):
+        _chat(ip, f"Turn {i}: {TURN}")
+    own = ocw.current_session()
+    rt = get_runtime()
+    panel = ContextWidget(session=own, compact=rt.compact_action)  # a panel showing `own`
+    ip.run_line_magic("new", "--name elsewhere")
+    for i in range(6):
+        _chat(ip, f"Elsewhere {i}: {TURN}")
+    current = ocw.current_session()
+    assert current.id != own.id and panel.session_id == own.id
+    before = current.occupancy()["total"]
+    capsys.readouterr()
+
+    panel._handle_msg({"content": {"data": {"method": "custom", "content": {
+        "action": "compact", "session_id": own.id}}}, "buffers": []})
+
+    assert own.compaction_count == 1 and panel.compaction_count == 1
+    assert panel.message.startswith("Context compacted: covered ")
+    assert current.compaction_count == 0 and current.occupancy()["total"] == before
+    assert ocw.current_session().id == current.id  # the button does not switch sessions
