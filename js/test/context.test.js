@@ -244,6 +244,20 @@ describe("panel", () => {
     expect($(".ocw-reserve-mark").style.left).toBe("80%");
   });
 
+  it("says off, with no mark, when automatic compaction is off; a ratio above 0 is a percent and a mark", () => {
+    const model = mount({ reserve_ratio: 0 });
+    expect($(".ocw-reserve").textContent).toBe("off");
+    expect($(".ocw-reserve-mark").hidden).toBe(true);
+    expect($(".ocw-reserve-mark").title).toBe(`${UI_LABELS.en.reserve} off`);
+    model.set("reserve_ratio", 0.01);
+    expect($(".ocw-reserve").textContent).toBe("1.0%");
+    expect($(".ocw-reserve-mark").hidden).toBe(false);
+    model.set("lang", "zh");
+    model.set("labels", UI_LABELS.zh);
+    model.set("reserve_ratio", 0);
+    expect($(".ocw-reserve").textContent).toBe(UI_LABELS.zh.off);
+  });
+
   it("shows the session's own percents, which add up to 100.0 %", () => {
     // Measured: the rows were scaled to the measured total and the percents rounded by
     // largest remainder in Python; the panel shows them as they are, never its own.

@@ -8,7 +8,7 @@ from traitlets import TraitError
 
 import ocw
 import ocw.notebook.magics
-from ocw.notebook.config import Ocw, SecretStr, parse_auto_compact
+from ocw.notebook.config import Ocw, SecretStr, known_context_window, parse_auto_compact
 from ocw.text.errors import ConfigError, OcwError
 
 
@@ -207,3 +207,21 @@ def test_env_magic_changes_the_server_of_the_next_cell(ip, openai_env, refserver
     ip.run_line_magic("env", f"OCW_BASE_URL={refserver.openai_url}")
     assert ip.run_cell("%%chat\nthird").error_in_exec is None
     assert len(refserver.requests) > first
+
+
+@pytest.mark.parametrize("model, window", [
+    ("gpt-4-turbo", 128_000), ("gpt-4-turbo-2024-04-09", 128_000), ("openai/gpt-4-turbo", 128_000),
+    ("GPT-4-Turbo-Preview", 128_000), ("gpt-4", 8_192), ("gpt-4-0613", 8_192), ("gpt-4o-mini", 128_000),
+    ("gpt-4.1-mini", 1_047_576), ("claude-3-5-sonnet", 200_000), ("o3-mini", 200_000),
+    ("gpt-3.5-turbo", 16_385), ("llama3", 8_192), (None, 8_192),
+])
+def test_each_model_gets_its_own_window_not_a_shorter_prefixs(model, window):
+    """The table is read most specific first: gpt-4-turbo is not gpt-4's 8k."""
+    assert known_context_window(model) == window
+
+
+def test_the_ring_of_a_gpt_4_turbo_session_shows_its_128k_window(ip, capsys):
+    ip.run_line_magic("config", "Ocw.model = 'gpt-4-turbo'")
+    ip.run_line_magic("config", "Ocw.provider = 'offline'")
+    assert ip.run_cell("%%chat\nhello").error_in_exec is None
+    assert ocw.current_session().occupancy()["window"] == 128_000

@@ -119,6 +119,17 @@ def test_attach_fills_traitlets_from_occupancy(session):
     assert listeners(session) == 1
 
 
+def test_auto_compaction_off_reaches_the_panel_as_zero_not_the_default(ip):
+    """With auto-compaction off the panel says "off" (widgets/context.js, for a ratio of 0):
+    the 0 must reach it, not be taken for "no value" and left at 0.8."""
+    ip.run_line_magic("config", "Ocw.auto_compact = 0")
+    assert ip.run_cell("%%chat\nhello").error_in_exec is None
+    w = ocw.chat().ring
+    assert w.reserve_ratio == 0.0
+    ip.run_line_magic("config", "Ocw.auto_compact = 0.75")
+    assert ip.run_cell("%%chat\nagain").error_in_exec is None
+    assert ocw.chat().ring.reserve_ratio == 0.75
+
 def test_occupancy_changed_updates_traitlets(session):
     w = ContextWidget(session)
     before = w.total
