@@ -132,20 +132,39 @@ def make_tree() -> Path:
     return tree
 
 
+_CHILDREN: set[int] = set()  # process groups of the tests running now (stopped with us)
+
+
+def _stop(signum, _frame) -> None:
+    for pgid in list(_CHILDREN):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    sys.exit(128 + signum)  # the `finally`s run: the tree is removed, the log closed
+
+
 def run_tests(tree: Path, tests: list[str], timeout: float) -> tuple[bool, float]:
     """(passed, seconds) of the given test files in the tree; a timeout is a failure."""
     t0 = time.monotonic()
     if tests[0].endswith(".js"):
         cmd = ["npx", "vitest", "run", "--bail", "1", *[t.removeprefix("js/") for t in tests]]
+        p = subprocess.Popen(cmd, cwd=tree / "js", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+        _CHILDREN.add(p.pid)
         try:
-            r = subprocess.run(cmd, cwd=tree / "js", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               timeout=timeout, start_new_session=True)
-            return r.returncode == 0, time.monotonic() - t0
+            return p.wait(timeout=timeout) == 0, time.monotonic() - t0
         except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
             return False, time.monotonic() - t0
+        finally:
+            _CHILDREN.discard(p.pid)
     pid = os.fork()
     if pid == 0:  # the child: import ocw from the tree, run pytest, exit with its code
         try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             os.setsid()
             os.chdir(tree)
             os.environ["PYTHONPATH"] = f"{tree}:{tree / 'tests'}"
@@ -159,6 +178,14 @@ def run_tests(tree: Path, tests: list[str], timeout: float) -> tuple[bool, float
         except BaseException:
             code = 99
         os._exit(int(code))
+    _CHILDREN.add(pid)
+    try:
+        return _wait(pid, t0, timeout)
+    finally:
+        _CHILDREN.discard(pid)
+
+
+def _wait(pid: int, t0: float, timeout: float) -> tuple[bool, float]:
     deadline = t0 + timeout
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
@@ -206,6 +233,8 @@ def main() -> int:
             __import__(mod)
         except ImportError:
             pass
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     equivalents = load_equivalents()
     Path(args.log).parent.mkdir(parents=True, exist_ok=True)
     log = open(args.log, "w", encoding="utf-8")

@@ -226,3 +226,13 @@ def test_a_differing_node_is_refused_and_the_destination_is_untouched(tmp_path, 
     after = snapshots(b)
     assert after == before  # session row (HEAD, rev, updated_at) and nodes as they were
     assert len(after["notes"]["nodes"]) == 2
+
+
+def test_the_copy_says_how_many_messages_and_summaries_it_moved(made, tmp_path, capsys):
+    code, out, err = run_cli(capsys, "import", "--from", made, "--to", str(tmp_path / "c.duckdb"))
+    assert (code, err) == (0, "")
+    nodes = snapshots(made)["default"]["nodes"]
+    summaries = sum(1 for n in nodes if n["role"] == "llm" and n["name"] == "context/summary")
+    assert summaries == 1  # the notebook session's one %compact
+    assert f": {len(nodes) - 1} messages, 1 summaries" in out, out
+    assert "second" in out and ": 2 messages, 0 summaries" in out, out
