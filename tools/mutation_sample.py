@@ -40,7 +40,7 @@ import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutation_ops import Mutant, mutants  # noqa: E402
+from mutation_ops import Mutant, mutants, valid  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MIRRORS = ROOT / "tools" / "mutation-mirrors.toml"
@@ -84,8 +84,9 @@ def mirrors(path: str, cfg: dict) -> list[str]:
 def sample(path: str, n: int, seed: int) -> list[Mutant]:
     """Up to n mutants, round-robin over operators, each operator's list shuffled."""
     rng = random.Random(f"{seed}:{path}")
+    text = (ROOT / path).read_text("utf-8")
     by_op: dict[str, list[Mutant]] = {}
-    for m in mutants(path, (ROOT / path).read_text("utf-8")):
+    for m in mutants(path, text):
         by_op.setdefault(m.op, []).append(m)
     pools = [by_op[k] for k in sorted(by_op)]
     for p in pools:
@@ -94,8 +95,11 @@ def sample(path: str, n: int, seed: int) -> list[Mutant]:
     out: list[Mutant] = []
     while len(out) < n and any(pools):
         for p in pools:
-            if p and len(out) < n:
-                out.append(p.pop())
+            while p and len(out) < n:
+                m = p.pop()
+                if valid(m, text):
+                    out.append(m)
+                    break
     return sorted(out, key=lambda m: (m.line, m.start))
 
 
