@@ -205,6 +205,33 @@ def _wait(pid: int, t0: float, timeout: float) -> tuple[bool, float]:
         time.sleep(0.05)  # polling a child's exit; not a wait on a condition under test
 
 
+def table(logs: list[str]) -> int:
+    """README's per-module table from verdict logs (a module's verdicts from the last log
+    that has it: a re-run of one module after its tests changed replaces the first run's)."""
+    equivalents = load_equivalents()
+    verdicts: dict[str, list[dict]] = {}
+    for log in logs:
+        mine: dict[str, list[dict]] = {}
+        for line in Path(log).read_text("utf-8").splitlines():
+            v = json.loads(line)
+            mine.setdefault(v["path"], []).append(v)
+        verdicts.update(mine)
+    rows: dict[str, list[int]] = {}
+    for v in (v for vs in verdicts.values() for v in vs):
+        r = rows.setdefault(v["path"], [0, 0, 0])
+        r[0] += v["killed"]
+        r[1] += 1
+        r[2] += (not v["killed"]) and " ".join(v["key"].split()) in equivalents
+    print("| module | sampled | killed | score | survivors explained |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for path, (k, n, e) in rows.items():
+        print(f"| `{path}` | {n} | {k} | {100.0 * k / n:.0f} % | {e} of {n - k} |")
+    k, n = sum(r[0] for r in rows.values()), sum(r[1] for r in rows.values())
+    print(f"| all {len(rows)} modules | {n} | {k} | {100.0 * k / n if n else 0:.1f} % | "
+          f"{sum(r[2] for r in rows.values())} of {n - k} |")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("paths", nargs="*", help="modules (ocw/… .py or widgets/… .js) to sample; default all")
@@ -212,9 +239,14 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=26)
     ap.add_argument("--list", action="store_true", help="print the plan (modules, mirrors, mutants) and stop")
     ap.add_argument("--bench", action="store_true", help="also ocw/bench/ (its tests take minutes per run)")
+    ap.add_argument("--table", nargs="*", metavar="LOG",
+                    help="print the per-module Markdown table of these verdict logs (default --log; a run's, even "
+                         "unfinished; a later log's module replaces an earlier one's) and stop")
     ap.add_argument("--log", default=str(ROOT / "test-artifacts" / "mutation-sample.jsonl"),
                     help="each verdict appended here as it comes (a long run read while it runs)")
     args = ap.parse_args()
+    if args.table is not None:
+        return table(args.table or [args.log])
     cfg = config()
     mods = modules(cfg, args.bench)
     if args.paths:
