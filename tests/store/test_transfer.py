@@ -236,3 +236,25 @@ def test_the_copy_says_how_many_messages_and_summaries_it_moved(made, tmp_path, 
     assert summaries == 1  # the notebook session's one %compact
     assert f": {len(nodes) - 1} messages, 1 summaries" in out, out
     assert "second" in out and ": 2 messages, 0 summaries" in out, out
+
+
+def test_the_python_entry_points_refuse_an_unknown_session_in_one_line(tmp_path):
+    """copy_session / copy_sessions from Python (a notebook): a session that is not in the
+    source is a StoreError naming it, with what to do — nothing created in the destination."""
+    from ocw.store.transfer import copy_session, copy_sessions
+    from ocw.text.errors import StoreError
+
+    a = open_backend(str(tmp_path / "a.duckdb"))
+    b = open_backend(str(tmp_path / "b.duckdb"))
+    try:
+        a_name = a.describe()
+        with pytest.raises(StoreError) as e:
+            copy_session(a, b, "s_missing")
+        assert e.value.user_message() == f"no session s_missing in {a_name}"
+        with pytest.raises(StoreError) as e:
+            copy_sessions(a, b, ["nope"])
+        assert e.value.user_message() == f"no session 'nope' in {a_name} — list them with %sessions"
+        assert b.list_sessions() == []
+    finally:
+        a.close()
+        b.close()
