@@ -213,7 +213,8 @@ def test_env_magic_changes_the_server_of_the_next_cell(ip, openai_env, refserver
     ("gpt-4-turbo", 128_000), ("gpt-4-turbo-2024-04-09", 128_000), ("openai/gpt-4-turbo", 128_000),
     ("GPT-4-Turbo-Preview", 128_000), ("gpt-4", 8_192), ("gpt-4-0613", 8_192), ("gpt-4o-mini", 128_000),
     ("gpt-4.1-mini", 1_047_576), ("claude-3-5-sonnet", 200_000), ("o3-mini", 200_000),
-    ("gpt-3.5-turbo", 16_385), ("llama3", 8_192), (None, 8_192),
+    ("gpt-3.5-turbo", 16_385), ("llama3", 8_192), (None, 8_192), ("o1-preview", 200_000), ("o4-mini", 200_000),
+    ("gpt-4.5-preview", 128_000), ("gpt-5-mini", 400_000), ("ocw-offline", 8_192), ("anthropic/claude-opus-4", 200_000),
 ])
 def test_each_model_gets_its_own_window_not_a_shorter_prefixs(model, window):
     """The table is read most specific first: gpt-4-turbo is not gpt-4's 8k."""

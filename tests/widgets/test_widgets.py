@@ -419,6 +419,19 @@ def test_repr_is_stable():
     assert repr(ContextWidget(real_session("proj"))).startswith("<ocw context: proj, ")
 
 
+def test_a_saved_notebook_shows_the_rings_figures_and_breakdown_in_its_words():
+    """The text/html a saved or exported notebook shows where no widget runs."""
+    w = ContextWidget(FakeSession())
+    html = w._repr_mimebundle_()[0]["text/html"]
+    assert "default · 1,234 / 8,000 tokens (15.4%)" in html
+    assert "<td>System prompt</td><td style='text-align:right'>34</td>" in html
+    assert "<td>Messages</td><td style='text-align:right'>1,200</td>" in html
+    w.lang = "zh"
+    assert "<td>消息</td>" in w._repr_mimebundle_()[0]["text/html"]
+    empty = ContextWidget()
+    assert "no session · 0 / 0 tokens" in empty._repr_mimebundle_()[0]["text/html"]
+    assert (empty.total, empty.compaction_count, empty.compaction_inferred, empty.pruned_results) == (0, 0, 0, 0)
+
 def test_labels_follow_lang():
     w = ContextWidget(lang="zh-CN")
     assert w.lang == "zh"
