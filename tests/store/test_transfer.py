@@ -258,3 +258,14 @@ def test_the_python_entry_points_refuse_an_unknown_session_in_one_line(tmp_path)
     finally:
         a.close()
         b.close()
+
+
+def test_only_summaries_count_as_summaries(tmp_path, capsys):
+    """An "llm" message of another name (a helper model's note) is a message, not a summary."""
+    a = str(tmp_path / "a.duckdb")
+    st = ocw.Store(a)
+    st.create_session(name="notes").append_many([("user", "q"), ("llm", "a helper's note", "helper"),
+                                                 ("assistant", "a")])
+    st.close()
+    code, out, _ = run_cli(capsys, "import", "--from", a, "--to", str(tmp_path / "b.duckdb"))
+    assert code == 0 and ": 3 messages, 0 summaries" in out, out
