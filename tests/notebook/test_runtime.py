@@ -38,3 +38,26 @@ def test_the_panels_compact_now_compacts_the_panels_own_session_not_the_current_
     assert panel.message.startswith("Context compacted: covered ")
     assert current.compaction_count == 0 and current.occupancy()["total"] == before
     assert ocw.current_session().id == current.id  # the button does not switch sessions
+
+
+def test_the_delete_confirmation_says_the_exact_line_to_type(ip, capsys):
+    """Without --yes nothing is deleted, and the line to confirm quotes a name only when
+    typing it bare would not work (a space in it)."""
+    rt = get_runtime()
+    for name in ("my notes", "plain"):
+        rt.new_session(name)
+        _chat(ip, f"hello {name}")
+    text = rt.delete_session("my notes", confirmed=False)
+    assert text.startswith("Would delete session 'my notes' (s_") and "Nothing was deleted" in text
+    assert text.endswith("to confirm: %sessions --delete 'my notes' --yes")
+    plain = rt.delete_session("plain", confirmed=False)
+    assert plain.endswith(": 2 messages, 0 summaries, compaction count 0. Nothing was deleted; "
+                          "to confirm: %sessions --delete plain --yes")
+    rt.new_session("single")
+    _chat(ip, "one")
+    ocw.current_session().rewind(ocw.current_session().branch()[0])  # HEAD back on the question
+    assert ": 2 messages, 0 summaries" in rt.delete_session("single", confirmed=False)  # nodes, not the branch
+    s = get_runtime().store.create_session(name="lone")
+    s.append("user", "just one")
+    assert ": 1 message, 0 summaries," in rt.delete_session("lone", confirmed=False)
+    assert {"my notes", "plain"} <= {r["name"] for r in rt.store.backend.list_sessions()}
