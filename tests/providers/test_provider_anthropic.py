@@ -105,6 +105,25 @@ def test_cache_writes_count_in_the_input_as_cache_reads_do(refserver, provider):
         assert reply.usage.input_tokens == rec.prompt_tokens and reply.usage.cached_tokens == 3000
 
 
+
+def test_a_local_server_is_asked_without_a_key_and_anthropic_com_never_is(refserver):
+    """No key: a local proxy or server (which may need none) is asked, with no key header;
+    api.anthropic.com is not asked at all — one line saying where to set the key."""
+    local = AnthropicProvider(model="claude-test", base_url=refserver.anthropic_url, api_key="", timeout=5)
+    try:
+        refserver.script(text="fine")
+        assert local.stream([user("hi")]).text == "fine"
+        assert refserver.requests[-1].auth is False
+    finally:
+        local.close()
+    remote = AnthropicProvider(model="claude-test", base_url="https://api.anthropic.com", api_key="", timeout=5)
+    try:
+        with pytest.raises(AuthError, match="anthropic: no API key; set ANTHROPIC_API_KEY"):
+            remote.stream([user("hi")])
+    finally:
+        remote.close()
+
+
 def test_streamed_tool_use_and_thinking(refserver, provider):
     refserver.script(text="Checking.", thinking="hmm", tool_calls=[{"name": "list_variables", "input": {"filter": "df*", "n": 3}}])
     events: list = []

@@ -264,3 +264,18 @@ def test_an_upgrade_does_not_trust_nodes_built_on_stale_parents(tmp_db):
         assert s.occupancy()["total"] == old_occupancy_total(v3, main)
     finally:
         store.close()
+
+
+def test_each_step_from_the_marker_on_records_its_version(tmp_db):
+    """A file stopped at schema 4 (a crash before step 5, an older ocw) says 4 in its marker,
+    and what it needs; step 5 moves both on."""
+    con = duckdb.connect(tmp_db, config=DUCKDB_CONFIG)
+    try:
+        assert migrations.upgrade(con, target=4) == 0
+        meta = dict(con.execute("SELECT key, value FROM ocw_meta").fetchall())
+        assert (meta["app"], meta["schema_version"], meta["needs_ocw"]) == ("ocw", "4", "0.1.0")
+        assert migrations.upgrade(con) == 4
+        meta = dict(con.execute("SELECT key, value FROM ocw_meta").fetchall())
+        assert (meta["schema_version"], meta["needs_ocw"]) == ("5", "0.2.0")
+    finally:
+        con.close()
