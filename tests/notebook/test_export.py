@@ -3,6 +3,8 @@ arguments or a tool result holding backtick runs goes in a fence longer than any
 them, so the export's later headings stay headings."""
 from __future__ import annotations
 
+import pytest
+
 from ocw.notebook.export import branch_markdown
 
 
@@ -35,3 +37,41 @@ def test_tool_output_holding_fences_gets_a_longer_fence(store):
     assert f"\n`````\n{result}\n`````\n" in text  # five: one more than the longest run
     assert '\n````json\n{"q": "a ``` b"}\n````\n' in text  # four around a run of three
     assert _headings_outside_code(text) == ["## 1 · user", "## 2 · assistant", "## 3 · user", "## 4 · assistant"]
+
+
+def test_the_default_path_is_beside_the_notebook_or_named_after_the_session(store, tmp_path, monkeypatch):
+    from ocw.notebook.export import default_path
+
+    nb = tmp_path / "work" / "analysis.ipynb"
+    nb.parent.mkdir()
+    s = store.create_session(name=str(nb))  # %%chat in a notebook names its session after it
+    monkeypatch.setenv("JPY_SESSION_NAME", str(nb))
+    assert default_path(s, "md") == str(tmp_path / "work" / "analysis.ocw.md")
+    monkeypatch.delenv("JPY_SESSION_NAME")
+    monkeypatch.chdir(tmp_path)
+    assert default_path(store.create_session(name="my chat: v2"), "json") == str(tmp_path / "my-chat-v2.ocw.json")
+    odd = store.create_session(name="???")
+    assert default_path(odd, "md") == str(tmp_path / f"{odd.id}.ocw.md")  # nothing left of the name: its id
+
+
+def test_a_file_that_is_not_an_export_is_kept_unless_forced(store, tmp_path):
+    from ocw.notebook.export import ExportError, export, write
+
+    s = store.create_session(name="keep")
+    s.append("user", "hello")
+    mine = tmp_path / "notes.md"
+    mine.write_text("my own notes")
+    with pytest.raises(ExportError) as e:
+        export(s, "md", str(mine))
+    assert e.value.user_message() == (f"{mine} exists and is not an ocw export; nothing was written — "
+                                      "give another path, or add --force to replace it")
+    assert mine.read_text() == "my own notes"
+    with pytest.raises(ExportError):
+        write(str(mine), "text")  # the writer alone refuses it too, unless told
+    assert mine.read_text() == "my own notes"
+    line = export(s, "md", str(mine), force=True)
+    assert line == f"Exported session 'keep' (1 messages of this branch, 0 summaries) as Markdown to {mine}"
+    assert mine.read_text().startswith("<!-- ocw export")
+    export(s, "md", str(mine))  # an earlier export is replaced without --force
+    line = export(s, "json", str(tmp_path / "keep.json"))
+    assert line.endswith(f"(the whole session: 1 messages, 0 summaries) as JSON to {tmp_path / 'keep.json'}")
