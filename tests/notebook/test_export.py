@@ -75,3 +75,36 @@ def test_a_file_that_is_not_an_export_is_kept_unless_forced(store, tmp_path):
     export(s, "md", str(mine))  # an earlier export is replaced without --force
     line = export(s, "json", str(tmp_path / "keep.json"))
     assert line.endswith(f"(the whole session: 1 messages, 0 summaries) as JSON to {tmp_path / 'keep.json'}")
+
+
+TURN = "the loader reads events.parquet, joins the orders table and retries after 30 s timeouts. " * 12
+
+
+def test_a_summary_is_marked_with_its_figures_and_focus_and_json_says_what_is_on_the_branch(ip, capsys):
+    import json
+    import re
+
+    import ocw
+    from ocw.notebook.export import session_json
+
+    ip.run_line_magic("config", "Ocw.context_window = 6000")
+    ip.run_line_magic("config", "Ocw.auto_compact = 0")
+    for i in range(6):
+        assert ip.run_cell(f"%%chat\nTurn {i}: {TURN}").error_in_exec is None
+    ip.run_line_magic("compact", "-- the orders table")
+    s = ocw.current_session()
+    old_leaf = s.head
+    s.rewind(s.branch()[-3])
+    assert ip.run_cell("%%chat\nanother ending").error_in_exec is None
+    md = branch_markdown(s)[0]
+    head = re.search(r"> \*\*Summary (n_\w+)\*\* \((.*)\)", md)
+    assert head, md
+    facts = head.group(2).split("; ")
+    assert facts[0] == "active" and re.fullmatch(r"covers messages 1–\d+", facts[1])
+    assert facts[2].startswith("manual compaction, ")
+    assert re.fullmatch(r"[\d,]+ → [\d,]+ tokens", facts[3]) and facts[4] == "focus: the orders table"
+    doc = json.loads(session_json(s)[0])
+    assert doc["ocw_export"] == 1
+    on = {n["id"] for n in doc["nodes"] if n["on_branch"]}
+    assert on == set(s.branch()) and old_leaf not in on and old_leaf in {n["id"] for n in doc["nodes"]}
+    capsys.readouterr()
