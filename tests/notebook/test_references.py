@@ -92,3 +92,12 @@ def test_an_output_that_does_not_exist_is_one_line_and_nothing_is_sent(ip, capsy
     out, err = capsys.readouterr()
     assert "{Out[999]}: cell 999 returned no value (or has not run)" in out + err
     assert "Traceback" not in out + err and len(ocw.current_session().branch()) == before
+
+
+def test_err_after_a_syntax_error_is_that_error(ip, capsys):
+    ip.run_cell("%%chat\nhello")
+    ip.run_cell("1/0")
+    ip.run_cell("def broken(:\n    pass")  # fails before it runs
+    capsys.readouterr()
+    text, _ = _sent(ip, "%%chat\nwhy {Err}", capsys)
+    assert "SyntaxError" in text and "ZeroDivisionError" not in text
