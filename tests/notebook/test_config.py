@@ -108,6 +108,11 @@ def test_traits_validate(ocw_env):
         c.provider = "gemini"
     with pytest.raises(TraitError):
         c.context_window = -1
+    for name in ("auto_compact", "timeout", "lock_timeout"):  # traitlets would store True as 1.0
+        before = getattr(c, name)
+        with pytest.raises(TraitError):
+            setattr(c, name, True)
+        assert getattr(c, name) == before
 
 
 # -- keys ---------------------------------------------------------------------------------------
