@@ -215,7 +215,12 @@ def table(logs: list[str]) -> int:
         for line in Path(log).read_text("utf-8").splitlines():
             v = json.loads(line)
             mine.setdefault(v["path"], []).append(v)
-        verdicts.update(mine)
+        for path, vs in mine.items():
+            if vs and all(v.get("retry") for v in vs) and path in verdicts:  # a --retry: its verdicts replace those
+                again = {(v["line"], v["key"]): v for v in vs}  # of the same mutants
+                verdicts[path] = [again.get((v["line"], v["key"]), v) for v in verdicts[path]]
+            else:
+                verdicts[path] = vs
     rows: dict[str, list[int]] = {}
     for v in (v for vs in verdicts.values() for v in vs):
         r = rows.setdefault(v["path"], [0, 0, 0])
@@ -242,6 +247,9 @@ def main() -> int:
     ap.add_argument("--table", nargs="*", metavar="LOG",
                     help="print the per-module Markdown table of these verdict logs (default --log; a run's, even "
                          "unfinished; a later log's module replaces an earlier one's) and stop")
+    ap.add_argument("--retry", metavar="LOG",
+                    help="run again only the mutants that survived in LOG (after adding tests); --table LOG "
+                         "THIS_LOG then shows the modules with these verdicts in place of the earlier ones")
     ap.add_argument("--log", default=str(ROOT / "test-artifacts" / "mutation-sample.jsonl"),
                     help="each verdict appended here as it comes (a long run read while it runs)")
     args = ap.parse_args()
@@ -256,6 +264,14 @@ def main() -> int:
         mods = args.paths
     plan = [(p, mirrors(p, cfg), sample(p, args.per_module, args.seed)) for p in mods]
     plan = [row for row in plan if row[2]]  # nothing to mutate (constants, re-exports): nothing to score
+    if args.retry:  # only the survivors of an earlier run (same seed and size), against the tests as they are now
+        alive: set[tuple[str, int, str]] = set()
+        for line in Path(args.retry).read_text("utf-8").splitlines():
+            v = json.loads(line)
+            if not v["killed"]:
+                alive.add((v["path"], v["line"], v["key"]))
+        plan = [(p, t, [m for m in ms if (m.path, m.line, m.key()) in alive]) for p, t, ms in plan]
+        plan = [row for row in plan if row[2]]
     if args.list:
         for p, tests, ms in plan:
             print(f"{p:40} {len(ms):3} mutants  {' '.join(tests) or 'NO MIRROR TESTS'}")
@@ -299,7 +315,8 @@ def main() -> int:
                 finally:
                     target.write_text(original, "utf-8")
                 killed += failed
-                log.write(json.dumps({"path": m.path, "line": m.line, "key": m.key(), "killed": failed}) + "\n")
+                log.write(json.dumps({"path": m.path, "line": m.line, "key": m.key(), "killed": failed,
+                                      "retry": bool(args.retry)}) + "\n")
                 log.flush()
                 if not failed:
                     survivors.append((m, equivalents.get(" ".join(m.key().split()))))
