@@ -432,6 +432,36 @@ def test_a_saved_notebook_shows_the_rings_figures_and_breakdown_in_its_words():
     assert "no session · 0 / 0 tokens" in empty._repr_mimebundle_()[0]["text/html"]
     assert (empty.total, empty.compaction_count, empty.compaction_inferred, empty.pruned_results) == (0, 0, 0, 0)
 
+def test_a_panel_moved_to_another_session_drops_the_old_sessions_message():
+    a, b = FakeSession("s_a", "first"), FakeSession("s_b", "second")
+    w = ContextWidget(a, compact=lambda sid: system_message(ev.COMPACTION_FINISHED, {"no_op": True}))
+    browser_msg(w, {"action": "compact", "session_id": a.id})
+    assert w.message == "Context is already compacted; no older messages to fold."
+    w.attach(b)
+    assert (w.session_id, w.session_name, w.message) == ("s_b", "second", "")
+    w.lang = "zh"  # a change of language says the current message again: there is none
+    assert w.message == ""
+
+
+def test_the_default_language_is_english():
+    w = ContextWidget()
+    assert w.lang == "en" and w.labels["compact_now"] == "Compact now"
+
+
+def test_an_occupancy_that_cannot_be_read_keeps_the_figures_and_is_logged(caplog):
+    s = FakeSession("s_broken")
+    w = ContextWidget(s)
+    before = (w.total, w.window)
+
+    def broken():
+        raise RuntimeError("the file is gone")
+
+    s.occupancy = broken
+    with caplog.at_level("ERROR", logger="ocw"):
+        w.refresh()
+    assert (w.total, w.window) == before
+    assert "could not read the occupancy of session s_broken" in caplog.text
+
 def test_labels_follow_lang():
     w = ContextWidget(lang="zh-CN")
     assert w.lang == "zh"
