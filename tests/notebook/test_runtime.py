@@ -3,6 +3,8 @@ DuckDB file (the offline model). What a user sees of it: which session a command
 a panel's button acts on."""
 from __future__ import annotations
 
+import pytest
+
 import ocw
 from ocw.notebook.magics import get_runtime
 from ocw.widgets.ring import ContextWidget
@@ -61,3 +63,35 @@ def test_the_delete_confirmation_says_the_exact_line_to_type(ip, capsys):
     s.append("user", "just one")
     assert ": 1 message, 0 summaries," in rt.delete_session("lone", confirmed=False)
     assert {"my notes", "plain"} <= {r["name"] for r in rt.store.backend.list_sessions()}
+
+
+def test_chat_continues_the_current_session_and_new_starts_one(ip, capsys):
+    rt = get_runtime()
+    rt.chat("first")
+    s = ocw.current_session()
+    rt.chat("second")
+    assert ocw.current_session().id == s.id and len(s.branch()) == 4
+    rt.chat("elsewhere", new=True)
+    assert ocw.current_session().id != s.id
+
+
+def test_a_language_switch_reaches_the_current_session_and_works_with_none(ip, capsys):
+    ip.run_line_magic("config", "Ocw.lang = 'zh'")  # no session yet: nothing to tell, no error
+    ip.run_line_magic("config", "Ocw.lang = 'en'")
+    _chat(ip, "hello")
+    ip.run_line_magic("config", "Ocw.lang = 'zh'")
+    assert ocw.current_session().lang == "zh"
+    ip.run_line_magic("config", "Ocw.lang = 'en'")
+    assert ocw.current_session().lang == "en"
+
+
+def test_an_empty_session_name_is_refused_naming_the_argument(ip, capsys):
+    from ocw.text.errors import OcwError
+
+    _chat(ip, "hello")
+    rt = get_runtime()
+    with pytest.raises(OcwError, match="--delete"):
+        rt.delete_session("", confirmed=False)
+    with pytest.raises(OcwError, match="the session name or id"):
+        rt.switch_session("")
+    assert len(ocw.current_session().branch()) == 2
