@@ -250,6 +250,29 @@ def test_a_message_sent_while_compact_runs_is_refused_and_nothing_else_runs(smal
     assert (w.pending, w.busy) == ("", "")
 
 
+def test_a_request_for_a_command_the_widget_lacks_is_answered_not_left_waiting(small):
+    turns(small, 1)
+    w = ocw.chat()
+    assert invoke(w, "nope", {}) == {"ok": False, "error": "the chat widget has no command 'nope'"}
+    long = "x" * 200
+    assert invoke(w, long, {}) == {"ok": False, "error": f"the chat widget has no command {long[:80]!r}"}
+    assert invoke(w, "send", {"text": "hi"}) == {"ok": False, "error": "the chat widget has no command 'send'"}
+    sent = []
+    w.send = lambda content, buffers=None: sent.append(content)
+    try:
+        w._handle_custom_msg({"kind": "something-else", "payload": 1}, [])  # not a request: not answered
+        w._handle_custom_msg({"id": "r-2", "name": "nope"}, [])
+    finally:
+        del w.send
+    assert sent == []
+
+
+def test_busy_is_the_kernels_a_front_end_that_writes_it_is_put_back(small):
+    turns(small, 1)
+    w = ocw.chat()
+    w.busy = "send"  # as a browser's model.set would
+    assert w.busy == ""
+
 def test_a_failed_send_answers_with_the_error_and_stores_nothing(oip, refserver, monkeypatch):
     chat(oip, "first")
     w = ocw.chat()
