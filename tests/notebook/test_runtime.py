@@ -95,3 +95,19 @@ def test_an_empty_session_name_is_refused_naming_the_argument(ip, capsys):
     with pytest.raises(OcwError, match="the session name or id"):
         rt.switch_session("")
     assert len(ocw.current_session().branch()) == 2
+
+
+def test_the_server_is_asked_its_window_once_and_again_after_a_cell_that_was_taken_back(oip, refserver, capsys):
+    """A local server's window is probed once per session in this kernel — not every cell;
+    a first cell that failed (and was taken back) took its probe back too: the next asks again."""
+    refserver.reported_window = 2048
+    refserver.script(status=401)
+    oip.run_cell("%%chat\nfirst")
+    failed = len(refserver.probes)
+    assert failed > 0 and ocw.current_session() is None  # asked, then the cell was taken back
+    assert oip.run_cell("%%chat\nsecond").error_in_exec is None
+    asked = len(refserver.probes)
+    assert asked > failed  # asked again for the session that now exists
+    assert oip.run_cell("%%chat\nthird").error_in_exec is None
+    assert len(refserver.probes) == asked  # and not again
+    capsys.readouterr()
