@@ -273,6 +273,15 @@ def test_busy_is_the_kernels_a_front_end_that_writes_it_is_put_back(small):
     w.busy = "send"  # as a browser's model.set would
     assert w.busy == ""
 
+def test_a_closed_chat_stops_listening_to_the_session(small):
+    turns(small, 1)
+    s = ocw.current_session()
+    before = len(s.events._listeners)
+    w = ocw.chat()
+    assert len(s.events._listeners) > before  # the chat and its ring follow the session
+    w.close()
+    assert len(s.events._listeners) == before
+
 def test_a_failed_send_answers_with_the_error_and_stores_nothing(oip, refserver, monkeypatch):
     chat(oip, "first")
     w = ocw.chat()
