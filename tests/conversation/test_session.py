@@ -97,6 +97,13 @@ def test_bad_messages_are_refused_and_nothing_written(sess, role, content):
     assert rows(sess.store) == before
 
 
+@pytest.mark.parametrize("messages", [[], (), "user", None])
+def test_append_many_needs_a_non_empty_list(sess, messages):
+    n = rows(sess.store)
+    with pytest.raises(OcwError, match="messages takes a non-empty list of"):
+        sess.append_many(messages)
+    assert rows(sess.store) == n
+
 def test_summary_nodes_cannot_be_appended(sess):
     with pytest.raises(OcwError):
         sess.append("llm", "fake summary", name="context/summary")

@@ -334,3 +334,23 @@ def test_an_idle_wal_is_checkpointed_by_the_reaper_not_the_caller(tmp_db, monkey
         assert store.db._con is not None  # and the connection stays open
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("value", [0, -1, True, "1", float("inf"), float("nan"), None])
+def test_a_bad_store_option_is_one_line_naming_it(tmp_db, value):
+    with pytest.raises(InvalidArgument, match=r"^Store\(idle_close=\.\.\.\) takes a number of seconds above 0"):
+        ocw.Store(tmp_db, idle_close=value)
+    assert not os.path.exists(tmp_db)  # refused before the file was made
+
+
+def test_a_session_deleted_by_another_store_is_said_to_have_vanished(tmp_db):
+    a, b = ocw.Store(tmp_db), ocw.Store(tmp_db)
+    try:
+        s = a.create_session(name="gone")
+        s.append("user", "first")
+        b.backend.delete_session(s.id)
+        with pytest.raises(StoreError, match="vanished"):
+            s.append("user", "second")
+    finally:
+        a.close()
+        b.close()
