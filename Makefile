@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.ocw-installed
 HEADLESS ?=
 PORT   ?= 8888
 
-.PHONY: demo test test-js test-py install bench clean mutation litellm quality
+.PHONY: demo test test-js test-py install bench clean mutation mutation-core mutation-sample litellm quality test-under-load
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -69,17 +69,36 @@ bench: install
 quality: install
 	$(PY) -m ocw.bench.quality $(if $(QUICK),--quick)
 
-# Mutation testing of the pure core (slow, so not part of `make test`): mutmut plants
-# small bugs one at a time and reports the ones the unit tests miss. Narrow it with
-# MUTATE=ocw/context/facts.py (modules or folders of [tool.mutmut] only_mutate).
+# Mutation testing (slow, so not part of `make test`), two tiers; `make mutation` runs both.
+# Tier 1, `make mutation-core`: mutmut plants every small bug it can in the pure core and
+# reports the ones the unit tests miss. Narrow it with MUTATE=ocw/context/facts.py
+# (modules or folders of [tool.mutmut] only_mutate).
+# Tier 2, `make mutation-sample`: a seeded, stratified sample of realistic one-line bugs
+# (SAMPLE per module, default 15; SEED, default 26) in every other module of ocw/ and in
+# widgets/*.js, each run against its module's own tests only (tools/mutation-mirrors.toml).
+# Narrow it with SAMPLE_PATHS=ocw/store/transfer.py; BENCH=1 adds ocw/bench/ (minutes per run).
 MUTATE ?=
 MUTATION_JOBS ?= 1
 MUTMUT_VERSION := 3.8.1
+SAMPLE ?= 15
+SEED ?= 26
+SAMPLE_PATHS ?=
 
-mutation: install
+mutation-core: install
 	@$(PY) -c "import importlib.metadata as m, sys; sys.exit(m.version('mutmut') != '$(MUTMUT_VERSION)')" 2>/dev/null \
 		|| $(PY) -m pip install -q 'mutmut==$(MUTMUT_VERSION)'
 	nice -n 10 $(PY) tools/mutation.py --jobs $(MUTATION_JOBS) $(MUTATE)
+
+mutation-sample: install js/node_modules/.package-lock.json
+	nice -n 10 $(PY) tools/mutation_sample.py --per-module $(SAMPLE) --seed $(SEED) $(if $(BENCH),--bench) $(SAMPLE_PATHS)
+
+mutation: mutation-core mutation-sample
+
+# `make test-under-load`: the whole suite (or PYTEST_ARGS) while two CPU-bound processes
+# run beside it, stopped afterwards: a test that assumes timing fails here. Not in .ci/run
+# (it doubles the suite's time); run it before a release.
+test-under-load: install js/node_modules/.package-lock.json
+	$(PY) tools/under_load.py --burners 2 $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) js/node_modules dist build test-artifacts ocw/static mutants

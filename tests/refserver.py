@@ -138,6 +138,7 @@ class Script:
     chunk_delay: float = 0.0  # seconds between frames
     stop_reason: str | None = None  # wire value, e.g. "length" / "max_tokens"
     cached_tokens: int = 0
+    cache_created: int = 0  # Anthropic: prompt tokens written to the cache (left out of its input_tokens)
     empty_stream: bool = False  # 200 event-stream with no event at all, then the connection is dropped
     then_drop: bool = False  # answer normally, then drop this connection's next request (a server that let it go)
     echo_key_header: bool = False  # the reply echoes the request's key in an x-echo-key header
@@ -590,6 +591,7 @@ class RefServer:
             stop = sc.stop_reason or ("tool_use" if calls else "end_turn")
         return {"model": body.get("model", "ref-model"), "text": text, "thinking": sc.thinking, "calls": calls,
                 "stop": stop, "input": rec.prompt_tokens, "output": out_tokens, "cached": sc.cached_tokens,
+                "created": sc.cache_created,
                 "id": rec.request_id.replace("req_", "")}
 
     # -- OpenAI wire ----------------------------------------------------------
@@ -636,7 +638,7 @@ class RefServer:
     # -- Anthropic wire -------------------------------------------------------
     @staticmethod
     def _anthropic_usage(r: dict, output: int) -> dict:
-        return {"input_tokens": r["input"] - r["cached"], "cache_creation_input_tokens": 0,
+        return {"input_tokens": r["input"] - r["cached"] - r["created"], "cache_creation_input_tokens": r["created"],
                 "cache_read_input_tokens": r["cached"], "output_tokens": output}
 
     def _anthropic_blocks(self, r: dict) -> list[dict]:

@@ -216,6 +216,21 @@ describe("slash menu (seed 004)", () => {
     expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["chat_send", { text: "/co is short for cobalt" }]]);
   });
 
+  it("the Send button runs the highlighted command while the menu is open, as Enter does", () => {
+    mount();
+    type("/comp");
+    expect(menu().hidden).toBe(false);
+    $(".ocw-send").click(); // the pick runs /compact, not the typed "/comp" (no such command)
+    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["chat_run", { name: "compact", args: "" }]]);
+  });
+
+  it("the message being sent shows under You until the kernel has it", () => {
+    const model = mount();
+    model.set("pending", "tell me more");
+    const pending = $(".ocw-live .ocw-pending");
+    expect(pending.querySelector(".ocw-msg-role").textContent).toBe(UI_LABELS.en.chat_you);
+  });
+
   it("Enter runs a registered command with its arguments", () => {
     mount();
     type("/compact 2000");

@@ -180,6 +180,19 @@ describe("ring", () => {
     expect(model.get("panel_open")).toBe(false);
   });
 
+  it("closes an open panel with Escape on the ring and keeps the key from the notebook; a closed one lets it go", () => {
+    const model = mount({ panel_open: true });
+    const ring = $(".ocw-ring");
+    const esc = new KeyboardEvent("keydown", { key: "Escape", bubbles: true, cancelable: true });
+    ring.dispatchEvent(esc);
+    expect(model.get("panel_open")).toBe(false);
+    expect(esc.defaultPrevented).toBe(true); // JupyterLab would also leave edit mode on it
+    const again = new KeyboardEvent("keydown", { key: "Escape", bubbles: true, cancelable: true });
+    ring.dispatchEvent(again);
+    expect(model.get("panel_open")).toBe(false);
+    expect(again.defaultPrevented).toBe(false);
+  });
+
   it("closes the panel on Escape pressed elsewhere and on a click outside, not inside", () => {
     const model = mount({ panel_open: true });
     const outside = document.createElement("textarea");
@@ -242,6 +255,38 @@ describe("panel", () => {
     expect($(".ocw-total").textContent).toContain("3,992 / 8,000");
     expect($(".ocw-reserve").textContent).toBe("80.0%");
     expect($(".ocw-reserve-mark").style.left).toBe("80%");
+  });
+
+  it("draws one bar segment per used category, side by side, never past the window", () => {
+    const model = mount({ panel_open: true });
+    const segs = () => $$(".ocw-bar-seg").map((x) => [x.dataset.category, x.style.left, x.style.width]);
+    // system 120, tools 0, summary 0, messages 3,872 of 8,000: no segment for empty ones nor free
+    expect(segs()).toEqual([
+      ["system", "0%", "1.5%"],
+      ["messages", "1.5%", "48.4%"],
+    ]);
+    model.set("breakdown", { system: 2000, tools: 0, summary: 4000, messages: 4000, free: 0 }); // over: 10,000
+    expect(segs()).toEqual([
+      ["system", "0%", "25%"],
+      ["summary", "25%", "50%"],
+      ["messages", "75%", "25%"], // cut at the window's end, not 50 %
+    ]);
+    model.set("window", 0);
+    expect(segs()).toEqual([]);
+  });
+
+  it("says off, with no mark, when automatic compaction is off; a ratio above 0 is a percent and a mark", () => {
+    const model = mount({ reserve_ratio: 0 });
+    expect($(".ocw-reserve").textContent).toBe("off");
+    expect($(".ocw-reserve-mark").hidden).toBe(true);
+    expect($(".ocw-reserve-mark").title).toBe(`${UI_LABELS.en.reserve} off`);
+    model.set("reserve_ratio", 0.01);
+    expect($(".ocw-reserve").textContent).toBe("1.0%");
+    expect($(".ocw-reserve-mark").hidden).toBe(false);
+    model.set("lang", "zh");
+    model.set("labels", UI_LABELS.zh);
+    model.set("reserve_ratio", 0);
+    expect($(".ocw-reserve").textContent).toBe(UI_LABELS.zh.off);
   });
 
   it("shows the session's own percents, which add up to 100.0 %", () => {

@@ -20,6 +20,8 @@ ENC = "cl100k_base"
     ("it raised KeyError twice", "KeyError"),
     ("a ConnectionResetError here", "ConnectionResetError"),
     ("ticket ABC-123 is open", "ABC-123"),
+    ("ticket JS-42 is open", "JS-42"),  # two letters: the shortest project key
+    ("ticket ABCDEFGHIJ-7 is open", "ABCDEFGHIJ-7"),  # ten: the longest
     ("see issue #4521", "#4521"),
     ("commit deadbeef42 fixed it", "deadbeef42"),
     ("p95 is 250 ms", "250 ms"),
@@ -29,6 +31,11 @@ ENC = "cl100k_base"
 ])
 def test_extracts_each_kind(text, ident):
     assert ident in extract_identifiers(text)
+
+
+@pytest.mark.parametrize("text", ["plan J-42 now", "plan ABCDEFGHIJK-7 now"])
+def test_a_one_letter_or_eleven_letter_key_is_not_a_ticket(text):
+    assert extract_identifiers(text) == []
 
 
 def test_order_of_first_appearance_without_duplicates():

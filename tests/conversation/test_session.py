@@ -97,6 +97,13 @@ def test_bad_messages_are_refused_and_nothing_written(sess, role, content):
     assert rows(sess.store) == before
 
 
+@pytest.mark.parametrize("messages", [[], (), "user", None])
+def test_append_many_needs_a_non_empty_list(sess, messages):
+    n = rows(sess.store)
+    with pytest.raises(OcwError, match="messages takes a non-empty list of"):
+        sess.append_many(messages)
+    assert rows(sess.store) == n
+
 def test_summary_nodes_cannot_be_appended(sess):
     with pytest.raises(OcwError):
         sess.append("llm", "fake summary", name="context/summary")
@@ -360,6 +367,25 @@ def test_summary_never_moves_head_and_bumps_generation(sess):
     assert sess.covered_ids(sid) == ids[:2]
     assert sid not in {b["id"] for b in sess.branches()}
 
+
+
+def test_the_summaries_over_a_branch_leave_out_another_branchs(sess):
+    """What the chat widget shows as the branch's summaries (history.summaries): after a
+    rewind to before the covered range ends, and on the fork made there, none; with HEAD
+    on the last covered message, or back on the old tip, the summary again."""
+    ids = [sess.append("user", f"m{i}") for i in range(6)]
+    sid = sess._persist_summary("summary of m0-m3", ids[3], sess.head, sess.generation)
+    got = sess.branch_summaries()
+    assert [(x["id"], x["cover_count"], x["active"]) for x in got] == [(sid, 4, True)]
+    assert got[0]["content"][0]["text"] == "summary of m0-m3"
+    sess.rewind(ids[3])  # the last covered message: still over this branch
+    assert [x["id"] for x in sess.branch_summaries()] == [sid]
+    sess.rewind(ids[2])  # one before it: not
+    assert sess.branch_summaries() == []
+    sess.append("user", "another m3")
+    assert sess.branch_summaries() == []
+    sess.checkout(ids[-1])
+    assert [x["id"] for x in sess.branch_summaries()] == [sid]
 
 # -- usage samples, basis and the compaction count -------------------------------------------------
 def test_measured_basis_lives_only_as_long_as_head_and_generation(sess):

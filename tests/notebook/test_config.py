@@ -8,7 +8,7 @@ from traitlets import TraitError
 
 import ocw
 import ocw.notebook.magics
-from ocw.notebook.config import Ocw, SecretStr, parse_auto_compact
+from ocw.notebook.config import Ocw, SecretStr, known_context_window, parse_auto_compact
 from ocw.text.errors import ConfigError, OcwError
 
 
@@ -108,6 +108,11 @@ def test_traits_validate(ocw_env):
         c.provider = "gemini"
     with pytest.raises(TraitError):
         c.context_window = -1
+    for name in ("auto_compact", "timeout", "lock_timeout"):  # traitlets would store True as 1.0
+        before = getattr(c, name)
+        with pytest.raises(TraitError):
+            setattr(c, name, True)
+        assert getattr(c, name) == before
 
 
 # -- keys ---------------------------------------------------------------------------------------
@@ -217,3 +222,22 @@ def test_warm_up_from_the_environment(ocw_env, monkeypatch):
         assert fresh(monkeypatch, OCW_WARM_UP=off).warm_up is False, off
     with pytest.raises(ConfigError, match="OCW_WARM_UP='maybe'"):
         fresh(monkeypatch, OCW_WARM_UP="maybe").warm_up
+
+
+@pytest.mark.parametrize("model, window", [
+    ("gpt-4-turbo", 128_000), ("gpt-4-turbo-2024-04-09", 128_000), ("openai/gpt-4-turbo", 128_000),
+    ("GPT-4-Turbo-Preview", 128_000), ("gpt-4", 8_192), ("gpt-4-0613", 8_192), ("gpt-4o-mini", 128_000),
+    ("gpt-4.1-mini", 1_047_576), ("claude-3-5-sonnet", 200_000), ("o3-mini", 200_000),
+    ("gpt-3.5-turbo", 16_385), ("llama3", 8_192), (None, 8_192), ("o1-preview", 200_000), ("o4-mini", 200_000),
+    ("gpt-4.5-preview", 128_000), ("gpt-5-mini", 400_000), ("ocw-offline", 8_192), ("anthropic/claude-opus-4", 200_000),
+])
+def test_each_model_gets_its_own_window_not_a_shorter_prefixs(model, window):
+    """The table is read most specific first: gpt-4-turbo is not gpt-4's 8k."""
+    assert known_context_window(model) == window
+
+
+def test_the_ring_of_a_gpt_4_turbo_session_shows_its_128k_window(ip, capsys):
+    ip.run_line_magic("config", "Ocw.model = 'gpt-4-turbo'")
+    ip.run_line_magic("config", "Ocw.provider = 'offline'")
+    assert ip.run_cell("%%chat\nhello").error_in_exec is None
+    assert ocw.current_session().occupancy()["window"] == 128_000

@@ -84,6 +84,46 @@ def test_streamed_reply_with_usage_and_headers(refserver, provider):
     assert reply.stop_reason == "end_turn" and reply.request_id == rec.request_id == "req_0001"
 
 
+
+def test_cache_writes_count_in_the_input_as_cache_reads_do(refserver, provider):
+    """Anthropic's input_tokens leaves out the prompt tokens it read from and wrote to its
+    cache; the ring reads the whole prompt: 12 + 3,000 read + 20,000 written = 23,012."""
+    from ocw.providers.anthropic import _apply_usage
+    from ocw.providers.base import Usage
+
+    u = Usage()
+    _apply_usage(u, {"input_tokens": 12, "cache_read_input_tokens": 3000, "cache_creation_input_tokens": 20000,
+                     "output_tokens": 7})
+    assert (u.input_tokens, u.cached_tokens, u.output_tokens) == (23_012, 3_000, 7)
+    # The same on the wire, streamed and not: a prompt of over 23,012 tokens, most of it cached.
+    prompt = "the nightly load of orders " * 5000
+    for call in (provider.stream, provider.complete):
+        refserver.script(text="ok", cached_tokens=3000, cache_created=20000)
+        reply = call([user(prompt)], system="Be kind.")
+        rec = refserver.requests[-1]
+        assert rec.prompt_tokens > 23_012
+        assert reply.usage.input_tokens == rec.prompt_tokens and reply.usage.cached_tokens == 3000
+
+
+
+def test_a_local_server_is_asked_without_a_key_and_anthropic_com_never_is(refserver):
+    """No key: a local proxy or server (which may need none) is asked, with no key header;
+    api.anthropic.com is not asked at all — one line saying where to set the key."""
+    local = AnthropicProvider(model="claude-test", base_url=refserver.anthropic_url, api_key="", timeout=5)
+    try:
+        refserver.script(text="fine")
+        assert local.stream([user("hi")]).text == "fine"
+        assert refserver.requests[-1].auth is False
+    finally:
+        local.close()
+    remote = AnthropicProvider(model="claude-test", base_url="https://api.anthropic.com", api_key="", timeout=5)
+    try:
+        with pytest.raises(AuthError, match="anthropic: no API key; set ANTHROPIC_API_KEY"):
+            remote.stream([user("hi")])
+    finally:
+        remote.close()
+
+
 def test_streamed_tool_use_and_thinking(refserver, provider):
     refserver.script(text="Checking.", thinking="hmm", tool_calls=[{"name": "list_variables", "input": {"filter": "df*", "n": 3}}])
     events: list = []

@@ -240,3 +240,42 @@ def test_a_schema_3_file_upgrades_with_the_same_occupancy(tmp_db):
         assert s.compaction_count == 2 and s.generation == 2
     finally:
         store.close()
+
+
+def test_an_upgrade_does_not_trust_nodes_built_on_stale_parents(tmp_db):
+    """A schema-3 file whose first message was counted with another encoding (and a wrong
+    count): its running total is stale, so is every total built on it — the upgrade
+    marks the descendants for a recount too, and the ring reads the true figure."""
+    v3 = make_v3_file(tmp_db)
+    main = v3["main"]
+    con = duckdb.connect(tmp_db, config=DUCKDB_CONFIG)
+    con.execute("UPDATE nodes SET encoding = 'cl100k_base', tokens = 1 WHERE id = 'm0'")
+    con.close()
+    store = ocw.Store(tmp_db)
+    try:
+        with store.db.connect() as c:
+            epochs = dict(c.execute("SELECT id, epoch FROM nodes WHERE id IN ('m0', 'm1', 'm2')").fetchall())
+        assert epochs == {"m0": -1, "m1": -1, "m2": -1}  # m1, m2 were o200k counts, but on m0's total
+        s = store.open_session("v3-chat")
+        s.rewind("m2")  # no summary on this stretch: the total is the branch's own
+        assert s.active_summary() is None
+        assert s.occupancy()["total"] == old_occupancy_total(v3, main[:3])
+        s.checkout("m11")
+        assert s.occupancy()["total"] == old_occupancy_total(v3, main)
+    finally:
+        store.close()
+
+
+def test_each_step_from_the_marker_on_records_its_version(tmp_db):
+    """A file stopped at schema 4 (a crash before step 5, an older ocw) says 4 in its marker,
+    and what it needs; step 5 moves both on."""
+    con = duckdb.connect(tmp_db, config=DUCKDB_CONFIG)
+    try:
+        assert migrations.upgrade(con, target=4) == 0
+        meta = dict(con.execute("SELECT key, value FROM ocw_meta").fetchall())
+        assert (meta["app"], meta["schema_version"], meta["needs_ocw"]) == ("ocw", "4", "0.1.0")
+        assert migrations.upgrade(con) == 4
+        meta = dict(con.execute("SELECT key, value FROM ocw_meta").fetchall())
+        assert (meta["schema_version"], meta["needs_ocw"]) == ("5", "0.2.0")
+    finally:
+        con.close()

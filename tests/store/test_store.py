@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import duckdb
@@ -208,21 +209,65 @@ def test_connection_is_held_through_a_burst(store):
     assert store.db.opens - opens <= 1  # not one open per operation
 
 
+HOLD_UNTIL_TOLD = textwrap.dedent(
+    """
+    import sys, duckdb
+    con = duckdb.connect(sys.argv[1])
+    print("locked", flush=True)
+    sys.stdin.readline()
+    con.close()
+    """
+)
+
+
+def until(condition, seconds: float = 30.0, what: str = "the condition") -> None:
+    """Wait for `condition()` to hold, polling, up to a deadline (never a fixed sleep)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {seconds:g} s"
+        time.sleep(0.005)
+
+
 def test_waits_while_another_process_holds_the_file(tmp_db):
+    """The file held by another process: the append waits (signalling on the sidecar)
+    and goes through once the holder lets go — no error reaches the caller. No timing
+    assumed: the holder is released only after the store is seen waiting (its waiting
+    signal, watched: the fixed 0.1 s sleep and "waited > 0.2 s" it replaces failed
+    under load)."""
     ocw.Store(tmp_db).close()
     store = ocw.Store(tmp_db, idle_close=0.01)
     s = store.create_session(name="w")
-    time.sleep(0.1)
-    assert store.db._con is None
-    holder = hold_lock(tmp_db, 0.6)
-    t0 = time.monotonic()
-    nid = s.append("user", "waited for the lock")  # no error reaches the caller
-    waited = time.monotonic() - t0
-    holder.wait(timeout=10)
-    assert s.head == nid
-    assert waited > 0.2
-    assert store.db.waits >= 1
-    store.close()
+    until(lambda: store.db._con is None, what="the idle close")
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_UNTIL_TOLD, tmp_db], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        waiting = threading.Event()
+        signal = store.db._signal_waiting  # what a waiting opener does each round: seen, then done
+
+        def seen_waiting():
+            waiting.set()
+            signal()
+
+        store.db._signal_waiting = seen_waiting
+
+        def release_once_waited_for():
+            assert waiting.wait(timeout=30), "the store never waited for the file"
+            holder.stdin.write("go\n")
+            holder.stdin.flush()
+
+        releaser = threading.Thread(target=release_once_waited_for, daemon=True)
+        releaser.start()
+        nid = s.append("user", "waited for the lock")  # no error reaches the caller
+        releaser.join(timeout=30)
+        assert holder.wait(timeout=30) == 0
+        assert s.head == nid and s.node(nid)["content"][0]["text"] == "waited for the lock"
+        assert store.db.waits >= 1
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        store.close()
 
 
 def test_store_busy_after_lock_timeout(tmp_db):
@@ -289,3 +334,23 @@ def test_an_idle_wal_is_checkpointed_by_the_reaper_not_the_caller(tmp_db, monkey
         assert store.db._con is not None  # and the connection stays open
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("value", [0, -1, True, "1", float("inf"), float("nan"), None])
+def test_a_bad_store_option_is_one_line_naming_it(tmp_db, value):
+    with pytest.raises(InvalidArgument, match=r"^Store\(idle_close=\.\.\.\) takes a number of seconds above 0"):
+        ocw.Store(tmp_db, idle_close=value)
+    assert not os.path.exists(tmp_db)  # refused before the file was made
+
+
+def test_a_session_deleted_by_another_store_is_said_to_have_vanished(tmp_db):
+    a, b = ocw.Store(tmp_db), ocw.Store(tmp_db)
+    try:
+        s = a.create_session(name="gone")
+        s.append("user", "first")
+        b.backend.delete_session(s.id)
+        with pytest.raises(StoreError, match="vanished"):
+            s.append("user", "second")
+    finally:
+        a.close()
+        b.close()

@@ -203,3 +203,74 @@ def test_the_console_script(pg_url, tmp_path):
     assert json.dumps(snapshots(pg_url), default=str) == json.dumps(snapshots(a), default=str)
     usage = subprocess.run([str(script)], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2 and usage.stderr == "ocw: the following arguments are required: command (see ocw --help)\n"
+
+
+def test_a_differing_node_is_refused_and_the_destination_is_untouched(tmp_path, capsys):
+    """A node with the same id and other content in the destination: the copy says so and
+    writes nothing there — not the source's new turns, not its session row (HEAD, rev)."""
+    import duckdb
+
+    from ocw.store.duckdb.store import DUCKDB_CONFIG
+
+    a, b = str(tmp_path / "a.duckdb"), str(tmp_path / "b.duckdb")
+    st = ocw.Store(a)
+    st.create_session(name="notes").append_many([("user", "the plan"), ("assistant", "the answer")])
+    st.close()
+    assert run_cli(capsys, "import", "--from", a, "--to", b)[0] == 0
+    con = duckdb.connect(b, config=DUCKDB_CONFIG)
+    con.execute("UPDATE nodes SET content = ? WHERE seq = (SELECT min(seq) FROM nodes)",
+                [json.dumps([{"type": "text", "text": "edited in the destination"}])])
+    con.close()
+    st = ocw.Store(a)
+    st.open_session("notes").append_many([("user", "one more"), ("assistant", "one more answer")])
+    st.close()
+    before = snapshots(b)
+    code, out, err = run_cli(capsys, "import", "--from", a, "--to", b)
+    assert code == 1 and "refused  'notes'" in out and "differs between the two copies" in out, (out, err)
+    assert "1 refused" in out
+    after = snapshots(b)
+    assert after == before  # session row (HEAD, rev, updated_at) and nodes as they were
+    assert len(after["notes"]["nodes"]) == 2
+
+
+def test_the_copy_says_how_many_messages_and_summaries_it_moved(made, tmp_path, capsys):
+    code, out, err = run_cli(capsys, "import", "--from", made, "--to", str(tmp_path / "c.duckdb"))
+    assert (code, err) == (0, "")
+    nodes = snapshots(made)["default"]["nodes"]
+    summaries = sum(1 for n in nodes if n["role"] == "llm" and n["name"] == "context/summary")
+    assert summaries == 1  # the notebook session's one %compact
+    assert f": {len(nodes) - 1} messages, 1 summaries" in out, out
+    assert "second" in out and ": 2 messages, 0 summaries" in out, out
+
+
+def test_the_python_entry_points_refuse_an_unknown_session_in_one_line(tmp_path):
+    """copy_session / copy_sessions from Python (a notebook): a session that is not in the
+    source is a StoreError naming it, with what to do — nothing created in the destination."""
+    from ocw.store.transfer import copy_session, copy_sessions
+    from ocw.text.errors import StoreError
+
+    a = open_backend(str(tmp_path / "a.duckdb"))
+    b = open_backend(str(tmp_path / "b.duckdb"))
+    try:
+        a_name = a.describe()
+        with pytest.raises(StoreError) as e:
+            copy_session(a, b, "s_missing")
+        assert e.value.user_message() == f"no session s_missing in {a_name}"
+        with pytest.raises(StoreError) as e:
+            copy_sessions(a, b, ["nope"])
+        assert e.value.user_message() == f"no session 'nope' in {a_name} — list them with %sessions"
+        assert b.list_sessions() == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_only_summaries_count_as_summaries(tmp_path, capsys):
+    """An "llm" message of another name (a helper model's note) is a message, not a summary."""
+    a = str(tmp_path / "a.duckdb")
+    st = ocw.Store(a)
+    st.create_session(name="notes").append_many([("user", "q"), ("llm", "a helper's note", "helper"),
+                                                 ("assistant", "a")])
+    st.close()
+    code, out, _ = run_cli(capsys, "import", "--from", a, "--to", str(tmp_path / "b.duckdb"))
+    assert code == 0 and ": 3 messages, 0 summaries" in out, out

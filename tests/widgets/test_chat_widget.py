@@ -224,6 +224,64 @@ def test_sending_while_a_turn_runs_is_refused_and_nothing_is_lost(oip, refserver
     assert [m.get("text") for m in w.messages if m["role"] == "user"] == ["first\n", "one"]  # a cell ends with \n
 
 
+
+def test_a_message_sent_while_compact_runs_is_refused_and_nothing_else_runs(small, monkeypatch):
+    """/compact runs: a message from a second view of the widget is refused with the one
+    line, stored nowhere, and no turn runs beside the compaction."""
+    turns(small, 6)
+    w = ocw.chat()
+    s = ocw.current_session()
+    provider = s.provider
+    real = provider.complete
+    answers = []
+
+    def summarizer_that_gets_a_message(*a, **k):
+        answers.append(invoke(w, "chat_send", {"text": "sent during the compaction"}))
+        return real(*a, **k)
+
+    monkeypatch.setattr(provider, "complete", summarizer_that_gets_a_message)
+    users = [m.get("text") for m in w.messages if m["role"] == "user"]
+    answer = invoke(w, "chat_run", {"name": "compact", "args": ""})
+    assert answer["ok"] is True and s.compaction_count == 1
+    refused = "A reply or command is still running; your text is kept. Send it when it has finished."
+    assert answers == [{"ok": False, "error": refused}]
+    assert [m.get("text") for m in w.messages if m["role"] == "user"] == users
+    assert not any("sent during the compaction" in str(m["content"]) for m in s.rendered_history())
+    assert (w.pending, w.busy) == ("", "")
+
+
+def test_a_request_for_a_command_the_widget_lacks_is_answered_not_left_waiting(small):
+    turns(small, 1)
+    w = ocw.chat()
+    assert invoke(w, "nope", {}) == {"ok": False, "error": "the chat widget has no command 'nope'"}
+    long = "x" * 200
+    assert invoke(w, long, {}) == {"ok": False, "error": f"the chat widget has no command {long[:80]!r}"}
+    assert invoke(w, "send", {"text": "hi"}) == {"ok": False, "error": "the chat widget has no command 'send'"}
+    sent = []
+    w.send = lambda content, buffers=None: sent.append(content)
+    try:
+        w._handle_custom_msg({"kind": "something-else", "payload": 1}, [])  # not a request: not answered
+        w._handle_custom_msg({"id": "r-2", "name": "nope"}, [])
+    finally:
+        del w.send
+    assert sent == []
+
+
+def test_busy_is_the_kernels_a_front_end_that_writes_it_is_put_back(small):
+    turns(small, 1)
+    w = ocw.chat()
+    w.busy = "send"  # as a browser's model.set would
+    assert w.busy == ""
+
+def test_a_closed_chat_stops_listening_to_the_session(small):
+    turns(small, 1)
+    s = ocw.current_session()
+    before = len(s.events._listeners)
+    w = ocw.chat()
+    assert len(s.events._listeners) > before  # the chat and its ring follow the session
+    w.close()
+    assert len(s.events._listeners) == before
+
 def test_a_failed_send_answers_with_the_error_and_stores_nothing(oip, refserver, monkeypatch):
     chat(oip, "first")
     w = ocw.chat()
@@ -447,6 +505,25 @@ def test_notes_belong_to_the_branch_they_were_said_on(small, monkeypatch):
     # branch) and the switch's line.
     assert [n["kind"] for n in w.notes] == ["started", "finished", "output", "output"]
     assert w.notes[-1]["text"].startswith("Switched to the branch ending at message ")
+
+
+
+def test_a_summary_of_another_branch_is_not_shown_after_a_rewind(small, monkeypatch):
+    """Rewound to before what a compaction covered, and forked there: the chat shows no
+    summary capsule of the branch left behind; switching back shows it again."""
+    turns(small, 6)
+    w = ocw.chat()
+    invoke(w, "chat_run", {"name": "compact", "args": ""}, monkeypatch)
+    s = ocw.current_session()
+    leaf, covered = s.head, w.summary["cover_count"]
+    assert covered >= 2 and [c["active"] for c in w.capsules] == [True]
+    invoke(w, "chat_rewind", {"node_id": s.branch()[0]}, monkeypatch)  # before the covered range ends
+    assert (w.summary, w.capsules) == ({}, [])
+    invoke(w, "chat_send", {"text": "a new second question"}, monkeypatch)
+    assert (w.summary, w.capsules) == ({}, [])  # the other branch's summary is not this one's
+    assert "Summary" not in " ".join(str(m.get("text")) for m in w.messages)
+    invoke(w, "chat_branch", {"node_id": leaf}, monkeypatch)
+    assert w.summary["cover_count"] == covered and [c["active"] for c in w.capsules] == [True]
 
 
 # -- reading a long session ----------------------------------------------------------------------

@@ -119,6 +119,17 @@ def test_attach_fills_traitlets_from_occupancy(session):
     assert listeners(session) == 1
 
 
+def test_auto_compaction_off_reaches_the_panel_as_zero_not_the_default(ip):
+    """With auto-compaction off the panel says "off" (widgets/context.js, for a ratio of 0):
+    the 0 must reach it, not be taken for "no value" and left at 0.8."""
+    ip.run_line_magic("config", "Ocw.auto_compact = 0")
+    assert ip.run_cell("%%chat\nhello").error_in_exec is None
+    w = ocw.chat().ring
+    assert w.reserve_ratio == 0.0
+    ip.run_line_magic("config", "Ocw.auto_compact = 0.75")
+    assert ip.run_cell("%%chat\nagain").error_in_exec is None
+    assert ocw.chat().ring.reserve_ratio == 0.75
+
 def test_occupancy_changed_updates_traitlets(session):
     w = ContextWidget(session)
     before = w.total
@@ -407,6 +418,49 @@ def test_repr_is_stable():
     assert "0x" not in repr(w)
     assert repr(ContextWidget(real_session("proj"))).startswith("<ocw context: proj, ")
 
+
+def test_a_saved_notebook_shows_the_rings_figures_and_breakdown_in_its_words():
+    """The text/html a saved or exported notebook shows where no widget runs."""
+    w = ContextWidget(FakeSession())
+    html = w._repr_mimebundle_()[0]["text/html"]
+    assert "default · 1,234 / 8,000 tokens (15.4%)" in html
+    assert "<td>System prompt</td><td style='text-align:right'>34</td>" in html
+    assert "<td>Messages</td><td style='text-align:right'>1,200</td>" in html
+    w.lang = "zh"
+    assert "<td>消息</td>" in w._repr_mimebundle_()[0]["text/html"]
+    empty = ContextWidget()
+    assert "no session · 0 / 0 tokens" in empty._repr_mimebundle_()[0]["text/html"]
+    assert (empty.total, empty.compaction_count, empty.compaction_inferred, empty.pruned_results) == (0, 0, 0, 0)
+
+def test_a_panel_moved_to_another_session_drops_the_old_sessions_message():
+    a, b = FakeSession("s_a", "first"), FakeSession("s_b", "second")
+    w = ContextWidget(a, compact=lambda sid: system_message(ev.COMPACTION_FINISHED, {"no_op": True}))
+    browser_msg(w, {"action": "compact", "session_id": a.id})
+    assert w.message == "Context is already compacted; no older messages to fold."
+    w.attach(b)
+    assert (w.session_id, w.session_name, w.message) == ("s_b", "second", "")
+    w.lang = "zh"  # a change of language says the current message again: there is none
+    assert w.message == ""
+
+
+def test_the_default_language_is_english():
+    w = ContextWidget()
+    assert w.lang == "en" and w.labels["compact_now"] == "Compact now"
+
+
+def test_an_occupancy_that_cannot_be_read_keeps_the_figures_and_is_logged(caplog):
+    s = FakeSession("s_broken")
+    w = ContextWidget(s)
+    before = (w.total, w.window)
+
+    def broken():
+        raise RuntimeError("the file is gone")
+
+    s.occupancy = broken
+    with caplog.at_level("ERROR", logger="ocw"):
+        w.refresh()
+    assert (w.total, w.window) == before
+    assert "could not read the occupancy of session s_broken" in caplog.text
 
 def test_labels_follow_lang():
     w = ContextWidget(lang="zh-CN")

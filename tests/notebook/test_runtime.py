@@ -1,0 +1,113 @@
+"""ocw.notebook.runtime: the kernel-side controller, in a real IPython shell on a real
+DuckDB file (the offline model). What a user sees of it: which session a command or
+a panel's button acts on."""
+from __future__ import annotations
+
+import pytest
+
+import ocw
+from ocw.notebook.magics import get_runtime
+from ocw.widgets.ring import ContextWidget
+
+TURN = "the loader reads events.parquet, joins the orders table and retries after 30 s timeouts. " * 12
+
+
+def _chat(ip, text: str) -> None:
+    res = ip.run_cell(f"%%chat\n{text}")
+    assert res.error_in_exec is None, res.error_in_exec
+
+
+def test_the_panels_compact_now_compacts_the_panels_own_session_not_the_current_one(ip, capsys):
+    ip.run_line_magic("config", "Ocw.context_window = 6000")
+    ip.run_line_magic("config", "Ocw.auto_compact = 0")
+    for i in range(6):
+        _chat(ip, f"Turn {i}: {TURN}")
+    own = ocw.current_session()
+    rt = get_runtime()
+    panel = ContextWidget(session=own, compact=rt.compact_action)  # a panel showing `own`
+    ip.run_line_magic("new", "--name elsewhere")
+    for i in range(6):
+        _chat(ip, f"Elsewhere {i}: {TURN}")
+    current = ocw.current_session()
+    assert current.id != own.id and panel.session_id == own.id
+    before = current.occupancy()["total"]
+    capsys.readouterr()
+
+    panel._handle_msg({"content": {"data": {"method": "custom", "content": {
+        "action": "compact", "session_id": own.id}}}, "buffers": []})
+
+    assert own.compaction_count == 1 and panel.compaction_count == 1
+    assert panel.message.startswith("Context compacted: covered ")
+    assert current.compaction_count == 0 and current.occupancy()["total"] == before
+    assert ocw.current_session().id == current.id  # the button does not switch sessions
+
+
+def test_the_delete_confirmation_says_the_exact_line_to_type(ip, capsys):
+    """Without --yes nothing is deleted, and the line to confirm quotes a name only when
+    typing it bare would not work (a space in it)."""
+    rt = get_runtime()
+    for name in ("my notes", "plain"):
+        rt.new_session(name)
+        _chat(ip, f"hello {name}")
+    text = rt.delete_session("my notes", confirmed=False)
+    assert text.startswith("Would delete session 'my notes' (s_") and "Nothing was deleted" in text
+    assert text.endswith("to confirm: %sessions --delete 'my notes' --yes")
+    plain = rt.delete_session("plain", confirmed=False)
+    assert plain.endswith(": 2 messages, 0 summaries, compaction count 0. Nothing was deleted; "
+                          "to confirm: %sessions --delete plain --yes")
+    rt.new_session("single")
+    _chat(ip, "one")
+    ocw.current_session().rewind(ocw.current_session().branch()[0])  # HEAD back on the question
+    assert ": 2 messages, 0 summaries" in rt.delete_session("single", confirmed=False)  # nodes, not the branch
+    s = get_runtime().store.create_session(name="lone")
+    s.append("user", "just one")
+    assert ": 1 message, 0 summaries," in rt.delete_session("lone", confirmed=False)
+    assert {"my notes", "plain"} <= {r["name"] for r in rt.store.backend.list_sessions()}
+
+
+def test_chat_continues_the_current_session_and_new_starts_one(ip, capsys):
+    rt = get_runtime()
+    rt.chat("first")
+    s = ocw.current_session()
+    rt.chat("second")
+    assert ocw.current_session().id == s.id and len(s.branch()) == 4
+    rt.chat("elsewhere", new=True)
+    assert ocw.current_session().id != s.id
+
+
+def test_a_language_switch_reaches_the_current_session_and_works_with_none(ip, capsys):
+    ip.run_line_magic("config", "Ocw.lang = 'zh'")  # no session yet: nothing to tell, no error
+    ip.run_line_magic("config", "Ocw.lang = 'en'")
+    _chat(ip, "hello")
+    ip.run_line_magic("config", "Ocw.lang = 'zh'")
+    assert ocw.current_session().lang == "zh"
+    ip.run_line_magic("config", "Ocw.lang = 'en'")
+    assert ocw.current_session().lang == "en"
+
+
+def test_an_empty_session_name_is_refused_naming_the_argument(ip, capsys):
+    from ocw.text.errors import OcwError
+
+    _chat(ip, "hello")
+    rt = get_runtime()
+    with pytest.raises(OcwError, match="--delete"):
+        rt.delete_session("", confirmed=False)
+    with pytest.raises(OcwError, match="the session name or id"):
+        rt.switch_session("")
+    assert len(ocw.current_session().branch()) == 2
+
+
+def test_the_server_is_asked_its_window_once_and_again_after_a_cell_that_was_taken_back(oip, refserver, capsys):
+    """A local server's window is probed once per session in this kernel — not every cell;
+    a first cell that failed (and was taken back) took its probe back too: the next asks again."""
+    refserver.reported_window = 2048
+    refserver.script(status=401)
+    oip.run_cell("%%chat\nfirst")
+    failed = len(refserver.probes)
+    assert failed > 0 and ocw.current_session() is None  # asked, then the cell was taken back
+    assert oip.run_cell("%%chat\nsecond").error_in_exec is None
+    asked = len(refserver.probes)
+    assert asked > failed  # asked again for the session that now exists
+    assert oip.run_cell("%%chat\nthird").error_in_exec is None
+    assert len(refserver.probes) == asked  # and not again
+    capsys.readouterr()
