@@ -41,7 +41,9 @@ def test_pin_text_and_a_variable_go_to_the_model_verbatim_after_compactions(oip,
         chat(oip, f"question {i} " + PAD)
     sent = last_sent(srv)
     assert sent.count(RULE) == 1 and sent.count("{'p95_ms': 741, 'batch': 64}") == 1
-    assert run(oip, "%compact", capsys).startswith("Context compacted")
+    # a small kept tail: automatic compactions on this 2,000-token window may have folded
+    # everything older than the default tail already (issue 23 lands well under the line)
+    assert run(oip, "%compact 100", capsys).startswith("Context compacted")
     oip.user_ns["limits"] = "changed later"  # the pin holds the value as it was
     chat(oip, "after the compaction")
     sent = last_sent(srv)
@@ -93,7 +95,7 @@ def test_memory_says_what_will_go_there_then_lists_and_forgets(oip, refserver, c
     for t in ("Please set the batch size to 64.", "From now on answer in Chinese.",
               "Load data/raw/events.parquet first.", "more", "more", "more"):
         chat(oip, t + " " + PAD)
-    assert run(oip, "%compact", capsys).startswith("Context compacted")
+    assert run(oip, "%compact 100", capsys).startswith("Context compacted")  # a small tail: see above
     out = run(oip, "%memory", capsys)
     assert "  Standing instructions and preferences:\n    1. From now on answer in Chinese. (turn " in out
     n = next(ln.split(".")[0].strip() for ln in out.splitlines() if "data/raw/events.parquet" in ln)
@@ -141,7 +143,7 @@ def test_pins_and_a_forget_hold_through_automatic_compactions(oip, refserver, ca
     run(oip, f"%pin {RULE}", capsys)
     s = ocw.current_session()
     counts = []
-    for i in range(14):
+    for i in range(24):  # compactions land well under the line (issue 23): ~1 in 6 turns here
         refserver.script(text="Noted.")
         chat(oip, f"note {i} " + PAD)
         counts.append(last_sent(refserver).count(RULE))
@@ -149,5 +151,5 @@ def test_pins_and_a_forget_hold_through_automatic_compactions(oip, refserver, ca
             n = next(k for k, _, it in rules.listed(pinning.memory(s)) if it.value == "data/raw/events.parquet")
             run(oip, f"%memory --forget {n}", capsys)
     assert s.compaction_count >= 3
-    assert counts == [1] * 14
+    assert counts == [1] * 24
     assert rules.forgets(s.metadata) and "data/raw/events.parquet" not in last_sent(refserver)

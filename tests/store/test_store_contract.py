@@ -398,7 +398,9 @@ def test_the_postgres_store_modules_import_no_driver_at_import_time(module):
 
 def test_load_ext_with_a_postgres_url_loads_no_driver(tmp_path):
     """`%load_ext ocw` and `%config Ocw` with OCW_DB a PostgreSQL URL import neither
-    psycopg nor duckdb nor httpx (nothing connects until a command needs the store)."""
+    psycopg nor duckdb nor httpx (nothing connects until a command needs the store).
+    The background warm-up is off here: it imports the driver on purpose, and what it
+    imports (and that it connects nowhere) is tests/test_imports.py's."""
     import os
     import subprocess
     import sys
@@ -408,7 +410,8 @@ def test_load_ext_with_a_postgres_url_loads_no_driver(tmp_path):
             "ip.run_line_magic('config', 'Ocw')\nip.run_line_magic('ocw', 'help')\n"
             "print('LOADED', sorted(m for m in ('psycopg', 'duckdb', 'httpx') if m in sys.modules))\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OCW_")}
-    env.update(OCW_DB="postgresql://bob:Pa55word-long@127.0.0.1:1/team", IPYTHONDIR=str(tmp_path / "ipy"))
+    env.update(OCW_DB="postgresql://bob:Pa55word-long@127.0.0.1:1/team", IPYTHONDIR=str(tmp_path / "ipy"),
+               OCW_WARM_UP="0")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr
