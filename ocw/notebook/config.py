@@ -75,6 +75,20 @@ def _trait(check, value, arg: str, **kw):
         raise TraitError(str(e)) from None
 
 
+_ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _switch_from_env(var: str, unset: bool, hint: str) -> bool:
+    """An on/off variable: unset or empty is `unset`; anything but on/off words is refused
+    by name (a typo must not silently mean the default)."""
+    v = os.environ.get(var, "").strip().lower()
+    if not v:
+        return unset
+    if v in _ON or v in _OFF:
+        return v in _ON
+    raise ConfigError(f"{var}={os.environ[var]!r} is neither on nor off", hint=hint)
+
+
 def _from_env(var: str, check, hint: str):
     value = os.environ.get(var) or None
     if value is None:
@@ -237,23 +251,12 @@ class Ocw(Configurable):
 
     @default("debug")
     def _default_debug(self):
-        v = os.environ.get("OCW_DEBUG", "").strip().lower()
-        if v in ("", "0", "false", "no", "off"):
-            return False
-        if v in ("1", "true", "yes", "on"):
-            return True
-        raise ConfigError(f"OCW_DEBUG={os.environ['OCW_DEBUG']!r} is neither on nor off",
-                          hint="use OCW_DEBUG=1 for tracebacks, 0 (or unset) for one-line errors")
+        return _switch_from_env("OCW_DEBUG", False, "use OCW_DEBUG=1 for tracebacks, 0 (or unset) for one-line errors")
 
     @default("warm_up")
     def _default_warm_up(self):
-        v = os.environ.get("OCW_WARM_UP", "").strip().lower()
-        if v in ("", "1", "true", "yes", "on"):
-            return True
-        if v in ("0", "false", "no", "off"):
-            return False
-        raise ConfigError(f"OCW_WARM_UP={os.environ['OCW_WARM_UP']!r} is neither on nor off",
-                          hint="use OCW_WARM_UP=0 to load lazily, 1 (or unset) to warm up after %load_ext")
+        return _switch_from_env("OCW_WARM_UP", True,
+                                "use OCW_WARM_UP=0 to load lazily, 1 (or unset) to warm up after %load_ext")
 
     # -- validators: one per option (%config, ipython_config.py, Ocw(...)) ------------------
     @validate("auto_compact")
