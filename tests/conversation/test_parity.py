@@ -406,7 +406,7 @@ def test_a_status_line_follows_each_reply_in_english_and_chinese_and_can_be_turn
 def test_help_lists_the_new_commands_in_both_languages(ip, capsys):
     out = ok(ip, "%ocw help", capsys)
     for usage in ("%compact [keep_recent_tokens] [-- what to keep]", "%summary [--all]",
-                  "%sessions [--delete NAME [--yes]]", "%ocw export [--format md|json] [PATH]"):
+                  "%sessions [--delete NAME [--yes] | --share NAME ROLE | --unshare NAME ROLE]", "%ocw export [--format md|json] [PATH]"):
         assert len([ln for ln in out.splitlines() if ln.startswith(usage + " ")]) == 1, usage
     assert "{Err}" in out and "{{ }}" in out
     ok(ip, "%config Ocw.lang = 'zh'", capsys)
