@@ -388,6 +388,12 @@ class Session(BranchView):
 
         return compact(self, keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=provider, focus=focus)
 
+    def undo_compaction(self) -> dict:
+        """Undo the active compaction (nothing deleted, no request sent). See ocw.conversation.undo."""
+        from ocw.conversation.undo import undo_compaction
+
+        return undo_compaction(self)
+
     def _persist_summary(self, text: str | list, boundary_id: str, expected_head: str | None, expected_generation: int,
                          usage_samples=(), record: dict | None = None) -> str:
         """Append the summary node beside the branch (its boundary: the last covered

@@ -70,8 +70,15 @@ def _no_session(rt) -> Result:
 
 
 def compact(rt, line: str, rich: bool) -> Result:
-    """%compact [keep_recent_tokens] [-- what to keep] — fold older turns into the summary now."""
+    """%compact [keep_recent_tokens] [-- what to keep] | --undo — fold older turns into the summary now,
+    or undo the active compaction."""
     arg, focus = split_focus(line)
+    if arg == "--undo" or arg.startswith("--undo "):
+        if arg != "--undo" or focus is not None:
+            raise CommandUsage("%compact --undo takes nothing else: it undoes the active compaction.")
+        if rt.current_session() is None:
+            return _no_session(rt)
+        return Result(rt.undo_compaction())
     keep = None
     if arg:
         keep = whole_number(arg, "%compact takes a whole number of tokens to keep, e.g. %compact 2000, "

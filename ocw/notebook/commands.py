@@ -34,10 +34,12 @@ COMMANDS: tuple[Command, ...] = (
                    "and {Err} bring in a variable, a cell's source or result, the last error ({{ }}: literal braces)",
              "zh": "把单元格内容发送给模型；回复在下方流式显示。代码之外，{name}、{In[n]}、{Out[n]}、{Err} "
                    "分别引入变量、单元格源码或结果、最近的错误（{{ }} 表示字面花括号）"}, slash=False),
-    Command("compact", "%compact [keep_recent_tokens] [-- what to keep]",
-            {"en": "fold older turns into the rolling summary now; after --, what the summary must keep",
-             "zh": "立即把较早的对话折叠进滚动摘要；-- 之后写明摘要必须保留的内容"},
-            args="[keep_recent_tokens] [-- what to keep]", needs_session=True),
+    Command("compact", "%compact [keep_recent_tokens] [-- what to keep] | --undo",
+            {"en": "fold older turns into the rolling summary now; after --, what the summary must keep; "
+                   "--undo: the newest summary stops being used and the one before it is again (nothing deleted)",
+             "zh": "立即把较早的对话折叠进滚动摘要；-- 之后写明摘要必须保留的内容；"
+                   "--undo：停用最新的摘要，恢复使用前一个（不删除任何内容）"},
+            args="[keep_recent_tokens] [-- what to keep] | --undo", needs_session=True),
     Command("summary", "%summary [--all]",
             {"en": "the active summary, what it covers, when and by which trigger it was made, the compactions so far "
                    "(--all: superseded summaries too)",

@@ -334,6 +334,12 @@ class Runtime:
         return s.compact(keep_recent_tokens=keep_recent_tokens, trigger="manual", provider=self.provider_for(s),
                          focus=focus)
 
+    def undo_compaction(self) -> str:
+        """`%compact --undo` and the chat widget's Undo: the one line it says."""
+        from ocw.conversation.undo import undo_message
+
+        return undo_message(self.require_session().undo_compaction(), self.config.lang)
+
     def retry_save(self) -> str:
         """`%ocw retry-save`: store the reply a failed write left on screen only, under the
         HEAD it answered. Refused (one line, the reply kept) if the session moved on."""

@@ -15,6 +15,7 @@ import html
 
 from ocw.context import compaction_log
 from ocw.context import count as count_rules
+from ocw.context import undo_log
 
 
 def _when(entry: dict | None, node) -> str:
@@ -50,6 +51,8 @@ def _boundary_preview(session, node) -> str:
 def _status(session, node, active) -> str:
     if active is not None and node.id == active.id:
         return "active"
+    if node.id in undo_log.undone_ids(session.metadata):
+        return "undone"
     superseded = any(s.supersedes == node.id for s in session.summaries())
     return "superseded" if superseded else "not on this branch"
 
@@ -65,10 +68,13 @@ def _header(session, node, entry, status: str) -> str:
 def _log_lines(session) -> list[str]:
     meta = session.metadata
     count, inferred = count_rules.compaction_count(meta), count_rules.inferred_count(meta)
+    undone = undo_log.undone_ids(meta)
     lines = [f"Compactions so far: {count}" + (f" ({inferred} inferred from a drop in provider-reported usage; "
-                                                "inferred ones have no summary)" if inferred else "")]
+                                                "inferred ones have no summary)" if inferred else "")
+             + (f"; {len(undone)} undone (%compact --undo)" if undone else "")]
     for i, e in enumerate(compaction_log.entries(meta), 1):
         lines.append(f"  {i}. {_when(e, None)}  {_figures(e)}  → {e['summary']}"
+                     + (" [undone]" if e["summary"] in undone else "")
                      + (f"  focus: \u201c{e['focus']}\u201d" if e.get("focus") else ""))
     return lines
 

@@ -66,6 +66,13 @@ MESSAGES = {
         "status_pruned": "old tool output pruned",
         "pruned": "Pruned old tool output: {n} result{s} replaced by one-line stubs (the store keeps them whole), "
                   "{before} → {after} tokens",
+        # %compact --undo (ocw/conversation/undo.py)
+        "undo_nothing": "Nothing to undo: no summary is active on this branch",
+        "undo_nothing_hint": "%summary --all lists every summary; %compact folds older turns again",
+        "undo_done_prev": "Undid compaction {summary}: summary {active} is active again, {before} → {after} tokens "
+                          "(nothing deleted; compactions so far: {count}, {undone} undone).",
+        "undo_done_none": "Undid compaction {summary}: no summary is active now, the whole branch is read again, "
+                          "{before} → {after} tokens (nothing deleted; compactions so far: {count}, {undone} undone).",
     },
     "zh": {
         "started": "正在压缩上下文…",
@@ -114,6 +121,12 @@ MESSAGES = {
         "status_count": "已压缩 {n} 次",
         "status_pruned": "旧工具输出已精简",
         "pruned": "已精简旧的工具输出：{n} 个结果替换为一行摘要（存储中仍完整保留），{before} → {after} tokens",
+        "undo_nothing": "没有可撤销的压缩：此分支上没有生效的摘要",
+        "undo_nothing_hint": "%summary --all 列出所有摘要；%compact 可再次折叠较早的对话",
+        "undo_done_prev": "已撤销压缩 {summary}：摘要 {active} 重新生效，{before} → {after} tokens"
+                          "（未删除任何内容；累计压缩 {count} 次，其中 {undone} 次已撤销）。",
+        "undo_done_none": "已撤销压缩 {summary}：当前没有生效的摘要，模型重新读取整个分支，{before} → {after} tokens"
+                          "（未删除任何内容；累计压缩 {count} 次，其中 {undone} 次已撤销）。",
     },
 }
 
