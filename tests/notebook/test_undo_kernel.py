@@ -1,0 +1,139 @@
+"""Issue 27, undo a compaction: `%compact --undo` in a real kernel against the loopback
+server (requests counted on the server: an undo sends none), and through the magics
+against the real llama-server (requests counted with a spy on httpx's send)."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from refserver import RefServer
+from test_kernel import Kernel
+
+USER = "Please keep notes about the garden plan: " + "tomatoes basil " * 45  # ~100 tokens
+REPLY = "green leaves grow " * 150  # ~450 tokens
+SHORT = "green leaves grow " * 30  # ~90 tokens
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = RefServer().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def kernel(server, tmp_path_factory):
+    d = tmp_path_factory.mktemp("kernel")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("OCW_") and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "JPY_SESSION_NAME")}
+    env.update(OCW_PROVIDER="openai", OCW_BASE_URL=server.openai_url, OPENAI_API_KEY="sk-test-undo-0123456789",
+               OCW_DB=str(d / "kernel.duckdb"), OCW_CONTEXT_WINDOW="2000",
+               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    k = Kernel(env, str(d / "kernel.log"))
+    try:
+        k.run("%load_ext ocw\nimport ocw")
+        yield k
+    finally:
+        k.close()
+
+
+def shown(run) -> str:
+    """What the cell shows as text: printed output and each display's text/plain."""
+    return run.stdout + "".join(m["content"]["data"].get("text/plain", "") for m in run.displays)
+
+
+def summary_ids(kernel) -> list[str]:
+    return kernel.py("[n.id for n in ocw.current_session().summaries()]")
+
+
+def test_undo_in_the_kernel_sends_nothing_and_summary_all_says_undone(kernel, server):
+    kernel.run("%new --name k-undo")
+    for i in range(3):
+        server.script(text=f"Reply {i}: " + REPLY)
+        kernel.run(f"%%chat\nTurn {i}. " + USER)
+    server.script(text="Summary: the user plans a garden.")
+    kernel.run("%compact")
+    for i in range(3, 5):
+        server.script(text=f"Reply {i}: " + SHORT)
+        kernel.run(f"%%chat\nTurn {i}. " + USER[:120])
+    server.script(text="Summary: the garden plan, tomatoes and basil, and two more turns.")
+    kernel.run("%compact")
+    first, second = summary_ids(kernel)
+    before = kernel.occupancy()
+    assert before["compaction_count"] == 2
+
+    n = len(server.requests)
+    r = kernel.run("%compact --undo")
+    after = kernel.occupancy()
+    assert len(server.requests) == n  # an undo sends no request
+    assert r.stdout.strip() == (f"Undid compaction {second}: summary {first} is active again, "
+                                f"{before['total']:,} → {after['total']:,} tokens "
+                                "(nothing deleted; compactions so far: 2, 1 undone).")
+    assert after["total"] > before["total"] and after["generation"] == before["generation"] + 1
+    assert after["compaction_count"] == 2 and after["head"] == before["head"]
+    assert kernel.py("ocw.current_session().active_summary().id") == first
+
+    text = shown(kernel.run("%summary --all"))
+    assert re.search(rf"^Summary {second} \[undone\] covers", text, re.M), text
+    assert re.search(rf"^Summary {first} \[active\] covers", text, re.M), text
+    assert "Compactions so far: 2; 1 undone (%compact --undo)" in text
+    assert re.search(rf"→ {second} \[undone\]$", text, re.M) and not re.search(rf"→ {first} \[undone\]", text)
+
+    r = kernel.run("%compact --undo")
+    assert "no summary is active now" in r.stdout and "compactions so far: 2, 2 undone" in r.stdout
+    assert kernel.py("ocw.current_session().active_summary()") is None
+    r = kernel.run("%compact --undo", ok=False)
+    assert r.reply["content"]["ename"] == "UsageError"
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("UsageError: Nothing to undo: no summary is active"), r.stderr
+    r = kernel.run("%compact --undo 200", ok=False)
+    assert "%compact --undo takes nothing else" in r.stderr
+    assert len(server.requests) == n  # still none
+    assert summary_ids(kernel) == [first, second]  # nothing deleted
+
+    server.script(text="Summary: the whole garden plan again.")
+    kernel.run("%compact")  # compacting after an undo works as ever: one request
+    assert len(server.requests) == n + 1 and server.requests[-1].is_summary
+    assert kernel.occupancy()["compaction_count"] == 3
+
+
+def test_undo_against_the_real_llama_server(llama_server, monkeypatch, ocw_env, capsys):
+    """The tiny model writes the summary; undoing it sends nothing to the server."""
+    import httpx
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from conftest import _reset_ocw
+
+    monkeypatch.setenv("OCW_PROVIDER", "openai")
+    monkeypatch.setenv("OCW_BASE_URL", llama_server.openai_url)
+    monkeypatch.setenv("OCW_MODEL", "tiny")
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    sent = []
+    real_send = httpx.Client.send
+    monkeypatch.setattr(httpx.Client, "send", lambda self, req, **kw: (sent.append(req.url.path),
+                                                                       real_send(self, req, **kw))[1])
+    ip = InteractiveShell.instance()
+    _reset_ocw(ip)
+    ip.run_line_magic("load_ext", "ocw")
+    try:
+        import ocw
+
+        ip.run_line_magic("config", "Ocw.max_output_tokens = 32")
+        for i in range(6):
+            ip.run_cell(f"%%chat\nTurn {i}: the nightly export slows down around two; we read the logs. " * 3)
+        s = ocw.current_session()
+        capsys.readouterr()
+        res = ip.run_cell("%compact 100")
+        out = capsys.readouterr().out
+        assert res.error_in_exec is None and "Context compacted" in out, out
+        made = s.active_summary().id
+        n, before = len(sent), s.occupancy()["total"]
+        res = ip.run_cell("%compact --undo")
+        out = capsys.readouterr().out
+        assert res.error_in_exec is None and out.startswith(f"Undid compaction {made}: no summary is active now")
+        assert len(sent) == n  # nothing sent to the real server
+        assert s.active_summary() is None and s.occupancy()["total"] > before and s.compaction_count == 1
+    finally:
+        _reset_ocw(ip)
