@@ -522,6 +522,16 @@ function render({ model, el, experimental, host, signal }) {
     line.append(text("span", "ocw-summary-label", L_.chat_summary),
       text("span", "ocw-summary-covers", fill(L_.chat_summary_covers, { n: summary.cover_count })),
       text("span", "ocw-msg-time", summary.time || ""));
+    // Undo (%compact --undo): the summary before it renders again; nothing is deleted.
+    const undo = text("button", "ocw-summary-undo", L_.chat_undo);
+    undo.type = "button";
+    undo.title = L_.chat_undo_title;
+    undo.addEventListener("click", (e) => {
+      e.preventDefault(); // a click inside <summary> would toggle the capsule
+      e.stopPropagation();
+      runCommand({ name: "compact", needs_session: true }, "--undo");
+    });
+    line.append(undo);
     const body = h("div", "ocw-msg-html ocw-summary-body");
     body.innerHTML = summary.html || ""; // the kernel's sanitized HTML
     d.append(line, body);
@@ -601,14 +611,15 @@ function render({ model, el, experimental, host, signal }) {
     const head = model.get("head") || "";
     const active = capsules.find((c) => c.active);
     const activeUpTo = active ? active.cover_count : 0;
-    const oldUpTo = Math.max(0, ...capsules.filter((c) => !c.active).map((c) => c.cover_count));
+    const oldUpTo = Math.max(0, ...capsules.filter((c) => !c.active && !c.undone).map((c) => c.cover_count));
     graphTitle.textContent = L_.chat_graph;
     graph.setAttribute("aria-label", L_.chat_graph);
     rail.replaceChildren();
 
     const capsuleNode = (c) => {
       const node = text("div", `ocw-graph-capsule${c.active ? " ocw-active" : " ocw-superseded"}`,
-        fill(L_.chat_capsule, { n: c.cover_count }) + (c.active ? "" : ` · ${L_.chat_superseded}`));
+        fill(L_.chat_capsule, { n: c.cover_count })
+          + (c.active ? "" : ` · ${c.undone ? L_.chat_undone : L_.chat_superseded}`));
       node.dataset.id = c.id;
       node.dataset.cover = String(c.cover_count);
       node.setAttribute("role", "listitem");
