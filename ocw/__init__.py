@@ -59,6 +59,21 @@ def chat():
     return rt.chat_widget()
 
 
+def on(event, fn):
+    """Run `fn` at a compaction: "pre_compact" (gets the plan; may veto it or add to the focus) or
+    "post_compact" (gets the summary, the memory, the figures before → after). See ocw.conversation.hooks."""
+    from ocw.conversation.hooks import on as _on
+
+    return _on(event, fn)
+
+
+def off(event, fn=None):
+    """Remove a hook `ocw.on` added (every hook of `event` when fn is None); returns how many."""
+    from ocw.conversation.hooks import off as _off
+
+    return _off(event, fn)
+
+
 def load_ipython_extension(ipython):
     from ocw.notebook.magics import load_ipython_extension as _load
 
@@ -79,4 +94,4 @@ def unload_ipython_extension(ipython):
     _unload(ipython)
 
 
-__all__ = ["Store", "OcwError", "current_session", "config", "chat", "__version__"]
+__all__ = ["Store", "OcwError", "current_session", "config", "chat", "on", "off", "__version__"]

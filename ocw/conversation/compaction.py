@@ -23,6 +23,7 @@ from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_me
                                 prepare, summarize, summary_blocks)
 from ocw.context.render import render_blocks
 from ocw.context.structural import structural_summary
+from ocw.conversation import hooks
 from ocw.text.errors import CompactionInProgress, OcwError
 from ocw.text.i18n import text as i18n_text
 
@@ -86,6 +87,19 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
         return CompactionResult("no_op", trigger, tokens_before=tokens_before, tokens_after=tokens_before,
                                 reason=reason, payload=payload)
 
+    hook_errors: list[dict] = []
+    if hooks.registered("pre_compact"):  # the plan, before any request: a hook may veto or add to the focus
+        info = hooks.PreCompact(trigger, session.name, session.id,
+                                [{"id": m.get("id"), "role": m["role"], "tokens": m.get("tokens", 0)}
+                                 for m in plan.new_messages], plan.replaced_tokens, focus)
+        hook_errors = hooks.run_pre(info)
+        if info.vetoed is not None:
+            payload = {"no_op": True, "no_op_kind": "vetoed", "reason": info.vetoed, "trigger": trigger,
+                       "tokens_before": tokens_before, "tokens_after": tokens_before, "hook_errors": hook_errors}
+            session.events.emit(ev.COMPACTION_FINISHED, payload)
+            return CompactionResult("no_op", trigger, tokens_before=tokens_before, tokens_after=tokens_before,
+                                    reason=info.vetoed, payload=payload)
+        focus = info.focus
     provider = provider or _default_provider(session)
     prep = prepare(plan, provider, window=summarizer_window(provider, session), calibration=session.calibration,
                    encoding=session.encoding.name, focus=focus)
@@ -104,7 +118,7 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
         error = e.user_message() if isinstance(e, OcwError) else (str(e) or e.__class__.__name__)
         if trigger == "auto":
             session.auto_compact_failures += 1
-        payload = {"error": error, "trigger": trigger}
+        payload = {"error": error, "trigger": trigger, "hook_errors": hook_errors}
         key = "err_interrupted" if isinstance(e, KeyboardInterrupt) else getattr(e, "key", None)
         if key:  # ocw's own words: the message can say them in the user's language
             payload.update(error_key=key, error_params=getattr(e, "params", {}))
@@ -122,6 +136,11 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
         payload["focus"] = prep.focus
     if structural:
         payload["structural_window"] = prep.window
+    if hooks.registered("post_compact"):
+        hook_errors += hooks.run_post(hooks.PostCompact(
+            trigger, session.name, session.id, summary_id, text[0]["text"], text[1]["text"] if len(text) > 1 else "",
+            tokens_before, after["total"], len(plan.new_messages)))
+    payload["hook_errors"] = hook_errors
     session.events.emit(ev.COMPACTION_FINISHED, payload)
     session._publish()
     return CompactionResult("succeeded", trigger, summarised_count=len(plan.new_messages),

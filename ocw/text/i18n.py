@@ -67,6 +67,9 @@ MESSAGES = {
         "pruned": "Pruned old tool output: {n} result{s} replaced by one-line stubs (the store keeps them whole), "
                   "{before} → {after} tokens",
         # %compact --undo (ocw/conversation/undo.py)
+        # compaction hooks (ocw/conversation/hooks.py)
+        "no_op_vetoed": "Compaction skipped: a pre_compact hook vetoed it ({reason}).",
+        "hook_error": "{event} hook {name} raised {error}; it was skipped",
         "undo_nothing": "Nothing to undo: no summary is active on this branch",
         "undo_nothing_hint": "%summary --all lists every summary; %compact folds older turns again",
         "undo_done_prev": "Undid compaction {summary}: summary {active} is active again, {before} → {after} tokens "
@@ -121,6 +124,8 @@ MESSAGES = {
         "status_count": "已压缩 {n} 次",
         "status_pruned": "旧工具输出已精简",
         "pruned": "已精简旧的工具输出：{n} 个结果替换为一行摘要（存储中仍完整保留），{before} → {after} tokens",
+        "no_op_vetoed": "已跳过压缩：pre_compact 钩子否决了它（{reason}）。",
+        "hook_error": "{event} 钩子 {name} 抛出了 {error}；已跳过",
         "undo_nothing": "没有可撤销的压缩：此分支上没有生效的摘要",
         "undo_nothing_hint": "%summary --all 列出所有摘要；%compact 可再次折叠较早的对话",
         "undo_done_prev": "已撤销压缩 {summary}：摘要 {active} 重新生效，{before} → {after} tokens"
@@ -141,13 +146,23 @@ def text(key: str, lang: str | None = None, **kw) -> str:
 
 
 def system_message(event: str, payload: dict | None = None, lang: str | None = None) -> str:
-    """The system message for a compaction event: started, finished (or no-op), failed."""
+    """The system message for a compaction event: started, finished (or no-op), failed —
+    then one line per compaction hook that raised (it was skipped; the compaction went on)."""
     payload = payload or {}
+    said = _system_message(event, payload, lang)
+    hook_lines = [text("hook_error", lang, event=e.get("event"), name=e.get("name"), error=e.get("error"))
+                  for e in payload.get("hook_errors") or () if isinstance(e, dict)]
+    return "\n".join([said, *hook_lines])
+
+
+def _system_message(event: str, payload: dict, lang: str | None) -> str:
     if event == "compaction_started":
         return text("started", lang)
     if event == "compaction_finished":
         if payload.get("no_op"):
             kind = payload.get("no_op_kind")
+            if kind == "vetoed":
+                return text("no_op_vetoed", lang, reason=payload.get("reason") or "")
             return text({"too_short": "no_op_short", "nothing_older": "no_op_tail"}.get(kind, "no_op"), lang)
         n = payload.get("summarised_count", 0)
         done = text(
