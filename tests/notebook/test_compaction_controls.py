@@ -1,6 +1,7 @@
-"""Issue 27, undo a compaction: `%compact --undo` in a real kernel against the loopback
-server (requests counted on the server: an undo sends none), and through the magics
-against the real llama-server (requests counted with a spy on httpx's send)."""
+"""Issue 27 through the magics: `%compact --undo` and the compaction hooks (ocw.on) in a
+real kernel against the loopback server (requests counted on the server: an undo and a
+vetoed compaction send none), and against the real llama-server (requests counted with
+a spy on httpx's send)."""
 from __future__ import annotations
 
 import os
@@ -99,7 +100,43 @@ def test_undo_in_the_kernel_sends_nothing_and_summary_all_says_undone(kernel, se
     assert kernel.occupancy()["compaction_count"] == 3
 
 
-def test_undo_against_the_real_llama_server(llama_server, monkeypatch, ocw_env, capsys):
+def test_hooks_in_the_kernel_veto_add_focus_and_a_raising_hook_is_one_line(kernel, server):
+    kernel.run("%new --name k-hooks")
+    for i in range(3):
+        server.script(text=f"Reply {i}: " + REPLY)
+        kernel.run(f"%%chat\nTurn {i}. " + USER)
+    kernel.run("seen = []\n"
+               "def guard(plan):\n"
+               "    seen.append((plan.trigger, len(plan.folded), plan.focus))\n"
+               "    plan.veto('not now')\n"
+               "ocw.on('pre_compact', guard)")
+    n = len(server.requests)
+    r = kernel.run("%compact -- the garden beds")
+    assert r.stdout.strip() == "Compaction skipped: a pre_compact hook vetoed it (not now)."
+    assert len(server.requests) == n  # vetoed before any request
+    assert kernel.py("seen") == [["manual", 4, "the garden beds"]]
+    assert kernel.py("ocw.off('pre_compact', guard)") == 1
+
+    kernel.run("def broken(plan):\n    raise RuntimeError('hook bug')\n"
+               "after = []\n"
+               "ocw.on('pre_compact', broken)\n"
+               "ocw.on('pre_compact', lambda plan: plan.add_focus('the basil count'))\n"
+               "ocw.on('post_compact', lambda info: after.append((info.summary, info.tokens_before, info.tokens_after)))")
+    server.script(text="Summary: the garden beds and the basil count.")
+    try:
+        r = kernel.run("%compact -- the garden beds")
+    finally:
+        kernel.run("ocw.off('pre_compact'); ocw.off('post_compact')")
+    lines = r.stdout.strip().splitlines()
+    assert lines[0].startswith("Context compacted: covered 4 older messages")
+    assert lines[1:] == ["pre_compact hook broken raised RuntimeError: hook bug; it was skipped"]
+    assert len(server.requests) == n + 1 and server.requests[-1].is_summary
+    assert "the garden beds; the basil count" in str(server.requests[-1].json)
+    (summary, before, after), = kernel.py("after")
+    assert summary.startswith("Summary: the garden beds and the basil count.") and after < before
+
+
+def test_hooks_and_undo_against_the_real_llama_server(llama_server, monkeypatch, ocw_env, capsys):
     """The tiny model writes the summary; undoing it sends nothing to the server."""
     import httpx
     from IPython.core.interactiveshell import InteractiveShell
@@ -125,9 +162,17 @@ def test_undo_against_the_real_llama_server(llama_server, monkeypatch, ocw_env, 
             ip.run_cell(f"%%chat\nTurn {i}: the nightly export slows down around two; we read the logs. " * 3)
         s = ocw.current_session()
         capsys.readouterr()
-        res = ip.run_cell("%compact 100")
+        got = []
+        ocw.on("post_compact", got.append)
+        try:
+            res = ip.run_cell("%compact 100")
+        finally:
+            ocw.off("post_compact")
         out = capsys.readouterr().out
         assert res.error_in_exec is None and "Context compacted" in out, out
+        (info,) = got  # the hook saw what the tiny model wrote, as stored
+        assert info.summary_id == s.active_summary().id and info.tokens_after < info.tokens_before
+        assert info.summary and info.summary in str(s.node(info.summary_id)["content"])
         made = s.active_summary().id
         n, before = len(sent), s.occupancy()["total"]
         res = ip.run_cell("%compact --undo")
