@@ -25,7 +25,7 @@ export const CLOSE_MS = 380;
 
 // Every traitlet the conversation and graph read.
 const CONVERSATION = ["messages", "has_older", "summary", "capsules", "branches", "notes", "head", "pending",
-  "stream_steps", "session_id", "labels", "lang"];
+  "stream_steps", "session_id", "labels", "lang", "origin"];
 
 let instances = 0;
 
@@ -103,7 +103,8 @@ function render({ model, el, experimental, host, signal }) {
   const confirmYes = h("button", "ocw-confirm-yes", { type: "button" });
   const confirmNo = h("button", "ocw-confirm-no", { type: "button" });
   confirmBox.append(confirmText, confirmYes, confirmNo);
-  graph.append(graphTitle, rail, confirmBox);
+  const graphOrigin = h("div", "ocw-graph-origin"); // %new --from-summary: the session this one continues
+  graph.append(graphTitle, graphOrigin, rail, confirmBox);
 
   const conversation = h("section", "ocw-conversation", { role: "log" });
   const older = h("button", "ocw-load-older", { type: "button" });
@@ -613,6 +614,9 @@ function render({ model, el, experimental, host, signal }) {
     const activeUpTo = active ? active.cover_count : 0;
     const oldUpTo = Math.max(0, ...capsules.filter((c) => !c.active && !c.undone).map((c) => c.cover_count));
     graphTitle.textContent = L_.chat_graph;
+    const origin = model.get("origin") || "";
+    graphOrigin.textContent = origin ? fill(L_.chat_continues, { name: origin }) : "";
+    graphOrigin.hidden = !origin;
     graph.setAttribute("aria-label", L_.chat_graph);
     rail.replaceChildren();
 

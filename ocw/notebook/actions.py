@@ -169,9 +169,17 @@ def session(rt, line: str, rich: bool) -> Result:
 
 @magic_arguments()
 @argument("--name", default=None, help="name of the new session (default: the current session's, else the notebook's)")
+@argument("--from-summary", dest="from_summary", nargs="?", const="2", default=None, metavar="N",
+          help="start it from the current session's summary, memory and last N turns (default 2)")
 def new(rt, line: str, rich: bool) -> Result:
-    """%new [--name NAME] — a fresh session; the old one is kept."""
-    args = parse(new, line)
+    """%new [--name NAME] [--from-summary [N]] — a fresh session; the old one is kept."""
+    args = parse(new, line, "%new [--name NAME] [--from-summary [N]]")
+    if args.from_summary is not None:
+        from ocw.notebook.continuing import new_from_summary
+
+        turns = whole_number(args.from_summary, "--from-summary takes a number of turns to carry over, e.g. "
+                                                "%new --from-summary 3")
+        return Result(new_from_summary(rt, unquoted(args.name), turns))
     s = rt.new_session(unquoted(args.name))
     return Result(f"New session {s.name!r} — model {s.model}, window {s.context_window:,} tokens "
                   "(older sessions: %sessions).")
@@ -186,7 +194,10 @@ def sessions(rt, line: str, rich: bool) -> Result:
     if args.delete is None:
         if args.yes:
             raise CommandUsage("--yes confirms a deletion: %sessions --delete NAME --yes")
-        return Result(report.sessions_table(rt.store.sessions(), rt.current))
+        from ocw.conversation.continue_from import origins
+
+        rows = rt.store.sessions()
+        return Result(report.sessions_table(rows, rt.current, origins(rt.store, rows)))
     return Result(rt.delete_session(unquoted(args.delete), confirmed=args.yes))
 
 

@@ -55,9 +55,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("branch", "%branch [node_id]",
             {"en": "list the branches, or switch HEAD to one",
              "zh": "列出分支，或把 HEAD 切换到某个分支"}, args="[node_id]", needs_session=True),
-    Command("new", "%new [--name NAME]",
-            {"en": "start a fresh session for this notebook (the old one is kept)",
-             "zh": "为此笔记本开始一个新会话（旧会话会保留）"}, args="[--name NAME]", aliases=("clear",)),
+    Command("new", "%new [--name NAME] [--from-summary [N]]",
+            {"en": "start a fresh session for this notebook (the old one is kept); --from-summary: seeded with the "
+                   "current one's summary, memory and last N turns (default 2), linked to it",
+             "zh": "为此笔记本开始一个新会话（旧会话会保留）；--from-summary：以当前会话的摘要、记忆和最近 N 轮对话"
+                   "（默认 2）开始，并与其关联"}, args="[--name NAME] [--from-summary [N]]", aliases=("clear",)),
     Command("sessions", "%sessions [--delete NAME [--yes]]",
             {"en": "list sessions with size and last use; --delete NAME says what it would delete, --yes deletes "
                    "the session and everything of it",

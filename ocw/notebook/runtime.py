@@ -127,7 +127,7 @@ class Runtime:
         """The session a cell runs in, with the cell's options applied and kept."""
         return self._open_for_cell(name, new=new, model=model, provider=provider)[0]
 
-    def _open_for_cell(self, name, *, new, model, provider):
+    def _open_for_cell(self, name, *, new, model, provider, metadata: dict | None = None):
         """Open (or create) the session and apply the cell's options. Returns the
         session and an `undo()` that takes every change back — the created session,
         the filed-away one's name, a model/provider/window switch, which session is
@@ -165,7 +165,8 @@ class Runtime:
                 restore = [store.session_rows([old.id])[old.id]]
             s = store.create_session(
                 name=name, model=want, provider=provider, context_window=cfg.context_window or cfg.resolved_window(want),
-                system_prompt=cfg.system_prompt, metadata={"tool_result_cap": cfg.tool_result_cap}, archive=archive,
+                system_prompt=cfg.system_prompt, metadata={"tool_result_cap": cfg.tool_result_cap, **(metadata or {})},
+                archive=archive,
             )
             delete = [s.id]
         touched = [r["id"] for r in restore] + delete
@@ -233,6 +234,12 @@ class Runtime:
         if name is not None:
             checks.name(name, "--name")
         return self.session_for(name, new=True)
+
+    def open_new_session(self, name: str | None, metadata: dict):
+        """A new session (the current one of that name filed away, as %new does) with
+        `metadata`, made current; returns it and an `undo()` that takes it back while
+        nothing was written since (ocw/notebook/continuing.py seeds it)."""
+        return self._open_for_cell(name, new=True, model=None, provider=None, metadata=metadata)
 
     # -- providers --------------------------------------------------------------------
     def provider_for(self, session):

@@ -70,6 +70,15 @@ MESSAGES = {
         # compaction hooks (ocw/conversation/hooks.py)
         "no_op_vetoed": "Compaction skipped: a pre_compact hook vetoed it ({reason}).",
         "hook_error": "{event} hook {name} raised {error}; it was skipped",
+        # %new --from-summary (ocw/conversation/continue_from.py)
+        "from_summary_note": "This conversation continues session {name!r}. What it had established:",
+        "from_summary_done": "New session {name!r} continues {origin!r}: {what}; model {model}, window {window} tokens, "
+                             "{tokens} tokens to start with.",
+        "from_summary_summary": "its active summary and memory",
+        "from_summary_no_summary": "no summary (none was active there)",
+        "from_summary_turns": "the last {n} turn{s}",
+        "from_summary_nothing": "Nothing to continue from: session {name!r} has no summary and no turns yet",
+        "from_summary_nothing_hint": "chat first, or start afresh with %new",
         "undo_nothing": "Nothing to undo: no summary is active on this branch",
         "undo_nothing_hint": "%summary --all lists every summary; %compact folds older turns again",
         "undo_done_prev": "Undid compaction {summary}: summary {active} is active again, {before} → {after} tokens "
@@ -126,6 +135,13 @@ MESSAGES = {
         "pruned": "已精简旧的工具输出：{n} 个结果替换为一行摘要（存储中仍完整保留），{before} → {after} tokens",
         "no_op_vetoed": "已跳过压缩：pre_compact 钩子否决了它（{reason}）。",
         "hook_error": "{event} 钩子 {name} 抛出了 {error}；已跳过",
+        "from_summary_note": "此对话延续会话 {name!r}。此前已确立的内容：",
+        "from_summary_done": "新会话 {name!r} 延续 {origin!r}：{what}；模型 {model}，窗口 {window} tokens，起始 {tokens} tokens。",
+        "from_summary_summary": "其当前摘要与记忆",
+        "from_summary_no_summary": "无摘要（原会话没有生效的摘要）",
+        "from_summary_turns": "最近 {n} 轮对话",
+        "from_summary_nothing": "无可延续的内容：会话 {name!r} 还没有摘要，也没有对话",
+        "from_summary_nothing_hint": "先进行对话，或用 %new 重新开始",
         "undo_nothing": "没有可撤销的压缩：此分支上没有生效的摘要",
         "undo_nothing_hint": "%summary --all 列出所有摘要；%compact 可再次折叠较早的对话",
         "undo_done_prev": "已撤销压缩 {summary}：摘要 {active} 重新生效，{before} → {after} tokens"

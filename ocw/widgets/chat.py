@@ -33,6 +33,7 @@ from anywidget.experimental import command
 from ocw.context import events as ev
 from ocw.widgets import snapshot
 from ocw.widgets._static import asset
+from ocw.conversation import continue_from
 from ocw.notebook.items import branch_items, message_items, summary_items, tool_step
 from ocw.notebook import actions, references
 from ocw.notebook.commands import BY_NAME, slash_menu
@@ -112,6 +113,7 @@ class ChatWidget(Localized, anywidget.AnyWidget):
 
     session_id = t.Unicode("", help='The attached session\'s id; "" = no session.').tag(sync=True)
     session_name = t.Unicode("").tag(sync=True)
+    origin = t.Unicode("", help="The session this one continues (%new --from-summary), or \"\".").tag(sync=True)
     head = t.Unicode("", help="HEAD's node id.").tag(sync=True)
     messages = t.List(help="The loaded messages of the branch, oldest first (ocw.notebook.items).").tag(sync=True)
     has_older = t.Bool(False, help="Older messages can be loaded.").tag(sync=True)
@@ -168,6 +170,8 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         self._unsubscribe = session.events.subscribe(weak_listener(self))
         with self.hold_sync():
             self.session_id, self.session_name = str(session.id), shown(str(session.name or ""))
+            link = continue_from.origin_of(session.metadata)
+            self.origin = shown(str(link.get("name") or link["session"])) if link else ""
             self._refresh(force=True)
         return self
 
@@ -177,7 +181,7 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             unsubscribe()
         self._session, self._rows, self._key, self._notes = None, [], None, []
         with self.hold_sync():
-            self.session_id = self.session_name = self.head = ""
+            self.session_id = self.session_name = self.head = self.origin = ""
             self.messages, self.capsules, self.branches, self.notes = [], [], [], []
             self.summary, self.has_older = {}, False
 
