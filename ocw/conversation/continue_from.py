@@ -100,3 +100,13 @@ def origins(store, rows: list[dict]) -> dict[str, str]:
         if link is not None:
             out[sid] = names.get(link["session"], link.get("name") or link["session"])
     return out
+
+
+def origin_name(session) -> str | None:
+    """The name of the session `session` continues, as it is called now (%new files the
+    origin away under a new name), or None when it continues none."""
+    link = origin_of(session.metadata)
+    if link is None:
+        return None
+    row = session.backend.session_row(link["session"])
+    return row["name"] if row is not None else f"{link.get('name') or link['session']} (deleted since)"

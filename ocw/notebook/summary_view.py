@@ -104,9 +104,7 @@ def summary_parts(session, all_summaries: bool = False) -> list[tuple[str, str |
     link = continue_from.origin_of(meta)
     if link is not None:  # %new --from-summary: where this session came from
         carried = f"its summary {link['summary']}" if link.get("summary") else "no summary"
-        row = session.backend.session_row(link["session"])  # its name now (%new files the origin away)
-        name = row["name"] if row is not None else f"{link.get('name')} (deleted since)"
-        out.append((f"Continued from session {name!r} ({link['session']}) on "
+        out.append((f"Continued from session {continue_from.origin_name(session)!r} ({link['session']}) on "
                     f"{str(link.get('at') or '?').replace('T', ' ').replace('+00:00', ' UTC')}: {carried} and "
                     f"the last {link.get('turns', 0)} turn{'s' if link.get('turns') != 1 else ''}.", None))
     return out

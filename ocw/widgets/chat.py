@@ -170,8 +170,7 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         self._unsubscribe = session.events.subscribe(weak_listener(self))
         with self.hold_sync():
             self.session_id, self.session_name = str(session.id), shown(str(session.name or ""))
-            link = continue_from.origin_of(session.metadata)
-            self.origin = shown(str(link.get("name") or link["session"])) if link else ""
+            self.origin = shown(continue_from.origin_name(session) or "")
             self._refresh(force=True)
         return self
 

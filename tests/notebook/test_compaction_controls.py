@@ -136,6 +136,29 @@ def test_hooks_in_the_kernel_veto_add_focus_and_a_raising_hook_is_one_line(kerne
     assert summary.startswith("Summary: the garden beds and the basil count.") and after < before
 
 
+def test_new_from_summary_in_the_kernel_sends_nothing_until_the_next_turn(kernel, server):
+    kernel.run("%new --name k-origin")
+    for i in range(3):
+        server.script(text=f"Reply {i}: " + REPLY)
+        kernel.run(f"%%chat\nTurn {i}. " + USER)
+    server.script(text="Summary: the garden plan, beds of tomatoes and basil.")
+    kernel.run("%compact")
+    origin = kernel.py("ocw.current_session().id")
+    n = len(server.requests)
+    r = kernel.run("%new --name k-continued --from-summary 1")
+    assert r.stdout.startswith("New session 'k-continued' continues 'k-origin': its active summary and memory, "
+                               "the last 1 turn; "), r.stdout
+    assert len(server.requests) == n
+    assert kernel.py("ocw.current_session().metadata['origin']['session']") == origin
+    text = shown(kernel.run("%sessions"))
+    assert re.search(r"^ \* .*  k-continued  ← from k-origin$", text, re.M), text
+    server.script(text="We were planning the garden.")
+    kernel.run("%%chat\nWhere were we?")
+    assert len(server.requests) == n + 1
+    sent = str(server.requests[-1].json["messages"])
+    assert "This conversation continues session 'k-origin'" in sent and "beds of tomatoes and basil" in sent
+
+
 def test_hooks_and_undo_against_the_real_llama_server(llama_server, monkeypatch, ocw_env, capsys):
     """The tiny model writes the summary; undoing it sends nothing to the server."""
     import httpx
@@ -180,5 +203,17 @@ def test_hooks_and_undo_against_the_real_llama_server(llama_server, monkeypatch,
         assert res.error_in_exec is None and out.startswith(f"Undid compaction {made}: no summary is active now")
         assert len(sent) == n  # nothing sent to the real server
         assert s.active_summary() is None and s.occupancy()["total"] > before and s.compaction_count == 1
+        res = ip.run_cell("%compact 100")
+        assert res.error_in_exec is None and "Context compacted" in capsys.readouterr().out
+        n = len(sent)
+        res = ip.run_cell("%new --name real-continued --from-summary 1")
+        out = capsys.readouterr().out
+        assert res.error_in_exec is None and out.startswith("New session 'real-continued' continues"), out
+        assert len(sent) == n  # seeding sends nothing to the real server
+        res = ip.run_cell("%%chat\nWhere were we with the nightly export?")
+        out, err = capsys.readouterr()
+        assert res.error_in_exec is None or "empty reply" in err, err  # the random model may end at once
+        assert [p for p in sent[n:] if p.endswith("/chat/completions")] == ["/v1/chat/completions"]  # (+ a window probe)
+        assert ocw.current_session().metadata["origin"]["session"] == s.id
     finally:
         _reset_ocw(ip)

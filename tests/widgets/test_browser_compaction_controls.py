@@ -3,7 +3,9 @@ Chromium), on tests/browser/chat_widget.ipynb (offline model, six turns, 6,000-t
 window). /compact makes a summary; a click on the capsule's Undo runs /compact --undo:
 the widget says so in one note, the capsule goes (no summary is active now), the graph
 marks the summary undone and the ring goes back up to the figure the note ends with.
-A screenshot goes to test-artifacts/browser/chat-undo.png."""
+Then `/new --from-summary 1` typed in the composer: the widget follows the new session,
+shows the seed and the last turn, and its graph names the session it continues.
+Screenshots go to test-artifacts/browser/chat-undo.png and chat-from-summary.png."""
 from __future__ import annotations
 
 import re
@@ -25,10 +27,11 @@ UNDONE = re.compile(r"^Undid compaction (n_\w+): no summary is active now, the w
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 
-def test_undo_on_the_summary_capsule_in_jupyterlab():
+def test_undo_and_from_summary_in_the_chat_widget_in_jupyterlab():
     from playwright.sync_api import expect
 
-    (ARTIFACTS / "chat-undo.png").unlink(missing_ok=True)
+    for name in ("chat-undo.png", "chat-from-summary.png"):
+        (ARTIFACTS / name).unlink(missing_ok=True)
     started = time.monotonic()
     with notebook_in_chromium(NOTEBOOK, cell_tags(NOTEBOOK), ARTIFACTS / "chat-undo-failure.png", height=1100) as nb:
         nb.run_cell("setup")
@@ -58,4 +61,21 @@ def test_undo_on_the_summary_capsule_in_jupyterlab():
         chat.screenshot("chat-undo.png")
         state = nb.run_cell("state")
         assert state.split()[-1] == after.replace(",", ""), state  # the kernel's figure is the ring's
+
+        # Continue in a fresh session from a summary, from the composer.
+        chat.submit("/compact")
+        expect(chat.note("finished")).to_have_count(2, timeout=60_000)
+        chat.idle()
+        chat.submit("/new --from-summary 1")
+        note = chat.cell.locator(".ocw-thread .ocw-note-output").last
+        expect(note).to_have_text(re.compile(r"^New session 'browser-chat' continues 'browser-chat @ [^']+': its "
+                                             r"active summary and memory, the last 1 turn; "), timeout=60_000)
+        chat.idle()
+        expect(chat.cell.locator(".ocw-graph-origin")).to_have_text(
+            re.compile(r"^Continues browser-chat @ .+ \(its summary and last turns\)$"))
+        expect(chat.thread_msgs).to_have_count(3, timeout=30_000)  # the seed note, the last question and reply
+        expect(chat.thread_msgs.first).to_contain_text("This conversation continues session 'browser-chat'")
+        chat.screenshot("chat-from-summary.png")
+        state = nb.run_cell("state")
+        assert state.split()[3] == "1", state  # the new session: one branch
     print(f"\nundo browser test: {time.monotonic() - started:.1f} s")
