@@ -719,8 +719,9 @@ function render({ model, el, experimental, host, signal }) {
     title.title = name;
     const pyBusy = model.get("busy") || "";
     const what = busyWith || pyBusy;
-    status.textContent = !connected ? L_.chat_disconnected : what === "send" ? L_.chat_sending
-      : what ? fill(L_.chat_running, { name: what }) : "";
+    const progress = model.get("progress") || {};
+    status.textContent = !connected ? L_.chat_disconnected : progress.call ? progressText(progress)
+      : what === "send" ? L_.chat_sending : what ? fill(L_.chat_running, { name: what }) : "";
     root.classList.toggle("ocw-busy", !!what);
     input.disabled = !connected;
     send.disabled = !connected;
@@ -731,6 +732,25 @@ function render({ model, el, experimental, host, signal }) {
     for (const b of rail.querySelectorAll("button")) b.disabled = !connected || b.closest(".ocw-head") !== null;
     older.disabled = !connected;
   }
+
+  // A running compaction: "Compacting… 2 of 5 · 3 s", the seconds counted on here between steps.
+  let progressSeen = 0;
+  let progressTimer = null;
+  function progressText(p) {
+    const elapsed = Number(p.elapsed || 0) + (Date.now() - progressSeen) / 1000;
+    return fill(L().chat_progress, { call: p.call, calls: p.calls, elapsed: elapsed.toFixed(0) });
+  }
+  function onProgress() {
+    progressSeen = Date.now();
+    const on = !!(model.get("progress") || {}).call;
+    if (on && progressTimer === null) progressTimer = setInterval(update, 500);
+    if (!on && progressTimer !== null) {
+      clearInterval(progressTimer);
+      progressTimer = null;
+    }
+    update();
+  }
+  disposers.push(() => progressTimer !== null && clearInterval(progressTimer));
 
   function onConversation() {
     renderThread();
@@ -764,6 +784,7 @@ function render({ model, el, experimental, host, signal }) {
     ...CONVERSATION.map((name) => [`change:${name}`, onConversation]),
     ["change:streaming", onStreaming],
     ["change:busy", update],
+    ["change:progress", onProgress],
     ["change:session_name", update],
     ["change:commands", onCommands],
     ["comm_live_update", onCommLive],

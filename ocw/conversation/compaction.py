@@ -18,6 +18,8 @@ summarizer and checks the text. This is where a session meets it:
 """
 from __future__ import annotations
 
+import time
+
 from ocw.context import events as ev
 from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, finish, plan_compaction,
                                 prepare, summarize, summary_blocks)
@@ -104,10 +106,20 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
     prep = prepare(plan, provider, window=summarizer_window(provider, session), calibration=session.calibration,
                    encoding=session.encoding.name, focus=focus)
     session.compaction_running = True
-    session.events.emit(ev.COMPACTION_STARTED, {"trigger": trigger, "tokens_before": tokens_before})
+    started, planned = time.monotonic(), max(1, len(prep.chunks))
+    session.events.emit(ev.COMPACTION_STARTED, {"trigger": trigger, "tokens_before": tokens_before,
+                                                "calls": planned})
+
+    def on_call(k: int, done: int, lines: int) -> None:
+        # "Compacting… k of n": n is the plan's chunk count at first, then the calls so far
+        # plus the lines left at the pace so far (exact token counts can fit fewer lines).
+        calls = planned if k == 1 or done == 0 else (k - 1) + -(-(lines - done) * (k - 1) // done)
+        session.events.emit(ev.COMPACTION_PROGRESS, {"call": k, "calls": max(calls, k), "trigger": trigger,
+                                                     "elapsed": round(time.monotonic() - started, 1)})
+
     structural = prep.in_budget < MIN_SUMMARIZER_INPUT  # no room for one call: no model call at all
     try:
-        text = structural_text(prep) if structural else summarize(provider, prep)[0]
+        text = structural_text(prep) if structural else summarize(provider, prep, on_call)[0]
         memory = build_memory(prep, session.context_window, read=_unpruned(session, plan))
         text = summary_blocks(finish(prep, text, memory), memory)
         record = {"trigger": trigger, "before": tokens_before, "folded": len(plan.new_messages),

@@ -21,7 +21,7 @@ from ocw.notebook.items import content_preview, time_label
 from ocw.notebook.commands import BY_NAME, help_html, help_lines
 from ocw.notebook.results import Result, text
 from ocw.text import checks
-from ocw.text.errors import CommandUsage
+from ocw.text.errors import CommandUsage, OcwError
 
 
 def whole_number(arg: str, usage: str) -> int:
@@ -85,7 +85,13 @@ def compact(rt, line: str, rich: bool) -> Result:
                                  "then optionally -- and what the summary must keep")
     if rt.current_session() is None:
         return _no_session(rt)
-    return Result(rt.compact(keep, focus=focus).message(rt.config.lang))
+    try:
+        return Result(rt.compact(keep, focus=focus).message(rt.config.lang))
+    except KeyboardInterrupt:  # the stop button: compaction saved nothing (ocw/conversation/compaction.py)
+        from ocw.text.i18n import text as i18n_text
+
+        raise OcwError(i18n_text("compact_stopped", rt.config.lang),
+                       hint=i18n_text("compact_stopped_hint", rt.config.lang)) from None
 
 
 @magic_arguments()

@@ -157,7 +157,9 @@ def load_ipython_extension(ipython, make_widget=None):
         print(note, file=sys.stderr)
     ipython.configurables.append(cfg)
     runtime = Runtime(ipython, cfg, make_widget=make_widget)
-    ipython.register_magics(OcwMagics(ipython, runtime))
+    magics = OcwMagics(ipython, runtime)
+    ipython.register_magics(magics)
+    runtime.rich_cells = lambda: magics.rich  # progress in place (ocw/notebook/progress.py)
     errors = runtime.errors = references.ErrorMemory()  # the last error, for {Err} in a message
     ipython.events.register("post_run_cell", errors)
     _state.update(runtime=runtime, shell=ipython, config=cfg, errors=errors)

@@ -45,6 +45,8 @@ class Runtime:
         self._frontend = None  # ocw.notebook.frontend.Frontend, read on first use
         self._probed: set = set()  # (session, provider, model, base URL) whose window was asked for
         self.unsaved = None  # a reply shown but not stored (ocw.conversation.turn.Unsaved): %ocw retry-save
+        self.rich_cells = lambda: False  # cells show display updates (set by the magics: ocw/notebook/progress.py)
+        self._watched: weakref.WeakSet = weakref.WeakSet()  # sessions whose progress shows in cells
         self.config.observe(self._on_auto_compact_change, names=["auto_compact"])
         self.config.observe(self._on_lang_change, names=["lang"])
         # Close the DuckDB file before the interpreter tears down: left to the
@@ -204,6 +206,11 @@ class Runtime:
         self.current, self._after_delete = s, None
         s.lang = self.config.lang
         s.reserve_ratio = self.config.auto_compact  # 0: automatic compaction is off
+        if s not in self._watched:
+            from ocw.notebook import progress
+
+            progress.watch(s, lambda: self.rich_cells())
+            self._watched.add(s)
         for w in list(self.widgets):
             w.attach(s)
 

@@ -67,6 +67,10 @@ MESSAGES = {
         "pruned": "Pruned old tool output: {n} result{s} replaced by one-line stubs (the store keeps them whole), "
                   "{before} → {after} tokens",
         # %compact --undo (ocw/conversation/undo.py)
+        # progress while compacting (ocw/notebook/progress.py, the ring, the chat widget)
+        "progress": "Compacting… {call} of {calls} · {elapsed} s",
+        "compact_stopped": "Compaction stopped: nothing was saved; the session is as it was",
+        "compact_stopped_hint": "run %compact again when you want it",
         # compaction hooks (ocw/conversation/hooks.py)
         "no_op_vetoed": "Compaction skipped: a pre_compact hook vetoed it ({reason}).",
         "hook_error": "{event} hook {name} raised {error}; it was skipped",
@@ -133,6 +137,9 @@ MESSAGES = {
         "status_count": "已压缩 {n} 次",
         "status_pruned": "旧工具输出已精简",
         "pruned": "已精简旧的工具输出：{n} 个结果替换为一行摘要（存储中仍完整保留），{before} → {after} tokens",
+        "progress": "正在压缩… 第 {call} / {calls} 步 · {elapsed} 秒",
+        "compact_stopped": "压缩已停止：未保存任何内容，会话保持原样",
+        "compact_stopped_hint": "需要时再次运行 %compact",
         "no_op_vetoed": "已跳过压缩：pre_compact 钩子否决了它（{reason}）。",
         "hook_error": "{event} 钩子 {name} 抛出了 {error}；已跳过",
         "from_summary_note": "此对话延续会话 {name!r}。此前已确立的内容：",
@@ -174,6 +181,9 @@ def system_message(event: str, payload: dict | None = None, lang: str | None = N
 def _system_message(event: str, payload: dict, lang: str | None) -> str:
     if event == "compaction_started":
         return text("started", lang)
+    if event == "compaction_progress":
+        return text("progress", lang, call=payload.get("call", 1), calls=payload.get("calls", 1),
+                    elapsed=f"{float(payload.get('elapsed') or 0):.1f}")
     if event == "compaction_finished":
         if payload.get("no_op"):
             kind = payload.get("no_op_kind")

@@ -92,6 +92,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "chat_capsule": "Summary of messages 1–{n}",
         "chat_superseded": "superseded",
         "chat_undone": "undone",
+        "chat_progress": "Compacting… {call} of {calls} · {elapsed} s",
         "chat_continues": "Continues {name} (its summary and last turns)",
         "chat_undo": "Undo",
         "chat_undo_title": "Undo this compaction: the summary before it (or the whole branch) is read again; "
@@ -183,6 +184,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "chat_capsule": "第 1–{n} 条消息的摘要",
         "chat_superseded": "已被取代",
         "chat_undone": "已撤销",
+        "chat_progress": "正在压缩… 第 {call} / {calls} 步 · {elapsed} 秒",
         "chat_continues": "延续 {name}（其摘要与最近几轮对话）",
         "chat_undo": "撤销",
         "chat_undo_title": "撤销这次压缩：模型重新读取之前的摘要（或整个分支）；不删除任何内容（%compact --undo）",

@@ -113,6 +113,8 @@ class ChatWidget(Localized, anywidget.AnyWidget):
 
     session_id = t.Unicode("", help='The attached session\'s id; "" = no session.').tag(sync=True)
     session_name = t.Unicode("").tag(sync=True)
+    progress = t.Dict(help="A running compaction's step: {call, calls, elapsed} (the browser counts the time on), "
+                           "or {}.").tag(sync=True)
     origin = t.Unicode("", help="The session this one continues (%new --from-summary), or \"\".").tag(sync=True)
     head = t.Unicode("", help="HEAD's node id.").tag(sync=True)
     messages = t.List(help="The loaded messages of the branch, oldest first (ocw.notebook.items).").tag(sync=True)
@@ -201,6 +203,11 @@ class ChatWidget(Localized, anywidget.AnyWidget):
     def _on_event(self, name: str, payload: dict) -> None:
         if self._session is None:
             return
+        if name == ev.COMPACTION_PROGRESS:  # "Compacting… 2 of 5" in the status line
+            self.progress = {k: payload.get(k) for k in ("call", "calls", "elapsed")}
+            return
+        if name in (ev.COMPACTION_FINISHED, ev.COMPACTION_FAILED):
+            self.progress = {}
         if name in (ev.COMPACTION_STARTED, ev.COMPACTION_FINISHED, ev.COMPACTION_FAILED):
             kind = NOTE_KINDS.get(name) or ("no_op" if payload.get("no_op") else "finished")
             text = self._note(kind, system_message(name, payload, self.lang), (name, payload))

@@ -213,7 +213,7 @@ class ContextWidget(Localized, anywidget.AnyWidget):
             return
         if name == ev.OCCUPANCY_CHANGED:
             self._apply_occupancy(payload)
-        elif name == ev.COMPACTION_STARTED:
+        elif name in (ev.COMPACTION_STARTED, ev.COMPACTION_PROGRESS):  # "Compacting… 2 of 5 · 3.1 s"
             with self.hold_sync():
                 self.busy = True
                 self._say((name, payload))
