@@ -25,7 +25,7 @@ from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_me
                                 prepare, summarize, summary_blocks)
 from ocw.context.render import render_blocks
 from ocw.context.structural import structural_summary
-from ocw.conversation import hooks
+from ocw.conversation import hooks, stop
 from ocw.text.errors import CompactionInProgress, OcwError
 from ocw.text.i18n import text as i18n_text
 
@@ -106,11 +106,12 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
     prep = prepare(plan, provider, window=summarizer_window(provider, session), calibration=session.calibration,
                    encoding=session.encoding.name, focus=focus)
     session.compaction_running = True
-    started, planned = time.monotonic(), max(1, len(prep.chunks))
+    started, planned, stops = time.monotonic(), max(1, len(prep.chunks)), stop.count()
     session.events.emit(ev.COMPACTION_STARTED, {"trigger": trigger, "tokens_before": tokens_before,
                                                 "calls": planned})
 
     def on_call(k: int, done: int, lines: int) -> None:
+        stop.check(stops)  # the stop button, pressed while this runs off the main thread
         # "Compacting… k of n": n is the plan's chunk count at first, then the calls so far
         # plus the lines left at the pace so far (exact token counts can fit fewer lines).
         calls = planned if k == 1 or done == 0 else (k - 1) + -(-(lines - done) * (k - 1) // done)
@@ -120,6 +121,7 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
     structural = prep.in_budget < MIN_SUMMARIZER_INPUT  # no room for one call: no model call at all
     try:
         text = structural_text(prep) if structural else summarize(provider, prep, on_call)[0]
+        stop.check(stops)  # pressed during the last call: still nothing saved
         memory = build_memory(prep, session.context_window, read=_unpruned(session, plan))
         text = summary_blocks(finish(prep, text, memory), memory)
         record = {"trigger": trigger, "before": tokens_before, "folded": len(plan.new_messages),

@@ -67,3 +67,51 @@ def test_a_stop_midway_saves_nothing_and_says_so(sess, fake_summarizer):
             sess.backend.node_count(sess.id)) == state
     assert not sess.compaction_running and sess.compact_lock.acquire(blocking=False)
     sess.compact_lock.release()
+
+
+def test_a_stop_counted_off_the_main_thread_stops_at_the_next_call(sess, fake_summarizer):
+    """The chat widget runs in a kernel subshell: the stop button is counted (ocw/conversation/stop.py)
+    and the compaction stops before its next call, or before saving, with nothing saved."""
+    from ocw.conversation import stop
+
+    stop.request()  # pressed before this compaction started: not for it
+    state = (sess.generation, len(sess.summaries()), sess.compaction_count)
+
+    def answer(record):
+        if record["index"] == 1:
+            stop.request()  # pressed during the second call
+        return "Summary so far."
+
+    fake = fake_summarizer(answer, context_window=2_000)
+    with pytest.raises(KeyboardInterrupt):
+        sess.compact(provider=fake)
+    assert len(fake.calls) == 2  # the third call was never sent
+    assert (sess.generation, len(sess.summaries()), sess.compaction_count) == state
+
+    one_call = fake_summarizer(lambda record: stop.request() or "Summary.")  # pressed during the only call
+    with pytest.raises(KeyboardInterrupt):
+        sess.compact(provider=one_call)
+    assert len(one_call.calls) == 1 and (sess.generation, len(sess.summaries())) == state[:2]
+    assert sess.compact(provider=fake_summarizer("Summary.")).outcome == "succeeded"  # the next one runs
+
+
+def test_the_idle_kernel_handler_counts_a_stop_and_is_given_back():
+    import signal
+
+    from ocw.conversation import stop
+    from ocw.notebook import stop_button
+
+    class Kernel:  # ipykernel's attribute: the SIGINT handler it puts back after each message
+        saved_sigint_handler = signal.SIG_IGN
+
+    class Shell:
+        kernel = Kernel()
+
+    shell = Shell()
+    assert stop_button.install(shell) and stop_button.install(shell)  # twice: still the kernel's one saved
+    before = stop.count()
+    shell.kernel.saved_sigint_handler(signal.SIGINT, None)
+    assert stop.count() == before + 1
+    stop_button.uninstall(shell)
+    assert shell.kernel.saved_sigint_handler is signal.SIG_IGN
+    assert stop_button.install(object()) is False  # a terminal: nothing to do
