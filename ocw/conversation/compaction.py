@@ -125,7 +125,7 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
         memory = build_memory(prep, session.context_window, read=_unpruned(session, plan))
         text = summary_blocks(finish(prep, text, memory), memory)
         record = {"trigger": trigger, "before": tokens_before, "folded": len(plan.new_messages),
-                  "focus": prep.focus or None}
+                  "focus": prep.focus or None, "lost": _lost(session, plan, text, memory)}
         summary_id = session._persist_summary(text, plan.boundary_id, head, generation,
                                               usage_samples=prep.usage_samples, record=record)
     except BaseException as e:  # KeyboardInterrupt included: nothing was persisted
@@ -160,6 +160,19 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None) 
     return CompactionResult("succeeded", trigger, summarised_count=len(plan.new_messages),
                             tokens_before=tokens_before, tokens_after=after["total"], summary_id=summary_id,
                             summarizer_calls=prep.calls, payload=payload)
+
+
+def _lost(session, plan, blocks: list[dict], memory) -> dict:
+    """What the folded turns had and the new context (new summary + kept turns) does not."""
+    from ocw.context.lost import lost
+    from ocw.context.render import block_text
+
+    folded = {m.get("id") for m in plan.new_messages}
+    history = session.rendered_history()
+    last = max((i for i, m in enumerate(history) if m.get("id") in folded), default=-1)
+    kept = "\n".join(block_text(m["content"]) for m in history[last + 1:])
+    source = plan.old_summary_text + "\n" + "\n".join(block_text(m["content"]) for m in plan.new_messages)
+    return lost(source, block_text(blocks) + "\n" + kept, plan.old_memory.items, memory.items)
 
 
 def structural_text(prep) -> str:

@@ -430,7 +430,7 @@ class Session(BranchView):
                         "summary": summary["id"], "trigger": record.get("trigger"),
                         "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                         "before": record.get("before"), "after": after, "folded": record.get("folded"),
-                        "covers": boundary.depth, "focus": record.get("focus")})
+                        "covers": boundary.depth, "focus": record.get("focus"), "lost": record.get("lost")})
                 return {"metadata": meta, "occupancy_generation": generation}
 
             row, node = self.backend.insert_summary(self.id, summary, change)

@@ -15,6 +15,7 @@ import html
 
 from ocw.context import compaction_log
 from ocw.context import count as count_rules
+from ocw.context import lost as lost_rules
 from ocw.context import undo_log
 from ocw.conversation import continue_from
 
@@ -77,6 +78,10 @@ def _log_lines(session) -> list[str]:
         lines.append(f"  {i}. {_when(e, None)}  {_figures(e)}  → {e['summary']}"
                      + (" [undone]" if e["summary"] in undone else "")
                      + (f"  focus: \u201c{e['focus']}\u201d" if e.get("focus") else ""))
+        lines.extend(f"     {line}" for line in lost_rules.lines(e.get("lost")))
+    if count >= lost_rules.MANY:  # said once, here: each compaction folds the last summary again
+        lines.append(f"This session has been compacted {count} times; each time the summary is summarized again "
+                     "and detail is lost. %new --from-summary continues in a fresh session from here.")
     return lines
 
 
