@@ -105,6 +105,21 @@ def _tell():
         print(line, file=sys.stderr)
 
 
+def on(event, fn):
+    """Run `fn` at a compaction: "pre_compact" (gets the plan; may veto it or add to the focus) or
+    "post_compact" (gets the summary, the memory, the figures before → after). See ocw.conversation.hooks."""
+    from ocw.conversation.hooks import on as _on
+
+    return _on(event, fn)
+
+
+def off(event, fn=None):
+    """Remove a hook `ocw.on` added (every hook of `event` when fn is None); returns how many."""
+    from ocw.conversation.hooks import off as _off
+
+    return _off(event, fn)
+
+
 def load_ipython_extension(ipython):
     from ocw.notebook.magics import load_ipython_extension as _load
 
@@ -125,4 +140,4 @@ def unload_ipython_extension(ipython):
     _unload(ipython)
 
 
-__all__ = ["Store", "OcwError", "current_session", "config", "chat", "command", "__version__"]
+__all__ = ["Store", "OcwError", "current_session", "config", "chat", "command", "on", "off", "__version__"]

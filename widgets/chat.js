@@ -25,7 +25,7 @@ export const CLOSE_MS = 380;
 
 // Every traitlet the conversation and graph read.
 const CONVERSATION = ["messages", "has_older", "summary", "capsules", "branches", "notes", "head", "pending",
-  "stream_steps", "session_id", "labels", "lang"];
+  "stream_steps", "session_id", "labels", "lang", "origin"];
 
 let instances = 0;
 
@@ -115,7 +115,8 @@ function render({ model, el, experimental, host, signal }) {
   const confirmYes = h("button", "ocw-confirm-yes", { type: "button" });
   const confirmNo = h("button", "ocw-confirm-no", { type: "button" });
   confirmBox.append(confirmText, confirmYes, confirmNo);
-  graph.append(graphTitle, rail, confirmBox);
+  const graphOrigin = h("div", "ocw-graph-origin"); // %new --from-summary: the session this one continues
+  graph.append(graphTitle, graphOrigin, rail, confirmBox);
 
   const conversation = h("section", "ocw-conversation", { role: "log" });
   const older = h("button", "ocw-load-older", { type: "button" });
@@ -629,6 +630,16 @@ function render({ model, el, experimental, host, signal }) {
     line.append(text("span", "ocw-summary-label", L_.chat_summary),
       text("span", "ocw-summary-covers", fill(L_.chat_summary_covers, { n: summary.cover_count })),
       text("span", "ocw-msg-time", summary.time || ""));
+    // Undo (%compact --undo): the summary before it renders again; nothing is deleted.
+    const undo = text("button", "ocw-summary-undo", L_.chat_undo);
+    undo.type = "button";
+    undo.title = L_.chat_undo_title;
+    undo.addEventListener("click", (e) => {
+      e.preventDefault(); // a click inside <summary> would toggle the capsule
+      e.stopPropagation();
+      runCommand({ name: "compact", needs_session: true }, "--undo");
+    });
+    line.append(undo);
     const body = h("div", "ocw-msg-html ocw-summary-body");
     body.innerHTML = summary.html || ""; // the kernel's sanitized HTML
     d.append(line, body);
@@ -734,14 +745,18 @@ function render({ model, el, experimental, host, signal }) {
     const head = model.get("head") || "";
     const active = capsules.find((c) => c.active);
     const activeUpTo = active ? active.cover_count : 0;
-    const oldUpTo = Math.max(0, ...capsules.filter((c) => !c.active).map((c) => c.cover_count));
+    const oldUpTo = Math.max(0, ...capsules.filter((c) => !c.active && !c.undone).map((c) => c.cover_count));
     graphTitle.textContent = L_.chat_graph;
+    const origin = model.get("origin") || "";
+    graphOrigin.textContent = origin ? fill(L_.chat_continues, { name: origin }) : "";
+    graphOrigin.hidden = !origin;
     graph.setAttribute("aria-label", L_.chat_graph);
     rail.replaceChildren();
 
     const capsuleNode = (c) => {
       const node = text("div", `ocw-graph-capsule${c.active ? " ocw-active" : " ocw-superseded"}`,
-        fill(L_.chat_capsule, { n: c.cover_count }) + (c.active ? "" : ` · ${L_.chat_superseded}`));
+        fill(L_.chat_capsule, { n: c.cover_count })
+          + (c.active ? "" : ` · ${c.undone ? L_.chat_undone : L_.chat_superseded}`));
       node.dataset.id = c.id;
       node.dataset.cover = String(c.cover_count);
       node.setAttribute("role", "listitem");
@@ -848,8 +863,9 @@ function render({ model, el, experimental, host, signal }) {
     title.title = name;
     const pyBusy = model.get("busy") || "";
     const what = busyWith || pyBusy;
-    status.textContent = !connected ? L_.chat_disconnected : what === "send" ? L_.chat_sending
-      : what ? fill(L_.chat_running, { name: what }) : "";
+    const progress = model.get("progress") || {};
+    status.textContent = !connected ? L_.chat_disconnected : progress.call ? progressText(progress)
+      : what === "send" ? L_.chat_sending : what ? fill(L_.chat_running, { name: what }) : "";
     root.classList.toggle("ocw-busy", !!what);
     input.disabled = !connected;
     send.disabled = !connected;
@@ -864,6 +880,25 @@ function render({ model, el, experimental, host, signal }) {
     for (const b of thread.querySelectorAll("button.ocw-pin, button.ocw-mem-action")) b.disabled = !connected;
     older.disabled = !connected;
   }
+
+  // A running compaction: "Compacting… 2 of 5 · 3 s", the seconds counted on here between steps.
+  let progressSeen = 0;
+  let progressTimer = null;
+  function progressText(p) {
+    const elapsed = Number(p.elapsed || 0) + (Date.now() - progressSeen) / 1000;
+    return fill(L().chat_progress, { call: p.call, calls: p.calls, elapsed: elapsed.toFixed(0) });
+  }
+  function onProgress() {
+    progressSeen = Date.now();
+    const on = !!(model.get("progress") || {}).call;
+    if (on && progressTimer === null) progressTimer = setInterval(update, 500);
+    if (!on && progressTimer !== null) {
+      clearInterval(progressTimer);
+      progressTimer = null;
+    }
+    update();
+  }
+  disposers.push(() => progressTimer !== null && clearInterval(progressTimer));
 
   function onConversation() {
     renderThread();
@@ -898,6 +933,7 @@ function render({ model, el, experimental, host, signal }) {
     ...CONVERSATION.map((name) => [`change:${name}`, onConversation]),
     ["change:streaming", onStreaming],
     ["change:busy", update],
+    ["change:progress", onProgress],
     ["change:session_name", update],
     ["change:commands", onCommands],
     ["comm_live_update", onCommLive],

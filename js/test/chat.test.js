@@ -647,6 +647,25 @@ describe("conversation", () => {
     expect($(".ocw-summary-memory")).toBe(null);
   });
 
+  it("Undo on the summary capsule runs /compact --undo without opening the capsule", () => {
+    mount({ summary: { id: "n_s1", cover_count: 2, time: "10:05", html: "<p>text</p>" },
+      capsules: [{ id: "n_s0", cover_count: 1, active: true, time: "" },
+        { id: "n_s1", cover_count: 4, active: false, undone: true, time: "" }] });
+    const capsule = $(".ocw-thread .ocw-summary-capsule");
+    const undo = capsule.querySelector("button.ocw-summary-undo");
+    expect(undo.textContent).toBe("Undo");
+    expect(undo.title).toContain("%compact --undo");
+    undo.click();
+    expect(capsule.open).toBe(false);
+    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["chat_run", { name: "compact", args: "--undo" }]]);
+    // The graph names an undone summary as undone, and what only it covered is not marked covered.
+    const labels = $$(".ocw-graph-capsule").map((n) => n.textContent);
+    expect(labels.some((t) => t.endsWith("· undone"))).toBe(true);
+    expect(labels.some((t) => t.endsWith("· superseded"))).toBe(false);
+    const old = $$(".ocw-thread .ocw-msg").map((m) => m.classList.contains("ocw-covered-old"));
+    expect(old).toEqual([false, false, false, false]);
+  });
+
   it("system messages sit after the message they followed, one style per state", () => {
     mount({ notes: [
       { id: 1, kind: "started", text: "Compacting context…", after: "n_a2" },

@@ -282,10 +282,12 @@ def _fit(partial: str, lines: list[str], in_budget: int, encoding: str, memory: 
     raise OcwError("could not fit a summarizer call into its window")  # pragma: no cover - defensive
 
 
-def summarize(provider, prep: Prepared) -> tuple[str, int]:
+def summarize(provider, prep: Prepared, on_call=None) -> tuple[str, int]:
     """Rolling summary of the prepared transcript onto the old summary. Each call
     takes as many lines as fit beside the current partial summary, and its input is
     counted exactly before it is sent, so every call fits the summarizer's window.
+    `on_call(k, done, n)` is told before the k-th call, with `done` of the `n` lines
+    summarized so far (progress: call k of an estimated total).
     Returns (text, calls made)."""
     if prep.in_budget < MIN_SUMMARIZER_INPUT:
         raise OcwError.localized("err_summarizer_window", window=f"{prep.window:,}")
@@ -297,6 +299,8 @@ def summarize(provider, prep: Prepared) -> tuple[str, int]:
         room = max(128, prep.in_budget - count_text(partial + memory, enc) - WRAPPER_TOKENS)
         j = _take(prep.estimates, i, room)
         body, used = _fit(partial, prep.lines[i:j], prep.in_budget, enc, memory)
+        if on_call is not None:
+            on_call(prep.calls + 1, i, n)
         i += used
         reply = provider.complete(
             [{"role": "user", "content": [{"type": "text", "text": body}]}],

@@ -17,6 +17,7 @@ Listener = Callable[[str, dict], Any]
 COMPACTION_STARTED = "compaction_started"
 COMPACTION_FINISHED = "compaction_finished"
 COMPACTION_FAILED = "compaction_failed"
+COMPACTION_PROGRESS = "compaction_progress"  # before each summarizer call: {call, calls, elapsed}
 OCCUPANCY_CHANGED = "occupancy_changed"  # payload: the occupancy dict
 HEAD_MOVED = "head_moved"  # rewind, branch switch
 TURN_FINISHED = "turn_finished"

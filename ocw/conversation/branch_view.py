@@ -16,6 +16,7 @@ import threading
 from ocw.context import events as ev
 from ocw.context import calibration as cal
 from ocw.context import count as count_rules
+from ocw.context import undo_log
 from ocw.context.occupancy import compute_breakdown, sent_parts
 from ocw.conversation.compaction import AUTO_FAILURE_LIMIT
 from ocw.text.errors import OcwError, StoreError
@@ -182,7 +183,9 @@ class BranchView(PrunedView):
         key = (self.head, self.generation, len(self._summaries))
         if key != self._active_key:
             head = self._head
-            self._active = active_summary(self._summaries, self._is_head_ancestor, head.depth if head else 0)
+            undone = undo_log.undone_ids(self._row["metadata"])  # an undo bumps the generation: in the key
+            summaries = [s for s in self._summaries if s.id not in undone] if undone else self._summaries
+            self._active = active_summary(summaries, self._is_head_ancestor, head.depth if head else 0)
             self._active_key = key
         return self._active
 

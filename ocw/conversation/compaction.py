@@ -18,6 +18,8 @@ summarizer and checks the text. This is where a session meets it:
 """
 from __future__ import annotations
 
+import time
+
 from ocw.context import events as ev
 from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, finish, memory_turns,
                                 plan_compaction, prepare, summarize, summary_blocks)
@@ -27,6 +29,7 @@ from ocw.context.memory_model import events_of
 from ocw.context.pins import apply_forgets, forgets
 from ocw.context.render import render_blocks
 from ocw.context.structural import structural_summary
+from ocw.conversation import hooks, stop
 from ocw.text.errors import CompactionInProgress, OcwError
 from ocw.text.i18n import text as i18n_text
 
@@ -100,11 +103,35 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
         return CompactionResult("no_op", trigger, tokens_before=tokens_before, tokens_after=tokens_before,
                                 reason=reason, payload=payload)
 
+    hook_errors: list[dict] = []
+    if hooks.registered("pre_compact"):  # the plan, before any request: a hook may veto or add to the focus
+        info = hooks.PreCompact(trigger, session.name, session.id,
+                                [{"id": m.get("id"), "role": m["role"], "tokens": m.get("tokens", 0)}
+                                 for m in plan.new_messages], plan.replaced_tokens, focus)
+        hook_errors = hooks.run_pre(info)
+        if info.vetoed is not None:
+            payload = {"no_op": True, "no_op_kind": "vetoed", "reason": info.vetoed, "trigger": trigger,
+                       "tokens_before": tokens_before, "tokens_after": tokens_before, "hook_errors": hook_errors}
+            session.events.emit(ev.COMPACTION_FINISHED, payload)
+            return CompactionResult("no_op", trigger, tokens_before=tokens_before, tokens_after=tokens_before,
+                                    reason=info.vetoed, payload=payload)
+        focus = info.focus
     provider = provider or _default_provider(session)
     prep = prepare(plan, provider, window=summarizer_window(provider, session), calibration=session.calibration,
                    encoding=session.encoding.name, focus=focus)
     session.compaction_running = True
-    session.events.emit(ev.COMPACTION_STARTED, {"trigger": trigger, "tokens_before": tokens_before})
+    started, planned, stops = time.monotonic(), max(1, len(prep.chunks)), stop.count()
+    session.events.emit(ev.COMPACTION_STARTED, {"trigger": trigger, "tokens_before": tokens_before,
+                                                "calls": planned})
+
+    def on_call(k: int, done: int, lines: int) -> None:
+        stop.check(stops)  # the stop button, pressed while this runs off the main thread
+        # "Compacting… k of n": n is the plan's chunk count at first, then the calls so far
+        # plus the lines left at the pace so far (exact token counts can fit fewer lines).
+        calls = planned if k == 1 or done == 0 else (k - 1) + -(-(lines - done) * (k - 1) // done)
+        session.events.emit(ev.COMPACTION_PROGRESS, {"call": k, "calls": max(calls, k), "trigger": trigger,
+                                                     "elapsed": round(time.monotonic() - started, 1)})
+
     # No room for one call, or too little to fold for a model's summary to come out smaller
     # (a high calibration on a small window leaves a few dozen tokens older than the tail):
     # no model call at all, so %compact makes progress while anything is older than the tail.
@@ -112,7 +139,8 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
     small = keep_recent_tokens is None and plan.replaced_tokens < MIN_SUMMARIZER_INPUT  # an explicit keep asks the model
     structural = no_room or small
     try:
-        text = structural_text(prep) if structural else summarize(provider, prep)[0]
+        text = structural_text(prep) if structural else summarize(provider, prep, on_call)[0]
+        stop.check(stops)  # pressed during the last call: still nothing saved
         read = _unpruned(session, plan)
         # A real model's structured memory, grounded, merged with the deterministic pass (latest
         # wins); an answer that did not parse adds nothing and is said in one line below.
@@ -123,14 +151,14 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
         memory = apply_forgets(memory, forgets(session.metadata))
         text = summary_blocks(finish(prep, text, memory), memory)
         record = {"trigger": trigger, "before": tokens_before, "folded": len(plan.new_messages),
-                  "focus": prep.focus or None}
+                  "focus": prep.focus or None, "lost": _lost(session, plan, text, memory)}
         summary_id = session._persist_summary(text, plan.boundary_id, head, generation,
                                               usage_samples=prep.usage_samples, record=record)
     except BaseException as e:  # KeyboardInterrupt included: nothing was persisted
         error = e.user_message() if isinstance(e, OcwError) else (str(e) or e.__class__.__name__)
         if trigger == "auto":
             session.auto_compact_failures += 1
-        payload = {"error": error, "trigger": trigger}
+        payload = {"error": error, "trigger": trigger, "hook_errors": hook_errors}
         key = "err_interrupted" if isinstance(e, KeyboardInterrupt) else getattr(e, "key", None)
         if key:  # ocw's own words: the message can say them in the user's language
             payload.update(error_key=key, error_params=getattr(e, "params", {}))
@@ -152,6 +180,11 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
         payload["structural_small"] = True
     elif prep.structured and prep.memory_answer is None:
         payload["memory_fallback"] = True
+    if hooks.registered("post_compact"):
+        hook_errors += hooks.run_post(hooks.PostCompact(
+            trigger, session.name, session.id, summary_id, text[0]["text"], text[1]["text"] if len(text) > 1 else "",
+            tokens_before, after["total"], len(plan.new_messages)))
+    payload["hook_errors"] = hook_errors
     session.events.emit(ev.COMPACTION_FINISHED, payload)
     session._publish()
     return CompactionResult("succeeded", trigger, summarised_count=len(plan.new_messages),
@@ -171,6 +204,19 @@ def _fold_enough(session, plan, active):
     wider = plan_compaction(history, session.context_window, int(keep * session.calibration), session.calibration,
                             first_turn=plan.first_turn)
     return plan if isinstance(wider, tuple) else wider
+
+
+def _lost(session, plan, blocks: list[dict], memory) -> dict:
+    """What the folded turns had and the new context (new summary + kept turns) does not."""
+    from ocw.context.lost import lost
+    from ocw.context.render import block_text
+
+    folded = {m.get("id") for m in plan.new_messages}
+    history = session.rendered_history()
+    last = max((i for i, m in enumerate(history) if m.get("id") in folded), default=-1)
+    kept = "\n".join(block_text(m["content"]) for m in history[last + 1:])
+    source = plan.old_summary_text + "\n" + "\n".join(block_text(m["content"]) for m in plan.new_messages)
+    return lost(source, block_text(blocks) + "\n" + kept, plan.old_memory.items, memory.items)
 
 
 def structural_text(prep) -> str:

@@ -13,6 +13,7 @@ Nothing here writes; each read starts with `sync()` so another kernel's writes s
 """
 from __future__ import annotations
 
+from ocw.context import undo_log
 from ocw.context.graph import Node
 
 PAGE = 40  # messages per page of the chat widget
@@ -66,10 +67,11 @@ def page(view, before: str | None = None, limit: int = PAGE) -> tuple[list[dict]
 def summaries(view) -> list[dict]:
     """The summaries whose covered messages are on the current branch, oldest first:
     id, cover_count (messages 1..cover_count), created_at, tokens, active (the one
-    the model reads; the others are superseded). Content only for the active one."""
+    the model reads; the others are superseded), undone (%compact --undo). Content only for the active one."""
     view.sync()
     with view._lock:
         active = view.active_summary()
+        undone = undo_log.undone_ids(view._row["metadata"])
         out = []
         for s in view._summaries:
             if not view._is_head_ancestor(s):
@@ -78,7 +80,8 @@ def summaries(view) -> list[dict]:
                 row = view.backend.node(view.id, s.id, view.epoch)
                 s.created_at = row.created_at if row is not None else None
             out.append({"id": s.id, "cover_count": s.cover_count, "created_at": s.created_at,
-                        "tokens": s.tokens, "active": active is not None and s.id == active.id})
+                        "tokens": s.tokens, "active": active is not None and s.id == active.id,
+                        "undone": s.id in undone})
         if active is not None:  # as the model reads it: forgotten memory items out (conversation/pinning.py)
             from ocw.conversation.pinning import summary_read
 

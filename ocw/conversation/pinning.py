@@ -48,6 +48,15 @@ def _append(session, event_of) -> dict:
     return made[-1]
 
 
+def carried_pins(texts: list[str]) -> dict:
+    """The metadata a new session's pins start with when another session's pins are
+    carried over (`%new --from-summary`): one fresh "pin" record each, numbered from 1.
+    The texts were masked when first pinned and are kept as they are."""
+    at = _now()
+    return {rules.LOG_KEY: [{"op": "pin", "n": i, "text": t, "at": at, "source": "carried"}
+                            for i, t in enumerate(texts, 1)]}
+
+
 def pin(session, text: str, source: str = "text") -> dict:
     """Pin `text` (secrets masked, as everywhere); returns the pin event {n, text, at, source}."""
     if not isinstance(text, str) or not text.strip():

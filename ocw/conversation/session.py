@@ -405,6 +405,12 @@ class Session(BranchView):
         return compact(self, keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=provider, focus=focus,
                        incoming=incoming)
 
+    def undo_compaction(self) -> dict:
+        """Undo the active compaction (nothing deleted, no request sent). See ocw.conversation.undo."""
+        from ocw.conversation.undo import undo_compaction
+
+        return undo_compaction(self)
+
     def _persist_summary(self, text: str | list, boundary_id: str, expected_head: str | None, expected_generation: int,
                          usage_samples=(), record: dict | None = None) -> str:
         """Append the summary node beside the branch (its boundary: the last covered
@@ -441,7 +447,7 @@ class Session(BranchView):
                         "summary": summary["id"], "trigger": record.get("trigger"),
                         "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                         "before": record.get("before"), "after": after, "folded": record.get("folded"),
-                        "covers": boundary.depth, "focus": record.get("focus")})
+                        "covers": boundary.depth, "focus": record.get("focus"), "lost": record.get("lost")})
                 return {"metadata": meta, "occupancy_generation": generation}
 
             row, node = self.backend.insert_summary(self.id, summary, change)

@@ -12,6 +12,7 @@ import threading
 from ocw.text import checks
 from ocw.text.errors import OcwError, SessionNotFound
 from ocw.providers.registry import NAMES as PROVIDER_NAMES
+from ocw.conversation.pinning import carried_pins
 from ocw.conversation.session import Session, check_metadata
 from ocw.store.ids import new_id
 from ocw.store.paths import default_db_path
@@ -53,10 +54,13 @@ class Store:
 
     def create_session(self, *, model: str = "ocw-offline", context_window: int = 8192, system_prompt: str = "",
                        name: str | None = None, provider: str = "offline", metadata: dict | None = None,
-                       archive: tuple[str, str] | None = None) -> Session:
+                       archive: tuple[str, str] | None = None, pins: list[str] = ()) -> Session:
         """A new session. With `archive=(old_id, new_name)` the session that holds
         `name` now (it must be `old_id`) is renamed in the same transaction, so
-        `%new` either files the old one away AND creates the new one, or neither."""
+        `%new` either files the old one away AND creates the new one, or neither.
+        `pins` (texts, as another session's pins hold them: `%new --from-summary`)
+        start the new session's append-only pin records, numbered from 1, in the
+        same row — so they are pins there too, read verbatim after every compaction."""
         checks.model(model)
         checks.window(context_window)
         checks.text(system_prompt, "system_prompt")
@@ -68,8 +72,11 @@ class Store:
         if archive is not None:
             checks.name(archive[1], "archive name")
         sid = new_id("s_")
+        meta = {"context_compaction_count": 0, **(metadata or {})}
+        if pins:
+            meta.update(carried_pins(pins))
         row = {"id": sid, "name": name or sid, "provider": provider, "model": model, "context_window": context_window,
-               "system_prompt": system_prompt, "metadata": {"context_compaction_count": 0, **(metadata or {})}}
+               "system_prompt": system_prompt, "metadata": meta}
         self.backend.insert_session(row, archive=archive)
         return self._session(sid)
 

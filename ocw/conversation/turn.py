@@ -187,7 +187,8 @@ class Turn:
         return bool(done)
 
     def _relay_compaction_event(self, name: str, payload: dict) -> None:
-        if name.startswith("compaction_"):
+        # Progress is shown in place (ocw/notebook/progress.py), not as a line per step.
+        if name.startswith("compaction_") and name != "compaction_progress":
             from ocw.text.i18n import system_message
 
             self.on_system(system_message(name, payload, self.lang))

@@ -23,7 +23,7 @@ from ocw.notebook.commands import BY_NAME, help_html, help_lines, slash_menu
 from ocw.notebook.results import Result, text
 from ocw.notebook.results import text as text_result
 from ocw.text import checks, i18n
-from ocw.text.errors import CommandUsage
+from ocw.text.errors import CommandUsage, OcwError
 from ocw.text.i18n import text as i18n_text
 from ocw.text.secrets import redact
 
@@ -74,15 +74,28 @@ def _no_session(rt) -> Result:
 
 
 def compact(rt, line: str, rich: bool) -> Result:
-    """%compact [keep_recent_tokens] [-- what to keep] — fold older turns into the summary now."""
+    """%compact [keep_recent_tokens] [-- what to keep] | --undo — fold older turns into the summary now,
+    or undo the active compaction."""
     arg, focus = split_focus(line)
+    if arg == "--undo" or arg.startswith("--undo "):
+        if arg != "--undo" or focus is not None:
+            raise CommandUsage("%compact --undo takes nothing else: it undoes the active compaction.")
+        if rt.current_session() is None:
+            return _no_session(rt)
+        return Result(rt.undo_compaction())
     keep = None
     if arg:
         keep = whole_number(arg, "%compact takes a whole number of tokens to keep, e.g. %compact 2000, "
                                  "then optionally -- and what the summary must keep")
     if rt.current_session() is None:
         return _no_session(rt)
-    return Result(rt.compact(keep, focus=focus).message(rt.config.lang))
+    try:
+        return Result(rt.compact(keep, focus=focus).message(rt.config.lang))
+    except KeyboardInterrupt:  # the stop button: compaction saved nothing (ocw/conversation/compaction.py)
+        from ocw.text.i18n import text as i18n_text
+
+        raise OcwError(i18n_text("compact_stopped", rt.config.lang),
+                       hint=i18n_text("compact_stopped_hint", rt.config.lang)) from None
 
 
 @magic_arguments()
@@ -166,9 +179,17 @@ def session(rt, line: str, rich: bool) -> Result:
 
 @magic_arguments()
 @argument("--name", default=None, help="name of the new session (default: the current session's, else the notebook's)")
+@argument("--from-summary", dest="from_summary", nargs="?", const="2", default=None, metavar="N",
+          help="start it from the current session's summary, memory and last N turns (default 2)")
 def new(rt, line: str, rich: bool) -> Result:
-    """%new [--name NAME] — a fresh session; the old one is kept."""
-    args = parse(new, line)
+    """%new [--name NAME] [--from-summary [N]] — a fresh session; the old one is kept."""
+    args = parse(new, line, "%new [--name NAME] [--from-summary [N]]")
+    if args.from_summary is not None:
+        from ocw.notebook.continuing import new_from_summary
+
+        turns = whole_number(args.from_summary, "--from-summary takes a number of turns to carry over, e.g. "
+                                                "%new --from-summary 3")
+        return Result(new_from_summary(rt, unquoted(args.name), turns))
     s = rt.new_session(unquoted(args.name))
     return Result(f"New session {s.name!r} — model {s.model}, window {s.context_window:,} tokens "
                   "(older sessions: %sessions).")
@@ -199,7 +220,10 @@ def sessions(rt, line: str, rich: bool) -> Result:
     if args.delete is None:
         if args.yes:
             raise CommandUsage("--yes confirms a deletion: %sessions --delete NAME --yes")
-        return Result(report.sessions_table(rt.store.sessions(), rt.current))
+        from ocw.conversation.continue_from import origins
+
+        rows = rt.store.sessions()
+        return Result(report.sessions_table(rows, rt.current, origins(rt.store, rows)))
     return Result(rt.delete_session(unquoted(args.delete), confirmed=args.yes))
 
 

@@ -34,10 +34,12 @@ COMMANDS: tuple[Command, ...] = (
                    "and {Err} bring in a variable, a cell's source or result, the last error ({{ }}: literal braces)",
              "zh": "把单元格内容发送给模型；回复在下方流式显示。代码之外，{name}、{In[n]}、{Out[n]}、{Err} "
                    "分别引入变量、单元格源码或结果、最近的错误（{{ }} 表示字面花括号）"}, slash=False),
-    Command("compact", "%compact [keep_recent_tokens] [-- what to keep]",
-            {"en": "fold older turns into the rolling summary now; after --, what the summary must keep",
-             "zh": "立即把较早的对话折叠进滚动摘要；-- 之后写明摘要必须保留的内容"},
-            args="[keep_recent_tokens] [-- what to keep]", needs_session=True),
+    Command("compact", "%compact [keep_recent_tokens] [-- what to keep] | --undo",
+            {"en": "fold older turns into the rolling summary now; after --, what the summary must keep; "
+                   "--undo: the newest summary stops being used and the one before it is again (nothing deleted)",
+             "zh": "立即把较早的对话折叠进滚动摘要；-- 之后写明摘要必须保留的内容；"
+                   "--undo：停用最新的摘要，恢复使用前一个（不删除任何内容）"},
+            args="[keep_recent_tokens] [-- what to keep] | --undo", needs_session=True),
     Command("summary", "%summary [--all]",
             {"en": "the active summary, what it covers, when and by which trigger it was made, the compactions so far "
                    "(--all: superseded summaries too)",
@@ -53,9 +55,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("branch", "%branch [node_id]",
             {"en": "list the branches, or switch HEAD to one",
              "zh": "列出分支，或把 HEAD 切换到某个分支"}, args="[node_id]", needs_session=True),
-    Command("new", "%new [--name NAME]",
-            {"en": "start a fresh session for this notebook (the old one is kept)",
-             "zh": "为此笔记本开始一个新会话（旧会话会保留）"}, args="[--name NAME]", aliases=("clear",)),
+    Command("new", "%new [--name NAME] [--from-summary [N]]",
+            {"en": "start a fresh session for this notebook (the old one is kept); --from-summary: seeded with the "
+                   "current one's summary, memory and last N turns (default 2), linked to it",
+             "zh": "为此笔记本开始一个新会话（旧会话会保留）；--from-summary：以当前会话的摘要、记忆和最近 N 轮对话"
+                   "（默认 2）开始，并与其关联"}, args="[--name NAME] [--from-summary [N]]", aliases=("clear",)),
     Command("sessions", "%sessions [--delete NAME [--yes] | --share NAME ROLE | --unshare NAME ROLE]",
             {"en": "list sessions with size and last use; --delete NAME says what it would delete, --yes deletes "
                    "the session and everything of it; --share NAME ROLE lets a database role see and continue it "

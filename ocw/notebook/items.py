@@ -131,7 +131,8 @@ def summary_items(rows: list[dict], now: _dt.datetime | None = None) -> tuple[di
     active, capsules = {}, []
     for s in rows:
         capsule = {"id": s["id"], "cover_count": int(s["cover_count"]), "time": time_label(s["created_at"], now),
-                   "tokens": int(s.get("tokens") or 0), "active": bool(s["active"])}
+                   "tokens": int(s.get("tokens") or 0), "active": bool(s["active"]),
+                   "undone": bool(s.get("undone"))}
         capsules.append(capsule)
         if s["active"]:
             content = s.get("content") or []

@@ -21,7 +21,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ocw.notebook import actions, references, report, user_commands, warmup
+from ocw.notebook import actions, references, report, stop_button, user_commands, warmup
 from ocw.notebook.actions import unquoted
 from ocw.notebook.config import PROVIDER_NAMES, make_config
 from ocw.notebook.runtime import Runtime
@@ -182,7 +182,10 @@ def load_ipython_extension(ipython, make_widget=None):
         print(note, file=sys.stderr)
     ipython.configurables.append(cfg)
     runtime = Runtime(ipython, cfg, make_widget=make_widget)
-    ipython.register_magics(OcwMagics(ipython, runtime))
+    magics = OcwMagics(ipython, runtime)
+    ipython.register_magics(magics)
+    runtime.rich_cells = lambda: magics.rich  # progress in place (ocw/notebook/progress.py)
+    stop_button.install(ipython)  # the stop button reaches a compaction the chat widget runs
     errors = runtime.errors = references.ErrorMemory()  # the last error, for {Err} in a message
     ipython.events.register("post_run_cell", errors)
     _state.update(runtime=runtime, shell=ipython, config=cfg, errors=errors)
@@ -199,6 +202,7 @@ def unload_ipython_extension(ipython):
             ipython.events.unregister("post_run_cell", errors)
         except ValueError:  # already gone
             pass
+    stop_button.uninstall(ipython)
     if runtime is not None:
         runtime.close()
     mm = ipython.magics_manager

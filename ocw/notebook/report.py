@@ -117,10 +117,12 @@ def branches_table(session) -> str:
     return "\n".join(lines)
 
 
-def sessions_table(rows: list[dict], current=None) -> str:
+def sessions_table(rows: list[dict], current=None, origins: dict[str, str] | None = None) -> str:
     """One line per session. The name comes last and whole: a notebook's session is
     named by its path, and two notebooks often differ only deep inside it, so any
-    cut could make two sessions look the same. Column widths follow the content."""
+    cut could make two sessions look the same. Column widths follow the content.
+    `origins`: the session each one continues (%new --from-summary), shown after its name."""
+    origins = origins or {}
     if not rows:
         return "No sessions yet; start one with %%chat."
     id_w = max(len("id"), *(len(str(r["id"])) for r in rows))
@@ -131,7 +133,8 @@ def sessions_table(rows: list[dict], current=None) -> str:
         last = r["updated_at"].strftime("%Y-%m-%d %H:%M") if r.get("updated_at") else "-"
         lines.append(f" {mark} {str(r['id']):<{id_w}}  {str(r['model']):<{model_w}}  {r['messages']:>8,}  "
                      f"{r['tokens']:>9,}  {last:<16}  {shown_name(r['name'])}"
-                     + (f"  (shared by {r['shared_by']})" if r.get("shared_by") else ""))
+                     + (f"  (shared by {r['shared_by']})" if r.get("shared_by") else "")
+                     + (f"  ← from {shown_name(origins[r['id']])}" if r["id"] in origins else ""))
     return "\n".join(lines)
 
 

@@ -47,6 +47,8 @@ class Runtime:
         self._served: dict = {}  # (provider, base URL) -> the model that server lists as its own
         self._probed: set = set()  # (session, provider, model, base URL) whose window was asked for
         self.unsaved = None  # a reply shown but not stored (ocw.conversation.turn.Unsaved): %ocw retry-save
+        self.rich_cells = lambda: False  # cells show display updates (set by the magics: ocw/notebook/progress.py)
+        self._watched: weakref.WeakSet = weakref.WeakSet()  # sessions whose progress shows in cells
         self.config.observe(self._on_auto_compact_change, names=["auto_compact"])
         self.config.observe(self._on_lang_change, names=["lang"])
         # Close the DuckDB file before the interpreter tears down: left to the
@@ -129,7 +131,7 @@ class Runtime:
         """The session a cell runs in, with the cell's options applied and kept."""
         return self._open_for_cell(name, new=new, model=model, provider=provider)[0]
 
-    def _open_for_cell(self, name, *, new, model, provider):
+    def _open_for_cell(self, name, *, new, model, provider, metadata: dict | None = None, pins: list[str] = ()):
         """Open (or create) the session and apply the cell's options. Returns the
         session and an `undo()` that takes every change back — the created session,
         the filed-away one's name, a model/provider/window switch, which session is
@@ -167,7 +169,8 @@ class Runtime:
                 restore = [store.session_rows([old.id])[old.id]]
             s = store.create_session(
                 name=name, model=want, provider=provider, context_window=cfg.context_window or cfg.resolved_window(want),
-                system_prompt=cfg.system_prompt, metadata={"tool_result_cap": cfg.tool_result_cap}, archive=archive,
+                system_prompt=cfg.system_prompt, metadata={"tool_result_cap": cfg.tool_result_cap, **(metadata or {})},
+                archive=archive, pins=pins,
             )
             delete = [s.id]
         touched = [r["id"] for r in restore] + delete
@@ -228,6 +231,11 @@ class Runtime:
         self.current, self._after_delete = s, None
         s.lang = self.config.lang
         s.reserve_ratio = self.config.auto_compact  # 0: automatic compaction is off
+        if s not in self._watched:
+            from ocw.notebook import progress
+
+            progress.watch(s, lambda: self.rich_cells())
+            self._watched.add(s)
         for w in list(self.widgets):
             w.attach(s)
 
@@ -258,6 +266,12 @@ class Runtime:
         if name is not None:
             checks.name(name, "--name")
         return self.session_for(name, new=True)
+
+    def open_new_session(self, name: str | None, metadata: dict, pins: list[str] = ()):
+        """A new session (the current one of that name filed away, as %new does) with
+        `metadata` and `pins`, made current; returns it and an `undo()` that takes it back
+        while nothing was written since (ocw/notebook/continuing.py seeds it)."""
+        return self._open_for_cell(name, new=True, model=None, provider=None, metadata=metadata, pins=pins)
 
     # -- providers --------------------------------------------------------------------
     def provider_for(self, session):
@@ -358,6 +372,12 @@ class Runtime:
             s = self.store.open_session(session_id)
         return s.compact(keep_recent_tokens=keep_recent_tokens, trigger="manual", provider=self.provider_for(s),
                          focus=focus)
+
+    def undo_compaction(self) -> str:
+        """`%compact --undo` and the chat widget's Undo: the one line it says."""
+        from ocw.conversation.undo import undo_message
+
+        return undo_message(self.require_session().undo_compaction(), self.config.lang)
 
     def retry_save(self) -> str:
         """`%ocw retry-save`: store the reply a failed write left on screen only, under the

@@ -15,6 +15,9 @@ import html
 
 from ocw.context import compaction_log
 from ocw.context import count as count_rules
+from ocw.context import lost as lost_rules
+from ocw.context import undo_log
+from ocw.conversation import continue_from
 
 
 def _when(entry: dict | None, node) -> str:
@@ -50,6 +53,8 @@ def _boundary_preview(session, node) -> str:
 def _status(session, node, active) -> str:
     if active is not None and node.id == active.id:
         return "active"
+    if node.id in undo_log.undone_ids(session.metadata):
+        return "undone"
     superseded = any(s.supersedes == node.id for s in session.summaries())
     return "superseded" if superseded else "not on this branch"
 
@@ -65,11 +70,18 @@ def _header(session, node, entry, status: str) -> str:
 def _log_lines(session) -> list[str]:
     meta = session.metadata
     count, inferred = count_rules.compaction_count(meta), count_rules.inferred_count(meta)
+    undone = undo_log.undone_ids(meta)
     lines = [f"Compactions so far: {count}" + (f" ({inferred} inferred from a drop in provider-reported usage; "
-                                                "inferred ones have no summary)" if inferred else "")]
+                                                "inferred ones have no summary)" if inferred else "")
+             + (f"; {len(undone)} undone (%compact --undo)" if undone else "")]
     for i, e in enumerate(compaction_log.entries(meta), 1):
         lines.append(f"  {i}. {_when(e, None)}  {_figures(e)}  → {e['summary']}"
+                     + (" [undone]" if e["summary"] in undone else "")
                      + (f"  focus: \u201c{e['focus']}\u201d" if e.get("focus") else ""))
+        lines.extend(f"     {line}" for line in lost_rules.lines(e.get("lost")))
+    if count >= lost_rules.MANY:  # said once, here: each compaction folds the last summary again
+        lines.append(f"This session has been compacted {count} times; each time the summary is summarized again "
+                     "and detail is lost. %new --from-summary continues in a fresh session from here.")
     return lines
 
 
@@ -98,6 +110,12 @@ def summary_parts(session, all_summaries: bool = False) -> list[tuple[str, str |
 
         out.append((_header(session, node, entry, _status(session, node, active)), block_text(texts[node.id])))
     out.extend((line, None) for line in _log_lines(session))
+    link = continue_from.origin_of(meta)
+    if link is not None:  # %new --from-summary: where this session came from
+        carried = f"its summary {link['summary']}" if link.get("summary") else "no summary"
+        out.append((f"Continued from session {continue_from.origin_name(session)!r} ({link['session']}) on "
+                    f"{str(link.get('at') or '?').replace('T', ' ').replace('+00:00', ' UTC')}: {carried} and "
+                    f"the last {link.get('turns', 0)} turn{'s' if link.get('turns') != 1 else ''}.", None))
     return out
 
 

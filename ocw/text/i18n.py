@@ -95,6 +95,30 @@ MESSAGES = {
         "doctor_offer": "To ask the model about this report: /doctor --send in the chat widget, "
                         "%ocw doctor --send in a cell (secrets removed).",
         "doctor_sent": "Sending the doctor report to the model as your message (secrets removed).",
+        # %compact --undo (ocw/conversation/undo.py)
+        # progress while compacting (ocw/notebook/progress.py, the ring, the chat widget)
+        "progress": "Compacting… {call} of {calls} · {elapsed} s",
+        "compact_stopped": "Compaction stopped: nothing was saved; the session is as it was",
+        "compact_stopped_hint": "run %compact again when you want it",
+        # compaction hooks (ocw/conversation/hooks.py)
+        "no_op_vetoed": "Compaction skipped: a pre_compact hook vetoed it ({reason}).",
+        "hook_error": "{event} hook {name} raised {error}; it was skipped",
+        # %new --from-summary (ocw/conversation/continue_from.py)
+        "from_summary_note": "This conversation continues session {name!r}. What it had established:",
+        "from_summary_done": "New session {name!r} continues {origin!r}: {what}; model {model}, window {window} tokens, "
+                             "{tokens} tokens to start with.",
+        "from_summary_summary": "its active summary and memory",
+        "from_summary_no_summary": "no summary (none was active there)",
+        "from_summary_turns": "the last {n} turn{s}",
+        "from_summary_pins": "{n} pin{s}",
+        "from_summary_nothing": "Nothing to continue from: session {name!r} has no summary and no turns yet",
+        "from_summary_nothing_hint": "chat first, or start afresh with %new",
+        "undo_nothing": "Nothing to undo: no summary is active on this branch",
+        "undo_nothing_hint": "%summary --all lists every summary; %compact folds older turns again",
+        "undo_done_prev": "Undid compaction {summary}: summary {active} is active again, {before} → {after} tokens "
+                          "(nothing deleted; compactions so far: {count}, {undone} undone).",
+        "undo_done_none": "Undid compaction {summary}: no summary is active now, the whole branch is read again, "
+                          "{before} → {after} tokens (nothing deleted; compactions so far: {count}, {undone} undone).",
     },
     "zh": {
         "started": "正在压缩上下文…",
@@ -165,6 +189,25 @@ MESSAGES = {
                           "在单元格中用 %ocw run name 运行）。",
         "doctor_offer": "想让模型看看这份报告：在聊天组件中输入 /doctor --send，在单元格中运行 %ocw doctor --send（密钥已移除）。",
         "doctor_sent": "正在把诊断报告作为你的消息发送给模型（密钥已移除）。",
+        "progress": "正在压缩… 第 {call} / {calls} 步 · {elapsed} 秒",
+        "compact_stopped": "压缩已停止：未保存任何内容，会话保持原样",
+        "compact_stopped_hint": "需要时再次运行 %compact",
+        "no_op_vetoed": "已跳过压缩：pre_compact 钩子否决了它（{reason}）。",
+        "hook_error": "{event} 钩子 {name} 抛出了 {error}；已跳过",
+        "from_summary_note": "此对话延续会话 {name!r}。此前已确立的内容：",
+        "from_summary_done": "新会话 {name!r} 延续 {origin!r}：{what}；模型 {model}，窗口 {window} tokens，起始 {tokens} tokens。",
+        "from_summary_summary": "其当前摘要与记忆",
+        "from_summary_no_summary": "无摘要（原会话没有生效的摘要）",
+        "from_summary_turns": "最近 {n} 轮对话",
+        "from_summary_pins": "{n} 条固定内容",
+        "from_summary_nothing": "无可延续的内容：会话 {name!r} 还没有摘要，也没有对话",
+        "from_summary_nothing_hint": "先进行对话，或用 %new 重新开始",
+        "undo_nothing": "没有可撤销的压缩：此分支上没有生效的摘要",
+        "undo_nothing_hint": "%summary --all 列出所有摘要；%compact 可再次折叠较早的对话",
+        "undo_done_prev": "已撤销压缩 {summary}：摘要 {active} 重新生效，{before} → {after} tokens"
+                          "（未删除任何内容；累计压缩 {count} 次，其中 {undone} 次已撤销）。",
+        "undo_done_none": "已撤销压缩 {summary}：当前没有生效的摘要，模型重新读取整个分支，{before} → {after} tokens"
+                          "（未删除任何内容；累计压缩 {count} 次，其中 {undone} 次已撤销）。",
     },
 }
 
@@ -179,13 +222,26 @@ def text(key: str, lang: str | None = None, **kw) -> str:
 
 
 def system_message(event: str, payload: dict | None = None, lang: str | None = None) -> str:
-    """The system message for a compaction event: started, finished (or no-op), failed."""
+    """The system message for a compaction event: started, finished (or no-op), failed —
+    then one line per compaction hook that raised (it was skipped; the compaction went on)."""
     payload = payload or {}
+    said = _system_message(event, payload, lang)
+    hook_lines = [text("hook_error", lang, event=e.get("event"), name=e.get("name"), error=e.get("error"))
+                  for e in payload.get("hook_errors") or () if isinstance(e, dict)]
+    return "\n".join([said, *hook_lines])
+
+
+def _system_message(event: str, payload: dict, lang: str | None) -> str:
     if event == "compaction_started":
         return text("started", lang)
+    if event == "compaction_progress":
+        return text("progress", lang, call=payload.get("call", 1), calls=payload.get("calls", 1),
+                    elapsed=f"{float(payload.get('elapsed') or 0):.1f}")
     if event == "compaction_finished":
         if payload.get("no_op"):
             kind = payload.get("no_op_kind")
+            if kind == "vetoed":
+                return text("no_op_vetoed", lang, reason=payload.get("reason") or "")
             return text({"too_short": "no_op_short", "nothing_older": "no_op_tail"}.get(kind, "no_op"), lang)
         n = payload.get("summarised_count", 0)
         done = text(

@@ -34,6 +34,7 @@ from anywidget.experimental import command
 from ocw.context import events as ev
 from ocw.widgets import snapshot
 from ocw.widgets._static import asset
+from ocw.conversation import continue_from
 from ocw.notebook.items import branch_items, message_items, summary_items, tool_step
 from ocw.notebook import actions, references, user_commands
 from ocw.notebook.commands import BY_NAME, slash_menu
@@ -113,6 +114,9 @@ class ChatWidget(Localized, anywidget.AnyWidget):
 
     session_id = t.Unicode("", help='The attached session\'s id; "" = no session.').tag(sync=True)
     session_name = t.Unicode("").tag(sync=True)
+    progress = t.Dict(help="A running compaction's step: {call, calls, elapsed} (the browser counts the time on), "
+                           "or {}.").tag(sync=True)
+    origin = t.Unicode("", help="The session this one continues (%new --from-summary), or \"\".").tag(sync=True)
     head = t.Unicode("", help="HEAD's node id.").tag(sync=True)
     messages = t.List(help="The loaded messages of the branch, oldest first (ocw.notebook.items).").tag(sync=True)
     has_older = t.Bool(False, help="Older messages can be loaded.").tag(sync=True)
@@ -186,6 +190,7 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         self._unsubscribe = session.events.subscribe(weak_listener(self))
         with self.hold_sync():
             self.session_id, self.session_name = str(session.id), shown(str(session.name or ""))
+            self.origin = shown(continue_from.origin_name(session) or "")
             self._refresh(force=True)
         return self
 
@@ -195,7 +200,7 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             unsubscribe()
         self._session, self._rows, self._key, self._notes = None, [], None, []
         with self.hold_sync():
-            self.session_id = self.session_name = self.head = ""
+            self.session_id = self.session_name = self.head = self.origin = ""
             self.messages, self.capsules, self.branches, self.notes = [], [], [], []
             self.summary, self.has_older = {}, False
 
@@ -216,6 +221,11 @@ class ChatWidget(Localized, anywidget.AnyWidget):
     def _on_event(self, name: str, payload: dict) -> None:
         if self._session is None:
             return
+        if name == ev.COMPACTION_PROGRESS:  # "Compacting… 2 of 5" in the status line
+            self.progress = {k: payload.get(k) for k in ("call", "calls", "elapsed")}
+            return
+        if name in (ev.COMPACTION_FINISHED, ev.COMPACTION_FAILED):
+            self.progress = {}
         if name in (ev.COMPACTION_STARTED, ev.COMPACTION_FINISHED, ev.COMPACTION_FAILED):
             kind = NOTE_KINDS.get(name) or ("no_op" if payload.get("no_op") else "finished")
             text = self._note(kind, system_message(name, payload, self.lang), (name, payload))

@@ -222,7 +222,8 @@ class ContextWidget(Localized, anywidget.AnyWidget):
             return
         if name == ev.OCCUPANCY_CHANGED:
             self._apply_occupancy(payload)
-        elif name == ev.COMPACTION_STARTED:
+        elif name == ev.COMPACTION_STARTED or (name == ev.COMPACTION_PROGRESS and (payload.get("calls") or 1) > 1):
+            # "Compacting… 2 of 5 · 3.1 s" once there is more than one call to count
             with self.hold_sync():
                 self.busy = True
                 self._say((name, payload))

@@ -65,8 +65,10 @@ def state(store, s) -> dict:
 
 
 def record(s) -> list[tuple[str, dict]]:
+    """The compaction's outcome events (its progress steps are pinned in tests/conversation/test_progress.py)."""
     seen: list[tuple[str, dict]] = []
-    s.events.subscribe(lambda name, p: seen.append((name, p)) if name.startswith("compaction_") else None)
+    s.events.subscribe(lambda name, p: seen.append((name, p))
+                       if name.startswith("compaction_") and name != "compaction_progress" else None)
     return seen
 
 

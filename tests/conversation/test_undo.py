@@ -1,0 +1,95 @@
+"""%compact --undo at the session level, on both backends (DuckDB file, PostgreSQL):
+the newest summary stops rendering through an appended record, the one before it
+(or none) renders again, the generation bumps, the lifetime count stays and says
+how many were undone, nothing is deleted, and a second store reads the same."""
+from __future__ import annotations
+
+import pytest
+
+import ocw
+from ocw.context import undo_log
+from ocw.text.errors import OcwError
+
+
+@pytest.fixture(params=["duckdb", "postgresql"])
+def store(request, tmp_path):
+    where = str(tmp_path / "s.duckdb") if request.param == "duckdb" else request.getfixturevalue("pg_url")
+    s = ocw.Store(where)
+    assert s.backend.kind == request.param
+    yield s
+    s.close()
+
+
+def grow(s, n, tag):
+    s.append_many([("user" if i % 2 == 0 else "assistant", f"{tag} {i} " + "words " * 300) for i in range(n)])
+
+
+def two_compactions(s, fake_summarizer):
+    grow(s, 20, "early")
+    first = s.compact(provider=fake_summarizer("FIRST summary of the early turns"))
+    grow(s, 20, "later")
+    history_before_second = s.rendered_history()
+    second = s.compact(provider=fake_summarizer("SECOND summary of the later turns"))
+    assert first.outcome == second.outcome == "succeeded"
+    return first, second, history_before_second
+
+
+def test_undo_brings_back_the_summary_before_and_then_none(store, fake_summarizer):
+    s = store.create_session(context_window=16_000)
+    first, second, history_before_second = two_compactions(s, fake_summarizer)
+    assert s.active_summary().id == second.summary_id and s.compaction_count == 2
+    nodes_before = s.backend.node_count(s.id)
+    generation, head = s.generation, s.head
+
+    undone = s.undo_compaction()
+    assert undone["summary"] == second.summary_id and undone["active"] == first.summary_id
+    assert s.active_summary().id == first.summary_id
+    assert s.rendered_history() == history_before_second  # the model reads what it read before compaction 2
+    assert undone["tokens_before"] == second.tokens_after and undone["tokens_after"] == second.tokens_before
+    assert s.occupancy()["total"] == second.tokens_before
+    assert s.generation == generation + 1 and s.head == head
+    assert (s.compaction_count, undone["count"], undone["undone"]) == (2, 2, 1)  # the count is not decreased
+    assert s.backend.node_count(s.id) == nodes_before  # nothing appended as a node, nothing deleted
+    assert [n.id for n in s.summaries()] == [first.summary_id, second.summary_id]
+
+    again = s.undo_compaction()
+    assert again["active"] is None and s.active_summary() is None
+    texts = [m for m in s.rendered_history() if m["role"] != "system"]
+    assert not any(m.get("name") == "context/summary" for m in texts)
+    assert len([m for m in texts if m["role"] in ("user", "assistant")]) == 40  # the whole branch again
+    assert (s.compaction_count, again["undone"], s.generation) == (2, 2, generation + 2)
+
+    with pytest.raises(OcwError, match="Nothing to undo: no summary is active on this branch"):
+        s.undo_compaction()
+    assert (s.generation, undo_log.undone_count(s.metadata)) == (generation + 2, 2)
+
+
+def test_an_undo_is_what_a_second_store_reads_and_a_new_compaction_supersedes_the_one_before(store, fake_summarizer):
+    s = store.create_session(context_window=16_000)
+    first, second, _ = two_compactions(s, fake_summarizer)
+    s.undo_compaction()
+    two = ocw.Store(store.path)
+    try:
+        t = two.open_session(s.id)
+        assert t.active_summary().id == first.summary_id
+        assert (t.generation, t.compaction_count) == (s.generation, 2)
+        assert t.rendered_history() == s.rendered_history()
+        assert [row["undone"] for row in t.branch_summaries()] == [False, True]
+    finally:
+        two.close()
+    third = s.compact(provider=fake_summarizer("THIRD summary, after the undo"))
+    assert third.outcome == "succeeded" and s.active_summary().id == third.summary_id
+    assert s.active_summary().supersedes == first.summary_id  # not the undone one
+    assert (s.compaction_count, undo_log.undone_count(s.metadata)) == (3, 1)
+
+
+def test_undo_waits_for_no_compaction_and_refuses_during_one(store, fake_summarizer):
+    s = store.create_session(context_window=16_000)
+    two_compactions(s, fake_summarizer)
+    assert s.compact_lock.acquire(blocking=False)
+    try:
+        with pytest.raises(OcwError, match="already running"):
+            s.undo_compaction()
+    finally:
+        s.compact_lock.release()
+    assert undo_log.undone_count(s.metadata) == 0
