@@ -80,13 +80,61 @@ def start_proxy(upstream: RunningServer, tmp: Path):
         _stop(server)
 
 
+class SessionProxy:
+    """One LiteLLM proxy per upstream for the whole test session, started again when its
+    process has exited. In one full run of the suite the llama-cpp-python proxy was gone
+    after ~30 tests (every later request "connection refused"; alone, the same tests
+    pass), and what these tests check is ocw behind a gateway, not the gateway's uptime.
+    A restart is never silent: it prints the exit code and the end of the dead proxy's
+    log (where a crash ocw caused would show), and `restarts` counts them."""
+
+    def __init__(self, upstream: RunningServer, tmp: Path):
+        self.upstream, self.tmp = upstream, tmp
+        self.server: RunningServer | None = None
+        self._run = None
+        self.restarts = 0
+
+    def get(self) -> RunningServer:
+        if self.server is not None and self.server.proc.poll() is not None:
+            tail = "\n".join(self.server.log.read_text(errors="replace").splitlines()[-20:])
+            print(f"\n{self.server.name} had exited (code {self.server.proc.returncode}); starting it again. "
+                  f"The end of its log:\n{tail}", file=sys.stderr)
+            self.restarts += 1
+            self.close()
+        if self.server is None:
+            folder = self.tmp / f"run-{self.restarts}"
+            folder.mkdir(exist_ok=True)
+            self._run = start_proxy(self.upstream, folder)
+            self.server = next(self._run)
+        return self.server
+
+    def close(self) -> None:
+        if self._run is not None:
+            self._run.close()  # start_proxy's finally: the process is stopped
+        self._run = self.server = None
+
+
 @pytest.fixture(scope="session")
-def litellm_llama_server(llama_server, tmp_path_factory):
+def _litellm_llama_server_proxy(llama_server, tmp_path_factory):
+    proxy = SessionProxy(llama_server, tmp_path_factory.mktemp("litellm-llama-server"))
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture(scope="session")
+def _litellm_llama_cpp_python_proxy(llama_cpp_python_server, tmp_path_factory):
+    proxy = SessionProxy(llama_cpp_python_server, tmp_path_factory.mktemp("litellm-llama-cpp-python"))
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture
+def litellm_llama_server(_litellm_llama_server_proxy):
     """LiteLLM in front of llama-server (OpenAI wire; its /v1/messages reaches llama-server's /v1/responses)."""
-    yield from start_proxy(llama_server, tmp_path_factory.mktemp("litellm-llama-server"))
+    return _litellm_llama_server_proxy.get()
 
 
-@pytest.fixture(scope="session")
-def litellm_llama_cpp_python(llama_cpp_python_server, tmp_path_factory):
+@pytest.fixture
+def litellm_llama_cpp_python(_litellm_llama_cpp_python_proxy):
     """LiteLLM in front of llama-cpp-python (OpenAI wire only: its /v1/messages needs /v1/responses)."""
-    yield from start_proxy(llama_cpp_python_server, tmp_path_factory.mktemp("litellm-llama-cpp-python"))
+    return _litellm_llama_cpp_python_proxy.get()

@@ -40,3 +40,21 @@ def test_behind_litellm_llama_servers_overflow_is_seen_with_its_window(litellm_l
         assert reply.text.strip() or reply.tool_uses
     finally:
         p.close()
+
+
+def test_a_proxy_that_exited_is_started_again_and_said(_litellm_llama_cpp_python_proxy, capsys):
+    """The session's proxy helper (tests/litellm_proxy.py): a dead proxy is replaced, with
+    its exit code and log said on stderr, and the new one answers."""
+    import httpx
+
+    proxy = _litellm_llama_cpp_python_proxy
+    first = proxy.get()
+    assert proxy.get() is first  # alive: the same process
+    first.proc.terminate()
+    first.proc.wait(30)
+    before = proxy.restarts
+    second = proxy.get()
+    assert second is not first and proxy.restarts == before + 1 and second.proc.poll() is None
+    assert "had exited (code" in capsys.readouterr().err
+    r = httpx.get(second.openai_url + "/models", headers={"Authorization": f"Bearer {second.api_key}"}, timeout=30)
+    assert r.status_code == 200
