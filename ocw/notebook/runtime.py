@@ -293,6 +293,45 @@ class Runtime:
         session.provider = p
         return p
 
+    def summarizer_for(self, session, probe: bool = True):
+        """The summarizer of its own compactions call (Ocw.summary_provider / summary_model /
+        summary_base_url), built here like the chat's provider; None when none is set (the
+        chat model summarizes, as before). Its window is its model's known one, asked of its
+        server once per session (as the chat's is) and kept apart from the chat's
+        (ocw/conversation/summarizer.py)."""
+        from ocw.notebook.config import known_context_window
+        from ocw.providers import make_provider
+        from ocw.providers.registry import info, resolve_key
+
+        cfg = self.config
+        if not cfg.own_summarizer():
+            session.summarizer = None
+            return None
+        name = cfg.summary_provider or session.provider_name
+        same = name == session.provider_name
+        model = cfg.summary_model or (session.model if same else info(name).default_model)
+        base_url = cfg.summary_base_url or (cfg.base_url if same else None)
+        # Ocw.api_key is the chat provider's: another provider's key comes from its own variable.
+        api_key = resolve_key(name, cfg.api_key if same else None)
+        window = known_context_window(model)
+        key = ("summarizer", name, model, base_url, api_key, window, cfg.timeout, cfg.max_retries)
+        p = self._providers.get(key)
+        if p is None:
+            p = make_provider(name, model=model, base_url=base_url, api_key=api_key, timeout=cfg.timeout,
+                              max_retries=cfg.max_retries, context_window=window)
+            self._providers[key] = p
+        ask, probe = probe, getattr(p, "probe_window", None)
+        probed = ("summarizer", session.id, name, model, base_url)
+        if probe is not None and probed not in self._probed and ask:
+            self._probed.add(probed)
+            found = probe()
+            if found:
+                from ocw.conversation import summarizer
+
+                summarizer.learn_window(session, p, found[0], found[1], reported=True)
+        session.summarizer = p
+        return p
+
     # -- actions ----------------------------------------------------------------------
     def chat(self, text: str, *, session: str | None = None, new: bool = False, model: str | None = None,
              provider: str | None = None, tools: bool | None = None, on_text=None, on_system=None, on_tool=None):
@@ -318,6 +357,7 @@ class Runtime:
             registry = self.tool_registry().active(builtins=self.config.tools if tools is None else tools, session=s)
             provider = self.provider_for(s)
             self._probe_window(s, provider, on_system)
+            summarizer = self.summarizer_for(s)
             undo.rearm()  # a window the server reported is the cell's too: undone with it
             from ocw.conversation.turn import run_turn
 
@@ -325,7 +365,7 @@ class Runtime:
                 s, text, provider, threshold=self.config.auto_compact, lang=self.config.lang,
                 tools=registry, max_steps=self.config.max_tool_steps, max_output_tokens=self.config.max_output_tokens,
                 prune=self.config.prune_tool_output, reactive_compact=self.config.reactive_compact,
-                on_text=on_text, on_system=on_system, on_tool=on_tool,
+                summarizer=summarizer, on_text=on_text, on_system=on_system, on_tool=on_tool,
             )
         except BaseException as e:
             unsaved = getattr(e, "unsaved", None)
@@ -370,8 +410,10 @@ class Runtime:
         s = self.require_session()
         if session_id is not None and s.id != session_id:
             s = self.store.open_session(session_id)
-        return s.compact(keep_recent_tokens=keep_recent_tokens, trigger="manual", provider=self.provider_for(s),
-                         focus=focus)
+        chat = self.provider_for(s)
+        own = self.summarizer_for(s)
+        return s.compact(keep_recent_tokens=keep_recent_tokens, trigger="manual", provider=own or chat,
+                         focus=focus, own_summarizer=own is not None)
 
     def undo_compaction(self) -> str:
         """`%compact --undo` and the chat widget's Undo: the one line it says."""
