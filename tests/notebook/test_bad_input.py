@@ -470,7 +470,8 @@ def test_magic_and_config_rows(row, oip, openai_env, tmp_path, store_dump, capsy
 
 ENV_TRAIT = {"OCW_DB": "db", "OCW_PROVIDER": "provider", "OCW_CONTEXT_WINDOW": "context_window",
              "OCW_AUTO_COMPACT": "auto_compact", "OCW_LANG": "lang", "OCW_DEBUG": "debug", "OCW_MODEL": "model",
-             "OCW_BASE_URL": "base_url"}
+             "OCW_BASE_URL": "base_url", "OCW_SUMMARY_PROVIDER": "summary_provider",
+             "OCW_SUMMARY_MODEL": "summary_model", "OCW_SUMMARY_BASE_URL": "summary_base_url"}
 
 
 @pytest.mark.parametrize("row", ENV_ROWS, ids=_ids(ENV_ROWS))
