@@ -89,6 +89,9 @@ def test_compact_calls_the_summarizer_server_and_the_chat_server_gets_none(own_e
     line = next(ln for ln in out.splitlines() if ln.strip().startswith("Summarizer:"))
     assert line.strip().startswith(f"Summarizer: openai/{MODEL} (its own; window 8,192 tokens")
     assert "Window" not in line and "2,000 tokens" in out  # the chat's window stays the chat's
+    w = ocw.notebook.magics.get_runtime().context_widget()  # the ring's panel shows the same row
+    assert w.summarizer == {"name": f"openai/{MODEL}", "window": 8192, "calibration": 1.0, "samples": 1}
+    assert w.window == 2000
 
 
 def test_automatic_compaction_in_a_chat_cell_uses_the_summarizer(own_env, ip, capsys):
