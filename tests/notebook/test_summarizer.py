@@ -107,6 +107,21 @@ def test_automatic_compaction_in_a_chat_cell_uses_the_summarizer(own_env, ip, ca
     assert s.metadata["compactions"][-1]["summarizer"] == f"openai/{MODEL}"
 
 
+def test_reactive_compaction_after_a_refusal_uses_the_summarizer(own_env, ip, capsys):
+    chat_srv, summ = own_env
+    ip.run_cell("%config Ocw.auto_compact = 0")  # only the refusal compacts
+    three_long_turns(ip, chat_srv, capsys)
+    chat_srv.script(overflow=True)  # the chat's server refuses the next request as too long
+    chat_srv.script(text="Reply 3: fits now.")
+    out = chat(ip, "Turn 3. A short question.", capsys)
+    assert "Reply 3: fits now." in out
+    assert [r.is_summary for r in chat_srv.requests] == [False] * 5  # three turns, the refusal, the retry
+    assert len(summ.requests) >= 1 and all(r.is_summary for r in summ.requests)
+    s = session()
+    assert [e["trigger"] for e in s.metadata["compactions"]] == ["reactive"]
+    assert s.metadata["compactions"][-1]["summarizer"] == f"openai/{MODEL}"
+
+
 def test_unset_the_chat_server_summarizes_as_before(openai_env, summ, ip, capsys):
     three_long_turns(ip, openai_env, capsys)
     openai_env.script(text="Summary: the garden.")
