@@ -387,11 +387,11 @@ describe("panel", () => {
     expect($(".ocw-summarizer").hidden).toBe(false);
     expect($(".ocw-summarizer-label").textContent).toBe("Summarizer");
     expect($(".ocw-summarizer").textContent).toBe(
-      "openai/tiny-summarizer (its own; window 1,024 tokens, measured ÷ estimated = 1.90, 2 samples)");
+      "openai/tiny-summarizer (its own; window 1,024 tokens, measured ÷ estimated = 1.90, samples: 2)");
     model.set("labels", UI_LABELS.zh);
     expect($(".ocw-summarizer-label").textContent).toBe("摘要模型");
     expect($(".ocw-summarizer").textContent).toBe(
-      "openai/tiny-summarizer（独立；窗口 1,024 tokens，实测 ÷ 估算 = 1.90，2 个样本）");
+      "openai/tiny-summarizer（独立；窗口 1,024 tokens，实测 ÷ 估算 = 1.90，样本数：2）");
     model.set("summarizer", {});
     expect($(".ocw-summarizer").hidden).toBe(true);
   });

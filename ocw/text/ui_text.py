@@ -34,7 +34,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "calibration": "measured ÷ estimated",
         "summarizer": "Summarizer",
         "summarizer_value": "{name} (its own; window {window} tokens, measured ÷ estimated = {calibration}, "
-                            "{samples} samples)",
+                            "samples: {samples})",
         "window_from": "Window from",
         "reserve": "Auto-compaction at",
         "off": "off",
@@ -177,7 +177,7 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "measured": "实测",
         "calibration": "实测 ÷ 估算",
         "summarizer": "摘要模型",
-        "summarizer_value": "{name}（独立；窗口 {window} tokens，实测 ÷ 估算 = {calibration}，{samples} 个样本）",
+        "summarizer_value": "{name}（独立；窗口 {window} tokens，实测 ÷ 估算 = {calibration}，样本数：{samples}）",
         "window_from": "窗口来源",
         "reserve": "自动压缩阈值",
         "off": "关闭",

@@ -150,7 +150,7 @@ def test_the_summarizer_calibrates_itself_not_the_chat(own_env, ip, capsys):
     assert own["model"] == MODEL and own["samples"] == 1
     assert 1.7 < own["ratio"] < 2.1  # measured ÷ estimated of the summarizer's own request
     res, out, err = run(ip, "%context --text", capsys)
-    assert f"measured ÷ estimated = {own['ratio']:.2f}, 1 samples)" in out
+    assert f"measured ÷ estimated = {own['ratio']:.2f}, samples: 1)" in out
 
 
 def test_a_small_summarizer_window_from_its_server_chunks_its_calls(own_env, ip, capsys):
