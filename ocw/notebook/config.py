@@ -371,7 +371,7 @@ class Ocw(Configurable):
                    "summary_provider", "summary_model", "summary_base_url")
     # Read from the environment again at every command while nothing else set them:
     # `%env OCW_BASE_URL=...` (or os.environ) takes effect at the next cell, as a key does.
-    PER_CELL = ("base_url",)
+    PER_CELL = ("base_url", "summary_base_url")
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)

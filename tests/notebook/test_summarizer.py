@@ -207,3 +207,16 @@ def test_bad_environment_values_stop_the_cell_in_one_line(var, value, openai_env
     line = one_line_usage_error(res, out, err)
     assert var in line and repr(value) in line
     assert openai_env.requests == [] and summ.requests == []
+
+
+def test_the_summarizers_server_set_by_env_after_load_takes_effect_at_the_next_cell(openai_env, summ, monkeypatch,
+                                                                                  ip, capsys):
+    """OCW_SUMMARY_BASE_URL is read again at every command while nothing configured it, as OCW_BASE_URL is."""
+    three_long_turns(ip, openai_env, capsys)
+    monkeypatch.setenv("OCW_SUMMARY_BASE_URL", summ.openai_url)  # after %load_ext and three cells
+    res, out, err = run(ip, "%compact", capsys)
+    assert res.error_in_exec is None, err
+    assert len(summ.requests) == 1 and summ.requests[0].is_summary
+    assert [r.is_summary for r in openai_env.requests] == [False] * 3
+    # The chat's provider and model, on the summarizer's server.
+    assert session().metadata["compactions"][-1]["summarizer"] == f"openai/{session().model}"
