@@ -60,11 +60,11 @@ def _status(session, node, active) -> str:
 
 
 def _by(entry: dict | None) -> str:
-    """Which model summarized (the compaction log keeps it since issue 27): the chat's, or its own."""
-    name = (entry or {}).get("summarizer")
-    if not name:
+    """Which model summarized, when it was a summarizer of its own (Ocw.summary_model). The chat
+    model's compactions read as they always did (the log keeps its name all the same)."""
+    if not (entry or {}).get("own_summarizer") or not entry.get("summarizer"):
         return ""
-    return f", summarized by {name}" + (" (a summarizer of its own)" if entry.get("own_summarizer") else "")
+    return f", summarized by {entry['summarizer']} (a summarizer of its own)"
 
 
 def _header(session, node, entry, status: str) -> str:
@@ -84,7 +84,7 @@ def _log_lines(session) -> list[str]:
              + (f"; {len(undone)} undone (%compact --undo)" if undone else "")]
     for i, e in enumerate(compaction_log.entries(meta), 1):
         lines.append(f"  {i}. {_when(e, None)}  {_figures(e)}  → {e['summary']}"
-                     + (f"  by {e['summarizer']}" if e.get("summarizer") else "")
+                     + (f"  by {e['summarizer']}" if e.get("own_summarizer") and e.get("summarizer") else "")
                      + (" [undone]" if e["summary"] in undone else "")
                      + (f"  focus: \u201c{e['focus']}\u201d" if e.get("focus") else ""))
         lines.extend(f"     {line}" for line in lost_rules.lines(e.get("lost")))

@@ -132,6 +132,8 @@ def test_unset_the_chat_server_summarizes_as_before(openai_env, summ, ip, capsys
     s = session()
     entry = s.metadata["compactions"][-1]
     assert entry["summarizer"] == f"openai/{s.model}" and entry["own_summarizer"] is False
+    res, out, err = run(ip, "%summary", capsys)
+    assert "by manual compaction\n" in out and "summarized by" not in out  # reads as it always did
     res, out, err = run(ip, "%context --text", capsys)
     assert "Summarizer" not in out
 
