@@ -38,6 +38,7 @@ const WATCHED = [
   "auto_paused",
   "left_out",
   "usage_unverified",
+  "summarizer",
   "pruned_results",
   "pruned_tokens",
   "encoding_exact",
@@ -193,6 +194,7 @@ function render({ model, el }) {
   const [prunedLabel, prunedValue] = fact("ocw-pruned");
   const [leftOutLabel, leftOutValue] = fact("ocw-left-out");
   const [unverifiedLabel, unverifiedValue] = fact("ocw-unverified");
+  const [summarizerLabel, summarizerValue] = fact("ocw-summarizer");
 
   const countRow = h("div", "ocw-count-row");
   const countLabel = h("span", "ocw-count-label");
@@ -365,6 +367,16 @@ function render({ model, el }) {
     unverifiedLabel.textContent = L.unverified;
     unverifiedValue.textContent = fill(L.unverified_value, { n: formatInt(unverified) });
     unverifiedLabel.hidden = unverifiedValue.hidden = unverified <= 0;
+    // A summarizer of its own (Ocw.summary_model): its name, window and calibration, only when set.
+    const own = hasSession ? model.get("summarizer") || {} : {};
+    summarizerLabel.textContent = L.summarizer;
+    summarizerValue.textContent = own.name ? fill(L.summarizer_value, {
+      name: own.name,
+      window: formatInt(own.window),
+      calibration: Number(own.calibration || 1).toFixed(2),
+      samples: formatInt(own.samples || 0),
+    }) : "";
+    summarizerLabel.hidden = summarizerValue.hidden = !own.name;
 
     countLabel.textContent = L.count;
     const inferred = Number(model.get("compaction_inferred")) || 0;

@@ -379,6 +379,23 @@ describe("panel", () => {
     expect($(".ocw-unverified").textContent).toBe("2 reports below what the request holds: unverified, not used");
   });
 
+  it("shows a summarizer of its own, and only when one is set (issue 27)", () => {
+    const model = mount({ panel_open: true, summarizer: {} });
+    expect($(".ocw-summarizer").hidden).toBe(true);
+    expect($(".ocw-summarizer-label").hidden).toBe(true);
+    model.set("summarizer", { name: "openai/tiny-summarizer", window: 1024, calibration: 1.9, samples: 2 });
+    expect($(".ocw-summarizer").hidden).toBe(false);
+    expect($(".ocw-summarizer-label").textContent).toBe("Summarizer");
+    expect($(".ocw-summarizer").textContent).toBe(
+      "openai/tiny-summarizer (its own; window 1,024 tokens, measured ÷ estimated = 1.90, samples: 2)");
+    model.set("labels", UI_LABELS.zh);
+    expect($(".ocw-summarizer-label").textContent).toBe("摘要模型");
+    expect($(".ocw-summarizer").textContent).toBe(
+      "openai/tiny-summarizer（独立；窗口 1,024 tokens，实测 ÷ 估算 = 1.90，样本数：2）");
+    model.set("summarizer", {});
+    expect($(".ocw-summarizer").hidden).toBe(true);
+  });
+
   it("shows pruned tool output as its own line, and only when some was pruned", () => {
     const model = mount({ panel_open: true, pruned_results: 0, pruned_tokens: 0 });
     expect($(".ocw-pruned").hidden).toBe(true);

@@ -1,7 +1,8 @@
 """The compaction log: what `%summary` shows about each compaction ocw made.
 
 Pure rules over session metadata. metadata["compactions"] is a list of entries,
-oldest first — {summary, trigger, at, before, after, folded, covers, focus} —
+oldest first — {summary, trigger, at, before, after, folded, covers, focus, lost,
+summarizer ('provider/model' that wrote it), own_summarizer} —
 appended in the same transaction as the summary it describes (Session.
 _persist_summary's change(row)), so an entry exists exactly when its summary
 does. Bounded (LOG_MAX): the metadata is read on every change of the session

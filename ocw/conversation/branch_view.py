@@ -393,6 +393,11 @@ class BranchView(PrunedView):
                 auto_paused=self.auto_compact_failures >= AUTO_FAILURE_LIMIT,
                 usage_unverified=cal.unverified_count(self._row["metadata"]),
             )
+            own = getattr(self, "summarizer", None)  # a summarizer of its own, set by the notebook layer
+            if own is not None:
+                from ocw.conversation import summarizer
+
+                occ["summarizer"] = summarizer.describe(self, own)
             saved, results = self.pruned()
             if results:  # in the ring's tokens: the figure a user compares with the total
                 factor = occ["total"] / occ["estimated_total"] if occ["estimated_total"] else 1.0

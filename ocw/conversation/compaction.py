@@ -30,7 +30,8 @@ from ocw.context.pins import apply_forgets, forgets
 from ocw.context.render import render_blocks
 from ocw.context.structural import structural_summary
 from ocw.conversation import hooks, stop
-from ocw.text.errors import CompactionInProgress, OcwError
+from ocw.conversation import summarizer as own_rules
+from ocw.text.errors import CompactionInProgress, ContextOverflowError, OcwError
 from ocw.text.i18n import text as i18n_text
 
 AUTO_FAILURE_LIMIT = 3
@@ -52,9 +53,12 @@ def summarizer_window(provider, session) -> int:
 
 
 def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "manual",
-            provider=None, focus: str | None = None, incoming: int | None = None) -> CompactionResult:
+            provider=None, focus: str | None = None, incoming: int | None = None,
+            own_summarizer: bool = False) -> CompactionResult:
     """`incoming` (calibrated tokens of the message about to be sent): given for an
-    automatic compaction, it lands the session well under the line (landing.py)."""
+    automatic compaction, it lands the session well under the line (landing.py).
+    `own_summarizer`: `provider` is a summarizer of its own (Ocw.summary_model), planned
+    with its own window and calibration (ocw/conversation/summarizer.py), not the chat's."""
     if keep_recent_tokens is not None and (
         not isinstance(keep_recent_tokens, int) or isinstance(keep_recent_tokens, bool) or keep_recent_tokens < 0
     ):
@@ -62,7 +66,8 @@ def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "m
     if not session.compact_lock.acquire(blocking=False):
         raise CompactionInProgress(i18n_text("busy", getattr(session, "lang", None)))
     try:
-        return _compact_locked(session, keep_recent_tokens, trigger, provider, focus, incoming)
+        return _compact_locked(session, keep_recent_tokens, trigger, provider, focus, incoming,
+                               own_summarizer and provider is not None)
     finally:
         session.compaction_running = False
         session.compact_lock.release()
@@ -79,7 +84,15 @@ def _unpruned(session, plan) -> dict[str, list]:
     return {nid: render_blocks(blocks, cap, enc) for nid, blocks in contents.items()}
 
 
-def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, incoming=None) -> CompactionResult:
+def _sizing(session, provider, own: bool) -> tuple[int, float]:
+    """The summarizer's window and calibration: its own when it is a summarizer of its own."""
+    if own:
+        return own_rules.window(session, provider), own_rules.calibration(session, provider)
+    return summarizer_window(provider, session), session.calibration
+
+
+def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, incoming=None,
+                    own=False) -> CompactionResult:
     session.sync()
     # "X" of "X → Y" is the figure the ring showed just before (measured or calibrated).
     tokens_before = session.occupancy()["total"]
@@ -117,8 +130,13 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
                                     reason=info.vetoed, payload=payload)
         focus = info.focus
     provider = provider or _default_provider(session)
-    prep = prepare(plan, provider, window=summarizer_window(provider, session), calibration=session.calibration,
-                   encoding=session.encoding.name, focus=focus)
+
+    def prepared():
+        window, calibration = _sizing(session, provider, own)
+        return prepare(plan, provider, window=window, calibration=calibration, encoding=session.encoding.name,
+                       focus=focus)
+
+    prep = prepared()
     session.compaction_running = True
     started, planned, stops = time.monotonic(), max(1, len(prep.chunks)), stop.count()
     session.events.emit(ev.COMPACTION_STARTED, {"trigger": trigger, "tokens_before": tokens_before,
@@ -139,7 +157,19 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
     small = keep_recent_tokens is None and plan.replaced_tokens < MIN_SUMMARIZER_INPUT  # an explicit keep asks the model
     structural = no_room or small
     try:
-        text = structural_text(prep) if structural else summarize(provider, prep, on_call)[0]
+        if structural:
+            text = structural_text(prep)
+        else:
+            try:
+                text = summarize(provider, prep, on_call)[0]
+            except ContextOverflowError as e:
+                # A summarizer of its own refused a call as too long: its window is smaller than its
+                # model's known one. Learn it (its own, one write) and try once more, planned for it.
+                if not own or not own_rules.learn_window(session, provider, e.limit, "summarizer overflow"):
+                    raise
+                prep = prepared()
+                text = structural_text(prep) if prep.in_budget < MIN_SUMMARIZER_INPUT \
+                    else summarize(provider, prep, on_call)[0]
         stop.check(stops)  # pressed during the last call: still nothing saved
         read = _unpruned(session, plan)
         # A real model's structured memory, grounded, merged with the deterministic pass (latest
@@ -151,9 +181,11 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
         memory = apply_forgets(memory, forgets(session.metadata))
         text = summary_blocks(finish(prep, text, memory), memory)
         record = {"trigger": trigger, "before": tokens_before, "folded": len(plan.new_messages),
-                  "focus": prep.focus or None, "lost": _lost(session, plan, text, memory)}
+                  "focus": prep.focus or None, "lost": _lost(session, plan, text, memory),
+                  "summarizer": own_rules.name_of(provider), "own_summarizer": own}
         summary_id = session._persist_summary(text, plan.boundary_id, head, generation,
-                                              usage_samples=prep.usage_samples, record=record)
+                                              usage_samples=prep.usage_samples, record=record,
+                                              summarizer_model=provider.model if own else None)
     except BaseException as e:  # KeyboardInterrupt included: nothing was persisted
         error = e.user_message() if isinstance(e, OcwError) else (str(e) or e.__class__.__name__)
         if trigger == "auto":

@@ -381,7 +381,7 @@ class Session(BranchView):
 
     # -- compaction ---------------------------------------------------------------
     def compact(self, keep_recent_tokens: int | None = None, trigger: str = "manual", provider=None,
-                focus: str | None = None, incoming: int | None = None):
+                focus: str | None = None, incoming: int | None = None, own_summarizer: bool = False):
         """Fold older turns into the rolling summary. See ocw.conversation.compaction. `focus`: what
         the summary should keep ("the list of file paths"), sent to the summarizer
         with the turns; the facts pass keeps identifiers of the kinds it names first."""
@@ -403,7 +403,7 @@ class Session(BranchView):
         if incoming is not None:
             checks.integer(incoming, "incoming", low=0)
         return compact(self, keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=provider, focus=focus,
-                       incoming=incoming)
+                       incoming=incoming, own_summarizer=bool(own_summarizer))
 
     def undo_compaction(self) -> dict:
         """Undo the active compaction (nothing deleted, no request sent). See ocw.conversation.undo."""
@@ -412,7 +412,7 @@ class Session(BranchView):
         return undo_compaction(self)
 
     def _persist_summary(self, text: str | list, boundary_id: str, expected_head: str | None, expected_generation: int,
-                         usage_samples=(), record: dict | None = None) -> str:
+                         usage_samples=(), record: dict | None = None, summarizer_model: str | None = None) -> str:
         """Append the summary node beside the branch (its boundary: the last covered
         node), supersede the old one, bump the generation and count the compaction —
         one transaction. HEAD does not move. Refuses if the branch moved while the
@@ -420,10 +420,13 @@ class Session(BranchView):
         estimated input) refine the calibration in the same write, so a failed
         compaction changes nothing at all. `record` ({trigger, before, folded, focus})
         becomes the compaction's log entry (ocw/context/compaction_log.py) in the same
-        write, with its time, what it covers and the total after it."""
+        write, with its time, what it covers and the total after it. `summarizer_model`: the
+        samples are a summarizer of its own's and calibrate it, not the chat model
+        (ocw/conversation/summarizer.py)."""
         import datetime as _dt
 
         from ocw.context import compaction_log
+        from ocw.conversation import summarizer as own_rules
         # `text`: the summary's prose, or its blocks (prose, then the session memory's block).
         blocks = list(text) if isinstance(text, list) else [{"type": "text", "text": text}]
         with self._lock:
@@ -439,7 +442,9 @@ class Session(BranchView):
             def change(row):
                 if row["head_id"] != expected_head or row["occupancy_generation"] != expected_generation:
                     raise StoreError("the conversation changed while compacting; nothing was saved")
-                meta = cal.with_samples(count_rules.count_own_compaction(row["metadata"]), usage_samples, row["model"])
+                meta = count_rules.count_own_compaction(row["metadata"])
+                meta = own_rules.with_samples(meta, usage_samples, summarizer_model) if summarizer_model \
+                    else cal.with_samples(meta, usage_samples, row["model"])
                 generation = row["occupancy_generation"] + 1
                 if record is not None:
                     after = self._total_for(parts_after, row, meta, generation)
@@ -447,7 +452,8 @@ class Session(BranchView):
                         "summary": summary["id"], "trigger": record.get("trigger"),
                         "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                         "before": record.get("before"), "after": after, "folded": record.get("folded"),
-                        "covers": boundary.depth, "focus": record.get("focus"), "lost": record.get("lost")})
+                        "covers": boundary.depth, "focus": record.get("focus"), "lost": record.get("lost"),
+                        "summarizer": record.get("summarizer"), "own_summarizer": record.get("own_summarizer")})
                 return {"metadata": meta, "occupancy_generation": generation}
 
             row, node = self.backend.insert_summary(self.id, summary, change)

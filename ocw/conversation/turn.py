@@ -133,7 +133,7 @@ class Turn:
 
     def __init__(self, session, provider, *, threshold: float = 0.8, lang: str = "en",
                  tools=None, max_steps: int = 8, max_output_tokens: int | None = None, prune: bool = True,
-                 reactive_compact: str = "auto",
+                 reactive_compact: str = "auto", summarizer=None,
                  on_text: Callable[[str], None] | None = None,
                  on_system: Callable[[str], None] | None = None,
                  on_tool: Callable[[dict, dict], None] | None = None):
@@ -147,6 +147,7 @@ class Turn:
         self.prune = prune
         checks.choice(reactive_compact, "reactive_compact", REACTIVE_MODES)
         self.reactive_compact = reactive_compact
+        self.summarizer = summarizer  # a summarizer of its own (Ocw.summary_model), or None: the chat model
         # The factor a retry is sized with when the refusal stated the prompt's size: the
         # refused request's own measure, used for its retry only and never learned (a
         # refused request is no sample of the model's tokenizer; DESIGN.md §3, issue 23).
@@ -166,8 +167,9 @@ class Turn:
             return None
         unsubscribe = s.events.subscribe(self._relay_compaction_event)
         try:
-            res = s.compact(keep_recent_tokens=keep_recent_tokens, trigger=trigger, provider=self.provider,
-                            incoming=incoming)
+            res = s.compact(keep_recent_tokens=keep_recent_tokens, trigger=trigger,
+                            provider=self.summarizer or self.provider, incoming=incoming,
+                            own_summarizer=self.summarizer is not None)
         finally:
             unsubscribe()
         self.result.compactions.append(res)

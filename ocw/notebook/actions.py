@@ -107,6 +107,8 @@ def context(rt, line: str, rich: bool) -> Result:
     if rich and not args.text:
         w = rt.context_widget()
         return Result(repr(w), widget=w)
+    if s is not None:
+        rt.summarizer_for(s, probe=False)  # the summarizer configured now, shown without asking its server
     return _no_session(rt) if s is None else Result(report.context_table(s, rt.config.lang))
 
 

@@ -99,6 +99,11 @@ def _from_env(var: str, check, hint: str):
         raise ConfigError(f"{var}={value!r}: {e}", hint=hint) from None
 
 
+def _provider_name(value, arg: str) -> str:
+    """A provider's name (any case, spaces around allowed), lowercased."""
+    return checks.choice(value.strip().lower() if isinstance(value, str) else value, arg, PROVIDER_NAMES)
+
+
 def ownership_check(value, *, look_inside: bool = False) -> str:
     """The database path `value` names (ocw.store.duckdb.ownership.check_path); with look_inside,
     an existing DuckDB file must also be ocw's (a read-only look; skipped while
@@ -161,6 +166,18 @@ class Ocw(Configurable):
                       help="API key. Prefer OPENAI_API_KEY / ANTHROPIC_API_KEY in the environment; never stored.")
     context_window = WholeNumber(0, config=True,
                          help="Context window in tokens, 1 to 2**31-1; 0 uses the model's known window (8192 when unknown). Env: OCW_CONTEXT_WINDOW.")
+    summary_provider = Unicode(None, allow_none=True, config=True,
+                               help="A summarizer of its own for compactions (manual, automatic, reactive): its "
+                                    "provider (offline, openai, anthropic); its key comes from the same place as "
+                                    "that provider's. Unset (and summary_model, summary_base_url unset): the chat "
+                                    "model summarizes. Env: OCW_SUMMARY_PROVIDER.")
+    summary_model = Unicode(None, allow_none=True, config=True,
+                            help="The summarizer's model (default: the chat model on the chat's provider, else "
+                                 "that provider's default); it has its own window and calibration. "
+                                 "Env: OCW_SUMMARY_MODEL.")
+    summary_base_url = Unicode(None, allow_none=True, config=True,
+                               help="The summarizer's server, e.g. http://localhost:8081/v1 (default: the chat's "
+                                    "base URL on the chat's provider). Env: OCW_SUMMARY_BASE_URL.")
     db = Unicode("", config=True, help="DuckDB file holding the sessions (a new file, or one ocw wrote; ':memory:' keeps nothing), or a team's PostgreSQL database as postgresql://user@host/database (the password is never shown or kept; PGPASSWORD, ~/.pgpass and service files work). Env: OCW_DB; default ~/.local/share/ocw/ocw.duckdb.")
     lang = Enum(["en", "zh"], config=True, help="Language of system messages. Env: OCW_LANG.")
     auto_compact = Number(0.8, config=True,
@@ -210,6 +227,20 @@ class Ocw(Configurable):
     @default("base_url")
     def _default_base_url(self):
         return _from_env("OCW_BASE_URL", checks.url, "use a URL such as http://localhost:11434/v1, or unset it")
+
+    @default("summary_provider")
+    def _default_summary_provider(self):
+        return _from_env("OCW_SUMMARY_PROVIDER", _provider_name,
+                         f"use one of {', '.join(PROVIDER_NAMES)}, or unset it for the chat's provider")
+
+    @default("summary_model")
+    def _default_summary_model(self):
+        return _from_env("OCW_SUMMARY_MODEL", checks.model, "use a model name such as gpt-4o-mini, or unset it")
+
+    @default("summary_base_url")
+    def _default_summary_base_url(self):
+        return _from_env("OCW_SUMMARY_BASE_URL", checks.url,
+                         "use a URL such as http://localhost:8081/v1, or unset it")
 
     @default("context_window")
     def _default_window(self):
@@ -285,6 +316,21 @@ class Ocw(Configurable):
         v = proposal["value"]
         return v if v is None else _trait(checks.url, v, "Ocw.base_url")
 
+    @validate("summary_provider")
+    def _check_summary_provider(self, proposal):
+        v = proposal["value"]
+        return v if v is None else _trait(_provider_name, v, "Ocw.summary_provider")
+
+    @validate("summary_model")
+    def _check_summary_model(self, proposal):
+        v = proposal["value"]
+        return v if v is None else _trait(checks.model, v, "Ocw.summary_model")
+
+    @validate("summary_base_url")
+    def _check_summary_base_url(self, proposal):
+        v = proposal["value"]
+        return v if v is None else _trait(checks.url, v, "Ocw.summary_base_url")
+
     @validate("db")
     def _check_db(self, proposal):
         try:
@@ -321,10 +367,11 @@ class Ocw(Configurable):
     def _check_lock_timeout(self, proposal):
         return _trait(checks.seconds, proposal["value"], "Ocw.lock_timeout")
 
-    ENV_OPTIONS = ("provider", "model", "base_url", "context_window", "db", "lang", "auto_compact", "debug")
+    ENV_OPTIONS = ("provider", "model", "base_url", "context_window", "db", "lang", "auto_compact", "debug",
+                   "summary_provider", "summary_model", "summary_base_url")
     # Read from the environment again at every command while nothing else set them:
     # `%env OCW_BASE_URL=...` (or os.environ) takes effect at the next cell, as a key does.
-    PER_CELL = ("base_url",)
+    PER_CELL = ("base_url", "summary_base_url")
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -374,6 +421,10 @@ class Ocw(Configurable):
 
     def resolved_window(self, model: str | None = None) -> int:
         return self.context_window or known_context_window(model or self.resolved_model())
+
+    def own_summarizer(self) -> bool:
+        """Whether compactions call a summarizer of its own (any of the three summary_* set)."""
+        return bool(self.summary_provider or self.summary_model or self.summary_base_url)
 
     def key_env(self) -> str | None:
         from ocw.providers.registry import info

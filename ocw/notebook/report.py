@@ -62,6 +62,11 @@ def context_table(session, lang: str | None = None) -> str:
         basis += f"; {L['rows_scaled']})" if occ.get("calibrated") else ")"
     encoding = occ["encoding"] if occ.get("encoding_exact", True) else f"{occ['encoding']} ({L['estimate']})"
     lines.append(f"  {L['basis']}: {basis}; {L['encoding']}: {encoding}")
+    own = occ.get("summarizer")
+    if own:  # a summarizer of its own (Ocw.summary_model): its window and calibration, not the chat's
+        lines.append(f"  {L['summarizer']}: " + L["summarizer_value"].format(
+            name=own["name"], window=f"{own['window']:,}", calibration=f"{own['calibration']:.2f}",
+            samples=own["samples"]))
     count, inferred = occ["compaction_count"], occ.get("compaction_inferred", 0)
     # only an inferred count is approximate: say so only then
     lines.append(f"  {L['count']}: {count}" + (f" ({L['inferred_note'].format(n=inferred)})" if inferred else ""))

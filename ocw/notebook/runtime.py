@@ -293,6 +293,12 @@ class Runtime:
         session.provider = p
         return p
 
+    def summarizer_for(self, session, probe: bool = True):
+        """The summarizer of its own compactions call, or None: the chat model (ocw/notebook/summarizer.py)."""
+        from ocw.notebook.summarizer import summarizer_for
+
+        return summarizer_for(self, session, probe=probe)
+
     # -- actions ----------------------------------------------------------------------
     def chat(self, text: str, *, session: str | None = None, new: bool = False, model: str | None = None,
              provider: str | None = None, tools: bool | None = None, on_text=None, on_system=None, on_tool=None):
@@ -318,6 +324,7 @@ class Runtime:
             registry = self.tool_registry().active(builtins=self.config.tools if tools is None else tools, session=s)
             provider = self.provider_for(s)
             self._probe_window(s, provider, on_system)
+            summarizer = self.summarizer_for(s)
             undo.rearm()  # a window the server reported is the cell's too: undone with it
             from ocw.conversation.turn import run_turn
 
@@ -325,7 +332,7 @@ class Runtime:
                 s, text, provider, threshold=self.config.auto_compact, lang=self.config.lang,
                 tools=registry, max_steps=self.config.max_tool_steps, max_output_tokens=self.config.max_output_tokens,
                 prune=self.config.prune_tool_output, reactive_compact=self.config.reactive_compact,
-                on_text=on_text, on_system=on_system, on_tool=on_tool,
+                summarizer=summarizer, on_text=on_text, on_system=on_system, on_tool=on_tool,
             )
         except BaseException as e:
             unsaved = getattr(e, "unsaved", None)
@@ -370,8 +377,10 @@ class Runtime:
         s = self.require_session()
         if session_id is not None and s.id != session_id:
             s = self.store.open_session(session_id)
-        return s.compact(keep_recent_tokens=keep_recent_tokens, trigger="manual", provider=self.provider_for(s),
-                         focus=focus)
+        chat = self.provider_for(s)
+        own = self.summarizer_for(s)
+        return s.compact(keep_recent_tokens=keep_recent_tokens, trigger="manual", provider=own or chat,
+                         focus=focus, own_summarizer=own is not None)
 
     def undo_compaction(self) -> str:
         """`%compact --undo` and the chat widget's Undo: the one line it says."""

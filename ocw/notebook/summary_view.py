@@ -59,10 +59,18 @@ def _status(session, node, active) -> str:
     return "superseded" if superseded else "not on this branch"
 
 
+def _by(entry: dict | None) -> str:
+    """Which model summarized, when it was a summarizer of its own (Ocw.summary_model). The chat
+    model's compactions read as they always did (the log keeps its name all the same)."""
+    if not (entry or {}).get("own_summarizer") or not entry.get("summarizer"):
+        return ""
+    return f", summarized by {entry['summarizer']} (a summarizer of its own)"
+
+
 def _header(session, node, entry, status: str) -> str:
     focus = f"; focus: \u201c{entry['focus']}\u201d" if entry and entry.get("focus") else ""
     trigger = (entry or {}).get("trigger")
-    made = f"made {_when(entry, node)}" + (f" by {trigger} compaction" if trigger else "")
+    made = f"made {_when(entry, node)}" + (f" by {trigger} compaction" if trigger else "") + _by(entry)
     return (f"Summary {node.id} [{status}] covers {node.cover_count:,} message{'s' if node.cover_count != 1 else ''}, "
             f"{_boundary_preview(session, node)}; {made}{focus}")
 
@@ -76,6 +84,7 @@ def _log_lines(session) -> list[str]:
              + (f"; {len(undone)} undone (%compact --undo)" if undone else "")]
     for i, e in enumerate(compaction_log.entries(meta), 1):
         lines.append(f"  {i}. {_when(e, None)}  {_figures(e)}  → {e['summary']}"
+                     + (f"  by {e['summarizer']}" if e.get("own_summarizer") and e.get("summarizer") else "")
                      + (" [undone]" if e["summary"] in undone else "")
                      + (f"  focus: \u201c{e['focus']}\u201d" if e.get("focus") else ""))
         lines.extend(f"     {line}" for line in lost_rules.lines(e.get("lost")))

@@ -32,6 +32,9 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "estimated": "estimated",
         "measured": "measured",
         "calibration": "measured ÷ estimated",
+        "summarizer": "Summarizer",
+        "summarizer_value": "{name} (its own; window {window} tokens, measured ÷ estimated = {calibration}, "
+                            "samples: {samples})",
         "window_from": "Window from",
         "reserve": "Auto-compaction at",
         "off": "off",
@@ -173,6 +176,8 @@ UI_LABELS: dict[str, dict[str, str]] = {
         "estimated": "估算",
         "measured": "实测",
         "calibration": "实测 ÷ 估算",
+        "summarizer": "摘要模型",
+        "summarizer_value": "{name}（独立；窗口 {window} tokens，实测 ÷ 估算 = {calibration}，样本数：{samples}）",
         "window_from": "窗口来源",
         "reserve": "自动压缩阈值",
         "off": "关闭",

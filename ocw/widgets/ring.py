@@ -85,6 +85,8 @@ class ContextWidget(Localized, anywidget.AnyWidget):
     auto_paused = t.Bool(False, help="Automatic compaction paused after three failures in a row.").tag(sync=True)
     left_out = t.Int(0, help="Older messages the last request left out; the figures are what it sent.").tag(sync=True)
     usage_unverified = t.Int(0, help="Usage reports that cannot be right, not used.").tag(sync=True)
+    summarizer = t.Dict(help="A summarizer of its own (Ocw.summary_model): name, window, calibration, samples; "
+                             "{} when the chat model summarizes.").tag(sync=True)
 
     # The compaction event `message` tells of, to say it again in another language.
     _message_event: tuple[str, dict] | None = None
@@ -156,6 +158,7 @@ class ContextWidget(Localized, anywidget.AnyWidget):
             self.auto_paused = False
             self.left_out = 0
             self.usage_unverified = 0
+            self.summarizer = {}
             self.busy = False
             self._say(None)
 
@@ -207,6 +210,7 @@ class ContextWidget(Localized, anywidget.AnyWidget):
             self.auto_paused = bool(occ.get("auto_paused"))
             self.left_out = int(occ.get("left_out") or 0)
             self.usage_unverified = int(occ.get("usage_unverified") or 0)
+            self.summarizer = dict(occ.get("summarizer") or {})
             pruned = occ.get("pruned") or {}
             self.pruned_results = int(pruned.get("results") or 0)
             self.pruned_tokens = int(pruned.get("tokens") or 0)

@@ -267,6 +267,9 @@ CONFIG_ROWS = [
     C("max_tool_steps", "0"), C("max_tool_steps", "1001"), C("max_tool_steps", "True"),
     C("tool_result_cap", "0"), C("tool_result_cap", "-1"), C("tool_result_cap", "2**31"),
     C("debug", "'yes'"), C("debug", "2"),
+    C("summary_provider", "'gemini'"), C("summary_provider", "''"), C("summary_provider", "5"),
+    C("summary_model", "''"), C("summary_model", "'gpt 4o'"), C("summary_model", "5"),
+    C("summary_base_url", "''"), C("summary_base_url", "'ftp://host/v1'"), C("summary_base_url", "'localhost:8081'"),
 ]
 
 ENV_ROWS = [
@@ -284,6 +287,7 @@ ENV_ROWS = [
     E("OCW_DEBUG", "maybe"), E("OCW_DEBUG", "2"), E("OCW_DEBUG", "yes please"),
     E("OCW_MODEL", "gpt 4o"), E("OCW_MODEL", " "),
     E("OCW_BASE_URL", "localhost:11434"), E("OCW_BASE_URL", "ftp://host/v1"),
+    E("OCW_SUMMARY_PROVIDER", "gemini"), E("OCW_SUMMARY_MODEL", "gpt 4o"), E("OCW_SUMMARY_BASE_URL", "ftp://host/v1"),
 ]
 
 
@@ -466,7 +470,8 @@ def test_magic_and_config_rows(row, oip, openai_env, tmp_path, store_dump, capsy
 
 ENV_TRAIT = {"OCW_DB": "db", "OCW_PROVIDER": "provider", "OCW_CONTEXT_WINDOW": "context_window",
              "OCW_AUTO_COMPACT": "auto_compact", "OCW_LANG": "lang", "OCW_DEBUG": "debug", "OCW_MODEL": "model",
-             "OCW_BASE_URL": "base_url"}
+             "OCW_BASE_URL": "base_url", "OCW_SUMMARY_PROVIDER": "summary_provider",
+             "OCW_SUMMARY_MODEL": "summary_model", "OCW_SUMMARY_BASE_URL": "summary_base_url"}
 
 
 @pytest.mark.parametrize("row", ENV_ROWS, ids=_ids(ENV_ROWS))
