@@ -210,8 +210,16 @@ def test_ocw_can_live_in_its_own_schema_beside_other_tables(pg_url):
 
 # -- connections --------------------------------------------------------------------------------------
 def kill_ocw_connections(url) -> int:
+    """Terminate ocw's connections and wait until their backends are gone. pg_terminate_backend
+    only sends the signal: a test that wrote at once could find the socket still open
+    (seen failing once in a CI run) — which is not "a connection the server closed"."""
     rows = sql(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                     " WHERE application_name LIKE 'ocw %' AND datname = current_database()")
+    deadline = time.monotonic() + 10
+    while sql(url, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'ocw %'"
+                   " AND datname = current_database()")[0][0]:
+        assert time.monotonic() < deadline, "ocw's connections were still open 10 s after pg_terminate_backend"
+        time.sleep(0.02)
     return len(rows)
 
 
