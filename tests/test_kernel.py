@@ -43,6 +43,10 @@ class Run:
         self.displays = [m for m in msgs if m["msg_type"] in ("display_data", "update_display_data")]
         self.errors = [m["content"] for m in msgs if m["msg_type"] == "error"]
 
+    def shown(self) -> str:
+        """What the cell shows as text: printed output and each display's text/plain."""
+        return self.stdout + "".join(m["content"]["data"].get("text/plain", "") for m in self.displays)
+
     @property
     def ok(self) -> bool:
         return self.reply["content"]["status"] == "ok"
@@ -132,15 +136,15 @@ def server():
     srv.stop()
 
 
-@pytest.fixture(scope="module")
-def kernel(server, tmp_path_factory):
-    d = tmp_path_factory.mktemp("kernel")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("OCW_") and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "JPY_SESSION_NAME")}
-    env.update(OCW_PROVIDER="openai", OCW_BASE_URL=server.openai_url, OPENAI_API_KEY=SECRET,
-               OCW_DB=str(d / "kernel.duckdb"), OCW_CONTEXT_WINDOW="2000",
-               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
-    k = Kernel(env, str(d / "kernel.log"))
+def loopback_kernel(url: str, d, key: str, window: str = "2000", **env):
+    """A real kernel on a loopback server (a fixture's `yield from`): nothing of the outer
+    environment's OCW_*, keys or JPY_SESSION_NAME, its own OCW_DB in `d`, `env` on top,
+    `%load_ext ocw` and `import ocw` run; closed when the fixture ends."""
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith("OCW_") and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "JPY_SESSION_NAME")}
+    clean.update(OCW_PROVIDER="openai", OCW_BASE_URL=url, OPENAI_API_KEY=key, OCW_DB=str(d / "kernel.duckdb"),
+                 OCW_CONTEXT_WINDOW=window, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", **env)
+    k = Kernel(clean, str(d / "kernel.log"))
     k.db = d / "kernel.duckdb"
     k.log_path = d / "kernel.log"
     try:
@@ -148,6 +152,11 @@ def kernel(server, tmp_path_factory):
         yield k
     finally:
         k.close()
+
+
+@pytest.fixture(scope="module")
+def kernel(server, tmp_path_factory):
+    yield from loopback_kernel(server.openai_url, tmp_path_factory.mktemp("kernel"), SECRET)
 
 
 def read_db(kernel, ocw_db_reader, session_name: str):

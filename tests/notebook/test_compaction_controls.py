@@ -4,7 +4,6 @@ vetoed compaction send none), and against the real llama-server (requests counte
 a spy on httpx's send)."""
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
@@ -12,7 +11,7 @@ import time
 import pytest
 
 from refserver import RefServer
-from test_kernel import Kernel
+from test_kernel import loopback_kernel
 
 USER = "Please keep notes about the garden plan: " + "tomatoes basil " * 45  # ~100 tokens
 REPLY = "green leaves grow " * 150  # ~450 tokens
@@ -28,23 +27,8 @@ def server():
 
 @pytest.fixture(scope="module")
 def kernel(server, tmp_path_factory):
-    d = tmp_path_factory.mktemp("kernel")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("OCW_") and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "JPY_SESSION_NAME")}
-    env.update(OCW_PROVIDER="openai", OCW_BASE_URL=server.openai_url, OPENAI_API_KEY="sk-test-undo-0123456789",
-               OCW_DB=str(d / "kernel.duckdb"), OCW_CONTEXT_WINDOW="2000",
-               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
-    k = Kernel(env, str(d / "kernel.log"))
-    try:
-        k.run("%load_ext ocw\nimport ocw")
-        yield k
-    finally:
-        k.close()
+    yield from loopback_kernel(server.openai_url, tmp_path_factory.mktemp("kernel"), "sk-test-undo-0123456789")
 
-
-def shown(run) -> str:
-    """What the cell shows as text: printed output and each display's text/plain."""
-    return run.stdout + "".join(m["content"]["data"].get("text/plain", "") for m in run.displays)
 
 
 def summary_ids(kernel) -> list[str]:
@@ -78,7 +62,7 @@ def test_undo_in_the_kernel_sends_nothing_and_summary_all_says_undone(kernel, se
     assert after["compaction_count"] == 2 and after["head"] == before["head"]
     assert kernel.py("ocw.current_session().active_summary().id") == first
 
-    text = shown(kernel.run("%summary --all"))
+    text = kernel.run("%summary --all").shown()
     assert re.search(rf"^Summary {second} \[undone\] covers", text, re.M), text
     assert re.search(rf"^Summary {first} \[active\] covers", text, re.M), text
     assert "Compactions so far: 2; 1 undone (%compact --undo)" in text
@@ -152,7 +136,7 @@ def test_new_from_summary_in_the_kernel_sends_nothing_until_the_next_turn(kernel
                                "the last 1 turn; "), r.stdout
     assert len(server.requests) == n
     assert kernel.py("ocw.current_session().metadata['origin']['session']") == origin
-    text = shown(kernel.run("%sessions"))
+    text = kernel.run("%sessions").shown()
     assert re.search(r"^ \* .*  k-continued  ← from k-origin$", text, re.M), text
     server.script(text="We were planning the garden.")
     kernel.run("%%chat\nWhere were we?")
@@ -236,7 +220,7 @@ def test_summary_lists_what_each_compaction_lost_in_the_kernel(kernel, server):
         kernel.run(f"%%chat\nTurn {i}: tickets " + ", ".join(f"OPS-{100 * i + j}" for j in range(40)) + ". " + USER)
     server.script(text="Summary: many tickets were discussed.")
     kernel.run("%compact")
-    text = shown(kernel.run("%summary"))
+    text = kernel.run("%summary").shown()
     m = re.search(r"^     lost (\d+) identifiers: (OPS-\d+(?:, OPS-\d+)*)(?: \(\+(\d+) more\))?$", text, re.M)
     assert m, text
     listed = m.group(2).split(", ")

@@ -3,12 +3,11 @@ the loopback OpenAI-compatible server, which counts what it receives (issue 22 i
 issue 29 item 2). A mistake is one UsageError line, with no traceback and nothing written."""
 from __future__ import annotations
 
-import os
 
 import pytest
 
 from refserver import RefServer
-from test_kernel import Kernel
+from test_kernel import loopback_kernel
 
 RULE = "Amounts in orders.amount_cents are cents, never dollars."
 PAD = "the garden has tomatoes and basil. " * 20
@@ -24,18 +23,8 @@ def srv():
 
 @pytest.fixture(scope="module")
 def k(srv, tmp_path_factory):
-    d = tmp_path_factory.mktemp("pins-kernel")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("OCW_") and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "JPY_SESSION_NAME")}
-    env.update(OCW_PROVIDER="openai", OCW_BASE_URL=srv.openai_url, OPENAI_API_KEY="sk-test-PINS-0123456789",
-               OCW_DB=str(d / "kernel.duckdb"), OCW_CONTEXT_WINDOW="4000",
-               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
-    kernel = Kernel(env, str(d / "kernel.log"))
-    try:
-        kernel.run("%load_ext ocw\nimport ocw")
-        yield kernel
-    finally:
-        kernel.close()
+    yield from loopback_kernel(srv.openai_url, tmp_path_factory.mktemp("pins-kernel"), "sk-test-PINS-0123456789",
+                               window="4000")
 
 
 def sent(srv) -> str:

@@ -4,12 +4,11 @@ real llama-server of ../shared/realserver as the summarizer (its requests counte
 with a spy on httpx's send, its window learned from its own /props)."""
 from __future__ import annotations
 
-import os
 
 import pytest
 
 from refserver import RefServer
-from test_kernel import Kernel
+from test_kernel import loopback_kernel
 
 USER = "Please keep notes about the garden plan: " + "tomatoes basil " * 45  # ~100 tokens
 REPLY = "green leaves grow " * 150  # ~450 tokens
@@ -28,23 +27,9 @@ def servers():
 @pytest.fixture(scope="module")
 def kernel(servers, tmp_path_factory):
     chat, summ = servers
-    d = tmp_path_factory.mktemp("kernel")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("OCW_") and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "JPY_SESSION_NAME")}
-    env.update(OCW_PROVIDER="openai", OCW_BASE_URL=chat.openai_url, OPENAI_API_KEY="sk-test-summ-0123456789",
-               OCW_SUMMARY_BASE_URL=summ.openai_url, OCW_SUMMARY_MODEL=MODEL,
-               OCW_DB=str(d / "kernel.duckdb"), OCW_CONTEXT_WINDOW="2000",
-               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
-    k = Kernel(env, str(d / "kernel.log"))
-    try:
-        k.run("%load_ext ocw\nimport ocw")
-        yield k
-    finally:
-        k.close()
+    yield from loopback_kernel(chat.openai_url, tmp_path_factory.mktemp("kernel"), "sk-test-summ-0123456789",
+                               OCW_SUMMARY_BASE_URL=summ.openai_url, OCW_SUMMARY_MODEL=MODEL)
 
-
-def shown(run) -> str:
-    return run.stdout + "".join(m["content"]["data"].get("text/plain", "") for m in run.displays)
 
 
 def test_compact_and_automatic_compaction_go_to_the_summarizers_server(kernel, servers):
@@ -56,7 +41,7 @@ def test_compact_and_automatic_compaction_go_to_the_summarizers_server(kernel, s
     assert len(chat.requests) == 3 and summ.requests == []
 
     r = kernel.run("%compact")
-    assert "Context compacted" in shown(r), shown(r)
+    assert "Context compacted" in r.shown(), r.shown()
     assert len(chat.requests) == 3  # the chat's server got no summary request
     assert len(summ.requests) == 1 and summ.requests[0].is_summary and summ.requests[0].body["model"] == MODEL
 
@@ -69,9 +54,9 @@ def test_compact_and_automatic_compaction_go_to_the_summarizers_server(kernel, s
     assert triggers[0] == "manual" and "auto" in triggers[1:]
     assert kernel.py("sorted({e['summarizer'] for e in ocw.current_session().metadata['compactions']})") == \
         [f"openai/{MODEL}"]
-    out = shown(kernel.run("%summary"))
+    out = kernel.run("%summary").shown()
     assert f"summarized by openai/{MODEL} (a summarizer of its own)" in out
-    out = shown(kernel.run("%context --text"))
+    out = kernel.run("%context --text").shown()
     assert f"Summarizer: openai/{MODEL} (its own; window 8,192 tokens" in out
 
 
