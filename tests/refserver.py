@@ -174,6 +174,11 @@ class Recorded:
         return (self.body or {}).get("messages", []) if isinstance(self.body, dict) else []
 
     @property
+    def text(self) -> str:
+        """Every message's text, one message a line: what the model read (pins, seeds, …)."""
+        return "\n".join(_text(m.get("content")) for m in self.messages)
+
+    @property
     def system(self) -> str:
         """The system prompt, whichever wire format carried it."""
         if not isinstance(self.body, dict):

@@ -142,7 +142,5 @@ def test_the_origins_pins_are_pins_of_the_new_session(oip, openai_env, capsys):
     assert "integer cents" not in note  # a pin, not a line of the note the next compaction folds
     srv.script(text="ok")
     assert run(oip, "%%chat\nand now?", capsys)[0].error_in_exec is None
-    body = srv.requests[-1].body
-    sent = "\n".join(m["content"] if isinstance(m["content"], str) else
-                     "\n".join(p.get("text", "") for p in m["content"]) for m in body["messages"])
+    sent = srv.requests[-1].text
     assert sent.count("Amounts are integer cents, never floats.") == 1 and "orders(id, amount_cents)" not in sent

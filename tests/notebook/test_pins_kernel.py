@@ -28,9 +28,7 @@ def k(srv, tmp_path_factory):
 
 
 def sent(srv) -> str:
-    body = [r for r in srv.requests if not r.is_summary][-1].body
-    return "\n".join(m["content"] if isinstance(m["content"], str) else
-                     "\n".join(p.get("text", "") for p in m["content"]) for m in body["messages"])
+    return [r for r in srv.requests if not r.is_summary][-1].text
 
 
 def chat(k, srv, text: str) -> None:

@@ -25,9 +25,7 @@ def chat(ip, text):
 
 
 def last_sent(srv) -> str:
-    body = srv.requests[-1].body
-    return "\n".join(m["content"] if isinstance(m["content"], str) else
-                     "\n".join(p.get("text", "") for p in m["content"]) for m in body["messages"])
+    return srv.requests[-1].text
 
 
 def test_pin_text_and_a_variable_go_to_the_model_verbatim_after_compactions(oip, refserver, capsys):
