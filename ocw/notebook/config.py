@@ -306,30 +306,20 @@ class Ocw(Configurable):
         _trait(checks.api_key, v, "Ocw.api_key")
         return v if isinstance(v, SecretStr) else SecretStr(v)
 
-    @validate("model")
+    @validate("model", "summary_model")
     def _check_model(self, proposal):
         v = proposal["value"]
-        return v if v is None else _trait(checks.model, v, "Ocw.model")
+        return v if v is None else _trait(checks.model, v, f"Ocw.{proposal['trait'].name}")
 
-    @validate("base_url")
+    @validate("base_url", "summary_base_url")
     def _check_base_url(self, proposal):
         v = proposal["value"]
-        return v if v is None else _trait(checks.url, v, "Ocw.base_url")
+        return v if v is None else _trait(checks.url, v, f"Ocw.{proposal['trait'].name}")
 
     @validate("summary_provider")
     def _check_summary_provider(self, proposal):
         v = proposal["value"]
         return v if v is None else _trait(_provider_name, v, "Ocw.summary_provider")
-
-    @validate("summary_model")
-    def _check_summary_model(self, proposal):
-        v = proposal["value"]
-        return v if v is None else _trait(checks.model, v, "Ocw.summary_model")
-
-    @validate("summary_base_url")
-    def _check_summary_base_url(self, proposal):
-        v = proposal["value"]
-        return v if v is None else _trait(checks.url, v, "Ocw.summary_base_url")
 
     @validate("db")
     def _check_db(self, proposal):
