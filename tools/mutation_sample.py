@@ -19,6 +19,11 @@ Usage: python tools/mutation_sample.py [--per-module N] [--seed S] [--jobs J] [-
   process forked from one that has already imported the heavy third-party packages
   (never ocw), with a per-mutant timeout of 3× the clean run + 20 s; then the file is
   restored. A module whose mirror fails unmutated is reported and not scored.
+- Which of the mirror's tests per mutant: the clean run of a Python module's mirror is made
+  under coverage with one context per test, so each line maps to the tests that executed it;
+  a mutant runs only those (its verdict is the same: a test that never ran the line cannot
+  see the edit). A line run at import, or by no test in this process (a real kernel's
+  subprocess runs it), runs the whole mirror — slower, never a wrong "survived".
 - Verdicts: killed (the tests failed or timed out) or survived. A survivor listed in
   tools/mutation-sample-equivalents.txt is "explained" (with the reason given there).
   Score per module and overall = killed / sampled. Exits 1 if the overall score is under
@@ -148,8 +153,11 @@ def _stop(signum, _frame) -> None:
     sys.exit(128 + signum)  # the `finally`s run: the tree is removed, the log closed
 
 
-def run_tests(tree: Path, tests: list[str], timeout: float) -> tuple[bool, float]:
-    """(passed, seconds) of the given test files in the tree; a timeout is a failure."""
+def run_tests(tree: Path, tests: list[str], timeout: float, cover: str = "",
+              cover_out: str = "") -> tuple[bool, float]:
+    """(passed, seconds) of the given test files (or pytest node ids) in the tree; a timeout is
+    a failure. With `cover` (a module's path), the run also records which test ran each of that
+    module's lines, written to `cover_out` as JSON {line: [node id, ...]} (see `_run_covered`)."""
     t0 = time.monotonic()
     if tests[0].endswith(".js"):
         cmd = ["npx", "vitest", "run", "--bail", "1", *[t.removeprefix("js/") for t in tests]]
@@ -178,7 +186,8 @@ def run_tests(tree: Path, tests: list[str], timeout: float) -> tuple[bool, float
             os.dup2(fd, 2)
             import pytest
 
-            code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests])
+            args = ["-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
+            code = _run_covered(args, tree / cover, cover_out) if cover else pytest.main(args)
         except BaseException:
             code = 99
         os._exit(int(code))
@@ -187,6 +196,50 @@ def run_tests(tree: Path, tests: list[str], timeout: float) -> tuple[bool, float
         return _wait(pid, t0, timeout)
     finally:
         _CHILDREN.discard(pid)
+
+
+def _run_covered(args: list[str], module: Path, out: str) -> int:
+    """pytest.main(args) under coverage of one module, one coverage context per test (its node
+    id), so each line maps to the tests that executed it in this process. Lines run at import
+    (collection) get the context "". Why this is safe to select by: a mutant's line that a test
+    never executed in-process cannot change that test's outcome — except through a subprocess
+    (a real kernel), which coverage does not see; `select_tests` runs every mirror test for a
+    line with no in-process test, and for lines run at import."""
+    import coverage
+    import pytest
+
+    cov = coverage.Coverage(data_file=out + ".cov", include=[str(module.resolve()), str(module)])
+
+    class _PerTest:
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_protocol(self, item, nextitem):
+            cov.switch_context(item.nodeid)
+            yield
+            cov.switch_context("")
+
+    cov.start()
+    try:
+        code = pytest.main(args, plugins=[_PerTest()])
+    finally:
+        cov.stop()
+    data = cov.get_data()
+    lines: dict[int, list[str]] = {}
+    for f in data.measured_files():
+        for line, ctxs in data.contexts_by_lineno(f).items():
+            lines.setdefault(line, []).extend(ctxs)
+    Path(out).write_text(json.dumps(lines), "utf-8")
+    return int(code)
+
+
+def select_tests(m: Mutant, text: str, lines: dict[int, list[str]], tests: list[str]) -> list[str]:
+    """The mirror tests that executed the mutant's lines in the clean run, in file order; all of
+    `tests` when a line ran at import or no in-process test ran it (see `_run_covered`)."""
+    last = m.line + text.count("\n", m.start, m.end)
+    ran = [c for n in range(m.line, last + 1) for c in lines.get(n, [])]
+    if not ran or "" in ran:
+        return tests
+    return list(dict.fromkeys(sorted(ran, key=lambda c: (tests.index(c.split("::")[0])
+                                                         if c.split("::")[0] in tests else 0))))
 
 
 def _wait(pid: int, t0: float, timeout: float) -> tuple[bool, float]:
@@ -300,7 +353,14 @@ def main() -> int:
                 survivors += [(m, None) for m in ms]
                 print(f"{path}: no mirror tests — {len(ms)} mutants count as survived", flush=True)
                 continue
-            ok, clean = run_tests(tree, tests, 900)
+            lines: dict[int, list[str]] = {}
+            if path.endswith(".py"):
+                cover_out = str(tree / ".mutation-lines.json")
+                ok, clean = run_tests(tree, tests, 900, cover=path, cover_out=cover_out)
+                if ok:
+                    lines = {int(k): v for k, v in json.loads(Path(cover_out).read_text("utf-8")).items()}
+            else:
+                ok, clean = run_tests(tree, tests, 900)
             if not ok:
                 rows.append((path, len(ms), 0, "mirror red unmutated"))
                 print(f"{path}: its mirror tests fail unmutated; not scored", flush=True)
@@ -311,12 +371,13 @@ def main() -> int:
             for m in ms:
                 target.write_text(m.apply(original), "utf-8")
                 try:
-                    failed = not run_tests(tree, tests, 3 * clean + 20)[0]
+                    chosen = select_tests(m, original, lines, tests) if lines else tests
+                    failed = not run_tests(tree, chosen, 3 * clean + 20)[0]
                 finally:
                     target.write_text(original, "utf-8")
                 killed += failed
                 log.write(json.dumps({"path": m.path, "line": m.line, "key": m.key(), "killed": failed,
-                                      "retry": bool(args.retry)}) + "\n")
+                                      "retry": bool(args.retry), "tests": len(chosen)}) + "\n")
                 log.flush()
                 if not failed:
                     survivors.append((m, equivalents.get(" ".join(m.key().split()))))
