@@ -94,11 +94,10 @@ mutation-sample: install js/node_modules/.package-lock.json
 
 mutation: mutation-core mutation-sample
 
-# `make test-under-load`: the whole suite (or PYTEST_ARGS) while two CPU-bound processes
-# run beside it, stopped afterwards: a test that assumes timing fails here. Not in .ci/run
-# (it doubles the suite's time); run it before a release.
+# `make test-under-load`: `make test` (PYTEST_ARGS passed on) while two CPU-bound processes
+# run beside it, stopped afterwards: a test that assumes timing fails here. CI runs this.
 test-under-load: install js/node_modules/.package-lock.json
-	$(PY) tools/under_load.py --burners 2 $(PYTEST_ARGS)
+	$(PY) tools/under_load.py --burners 2 $(MAKE) --no-print-directory test
 
 clean:
 	rm -rf $(VENV) js/node_modules dist build test-artifacts ocw/static mutants
