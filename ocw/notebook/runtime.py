@@ -96,7 +96,8 @@ class Runtime:
             if self._store is None or self._store_path != self.config.db:
                 from ocw.conversation.sessions import Store
 
-                fresh = Store(self.config.db, lock_timeout=self.config.lock_timeout)
+                ahead = self.warm_up.take(self.config.db) if self.warm_up is not None else None
+                fresh = ahead or Store(self.config.db, lock_timeout=self.config.lock_timeout)
                 old, self._store, self._store_path = self._store, fresh, self.config.db
                 self.current = None
                 if old is not None:
@@ -462,6 +463,8 @@ class Runtime:
         for w in list(self.widgets):
             w.detach()
         self.widgets.clear()
+        if self.warm_up is not None:
+            self.warm_up.close()
         if self._store is not None:
             self._store.close()
             self._store = None

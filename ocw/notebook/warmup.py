@@ -6,11 +6,19 @@ A kernel's first turn used to cost 10–50× its second: the tokenizer's rank ta
 it runs in a notebook's first cell, and a kernel that never chats should not pay
 for a database driver — so it only starts this daemon thread, which pays the
 process-wide, side-effect-free part: the imports and the encoding of the model
-the configuration names. It opens no file and no connection (a store opened in
-the background could hold a lock the user's next cell needs), prints nothing and
-never raises: whatever it does not finish, the first turn does as before, and a
-turn that needs an encoding the thread is building waits on the tokenizer's
-lock instead of building it twice.
+the configuration names. Then, if the configured database is an EXISTING DuckDB
+file, it opens it as the first turn would (the read-only ownership look, the
+migration check, the connection): that was most of what was left of the first
+turn (≈0.4 s of 0.48 s at load 7, `python -m ocw.bench.first`). It creates no
+file (a path that may change before the first cell must not appear on disk),
+connects to no server, prints nothing and never raises: a refused or busy file
+is left for the first turn to open again and report. The open store is only
+offered (`take`): the runtime uses it if `Ocw.db` still names that path when it
+first needs a store, and closes it otherwise. Holding the file meanwhile is
+harmless — another kernel that wants it signals, and the connection is handed
+over as for any idle store (ocw/store/duckdb/db.py). Whatever the thread does not
+finish, the first turn does as before, and a turn that needs an encoding the
+thread is building waits on the tokenizer's lock instead of building it twice.
 
 `%config Ocw.warm_up = False` (or OCW_WARM_UP=0) turns it off.
 """
@@ -48,7 +56,65 @@ def _work(provider: str, model: str, db: str) -> None:
             pass
 
 
-def start(config) -> threading.Thread | None:
+def _open_existing(db: str, lock_timeout: float):
+    """The store an existing DuckDB file opens as, or None: not a file yet (nothing is
+    created ahead of the user), a PostgreSQL URL (no connection ahead), or a file the
+    store refuses or cannot get now (the first turn opens it again and says why)."""
+    from ocw.store.duckdb import ownership
+
+    try:
+        if not db or db.startswith(("postgresql:", "postgres:")) or not ownership.is_existing_database(db):
+            return None
+        from ocw.conversation.sessions import Store
+
+        return Store(db, lock_timeout=lock_timeout)
+    except BaseException:  # refused, busy, unreadable: said by the first turn, not here
+        return None
+
+
+class WarmUp(threading.Thread):
+    """The warm-up thread, and the store it opened ahead (see the module's docstring)."""
+
+    def __init__(self, provider: str, model: str, db: str, lock_timeout: float):
+        super().__init__(name="ocw-warm-up", daemon=True)
+        self._args = (provider, model, db, lock_timeout)
+        self.db = db
+        self._store = None
+        self._done = False  # taken or closed: a store opened after that is closed at once
+        self._guard = threading.Lock()
+
+    def run(self) -> None:
+        provider, model, db, lock_timeout = self._args
+        _work(provider, model, db)
+        store = _open_existing(db, lock_timeout)
+        with self._guard:
+            if not self._done:
+                self._store, store = store, None
+        if store is not None:  # %unload_ext came first
+            store.close()
+
+    def take(self, db: str):
+        """The store opened ahead if it is `db`'s, else None (one opened ahead of a changed
+        `Ocw.db` is closed). Waits for the thread: it is doing what the caller would do
+        next. Only the first call can get a store."""
+        self.join()
+        with self._guard:
+            store, self._store, self._done = self._store, None, True
+        if store is not None and db != self.db:
+            store.close()
+            return None
+        return store
+
+    def close(self) -> None:
+        """%unload_ext (or the kernel's exit) before the first turn: the store opened
+        ahead is closed, not left holding the file."""
+        with self._guard:
+            store, self._store, self._done = self._store, None, True
+        if store is not None:
+            store.close()
+
+
+def start(config) -> WarmUp | None:
     """Start warming up for `config` (an `Ocw`); None when it is turned off or the
     configuration cannot be read yet (the first turn will say why; a bad
     OCW_WARM_UP, which nothing else reads, is said here in one line)."""
@@ -64,8 +130,9 @@ def start(config) -> threading.Thread | None:
         provider = config.peek("provider")
         model = config.peek("model") or info(provider).default_model
         db = config.peek("db") or ""
+        lock_timeout = config.peek("lock_timeout")
     except Exception:
         return None
-    t = threading.Thread(target=_work, args=(provider, model, db), name="ocw-warm-up", daemon=True)
+    t = WarmUp(provider, model, db, lock_timeout)
     t.start()
     return t

@@ -58,3 +58,83 @@ def test_it_fixes_no_default_a_later_variable_would_change(ocw_env, monkeypatch)
     assert (c.provider, c.model) == ("openai", "gpt-4o")  # read afresh, as without a warm-up
     c.model = "gpt-4.1"  # configured: peek reads it and keeps it
     assert c.peek("model") == "gpt-4.1" and c.model == "gpt-4.1"
+
+
+# -- the store opened ahead ------------------------------------------------------------------
+def _existing(path):
+    from ocw.conversation.sessions import Store
+
+    Store(str(path)).close()  # a returning user's database
+    return str(path)
+
+
+def test_an_existing_database_is_opened_ahead_and_taken_once(ocw_env):
+    db = _existing(ocw_env)
+    t = warmup.start(Ocw())
+    _join(t)
+    store = t.take(db)
+    assert store is not None and store.path == db
+    assert store.backend.db.opens == 1  # opened by the thread; the first turn opens nothing
+    assert t.take(db) is None  # only once: a second caller opens its own
+    store.close()
+
+
+def test_a_changed_database_path_gets_no_store_and_the_one_opened_ahead_is_closed(ocw_env, tmp_path):
+    db = _existing(ocw_env)
+    t = warmup.start(Ocw())
+    _join(t)
+    ahead = t._store
+    assert ahead is not None and ahead.path == db
+    assert t.take(str(tmp_path / "other.duckdb")) is None  # %config Ocw.db = … before the first cell
+    assert ahead.backend.db._con is None  # closed, not leaked holding the file
+
+
+def test_a_missing_file_is_not_created_ahead(ocw_env):
+    t = warmup.start(Ocw())
+    _join(t)
+    assert not ocw_env.exists()
+    assert t.take(str(ocw_env)) is None
+
+
+def test_a_foreign_file_is_left_for_the_first_turn_to_refuse_and_its_bytes_stay(ocw_env):
+    import duckdb
+
+    con = duckdb.connect(str(ocw_env))
+    con.execute("CREATE TABLE sales (id INTEGER)")
+    con.close()
+    before = ocw_env.read_bytes()
+    t = warmup.start(Ocw())
+    _join(t)
+    assert t.take(str(ocw_env)) is None
+    assert ocw_env.read_bytes() == before
+
+
+def test_unload_before_the_first_turn_closes_the_store_opened_ahead(ocw_env):
+    db = _existing(ocw_env)
+    t = warmup.start(Ocw())
+    _join(t)
+    store = t._store
+    assert store is not None
+    t.close()
+    assert t.take(db) is None
+    assert store.backend.db._con is None  # the connection is closed: the file is not held
+
+
+def test_the_first_chat_uses_the_store_opened_ahead(ocw_env, monkeypatch):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from ocw.notebook import magics
+
+    _existing(ocw_env)
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "ocw")
+    try:
+        rt = magics.get_runtime()
+        _join(rt.warm_up)
+        ahead = rt.warm_up._store
+        assert ahead is not None
+        shell.run_cell_magic("chat", "", "hello")
+        assert rt.store is ahead  # the turn opened no store of its own
+        assert rt.store.backend.db.opens == 1
+    finally:
+        shell.run_line_magic("unload_ext", "ocw")
