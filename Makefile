@@ -62,6 +62,7 @@ comma := ,
 bench: install
 	$(PY) -m ocw.bench all $(if $(QUICK),--quick)
 	$(PY) -m ocw.bench.first $(if $(QUICK),--quick)
+	$(PY) -m ocw.bench.cell $(if $(QUICK),--quick)
 	$(PY) -m ocw.bench.pg $(if $(QUICK),--turns 20 --writers 1$(comma)2)
 
 # `make quality`: issue 22's quality benchmark (what the model still knows after many
