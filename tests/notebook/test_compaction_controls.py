@@ -190,16 +190,20 @@ def test_progress_in_the_cell_and_the_stop_button_in_the_kernel(kernel, server):
                     "Compacting… 2 of"):
                 second.set()
 
+        asked = len(server.summary_requests())
+
         def stop_button():
             if second.wait(20):
-                time.sleep(0.2)  # inside the second request
-                kernel.km.interrupt_kernel()
+                deadline = time.monotonic() + 20
+                while len(server.summary_requests()) < asked + 2 and time.monotonic() < deadline:
+                    time.sleep(0.01)  # polling: the condition is the second request at the server
+                kernel.km.interrupt_kernel()  # inside the second request (it answers after 5 s)
 
         t = threading.Thread(target=stop_button)
         t.start()
         r = kernel.run("%compact", on_msg=on_msg, ok=False)
         t.join()
-        assert second.is_set()
+        assert second.is_set() and len(server.summary_requests()) == asked + 2
         assert r.reply["content"]["ename"] == "UsageError"
         assert r.stderr.strip() == ("UsageError: Compaction stopped: nothing was saved; the session is as it was "
                                     "— run %compact again when you want it")

@@ -149,8 +149,10 @@ def clone(tmp_path_factory):
     (site,) = (venv / "lib").glob("python3*/site-packages")
     ours = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
     (site / "ocw_demo_test.pth").write_text("\n".join([str(path), *ours]) + "\n")
-    time.sleep(0.05)
-    (venv / ".ocw-installed").touch()  # newer than pyproject.toml and hatch_build.py: no reinstall
+    stamp = venv / ".ocw-installed"
+    stamp.touch()
+    later = time.time() + 60  # newer than .venv/bin/python, pyproject.toml and hatch_build.py: no reinstall
+    os.utime(stamp, (later, later))
     home = base / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items()

@@ -140,10 +140,13 @@ def test_notifications_missed_while_disconnected_are_caught_up(shared, pg_url):
 
 def test_a_deleted_session_is_left_for_the_next_command(shared, pg_url):
     store, s = shared
+    listener = store.backend._listener
+    heard, callback = [], listener.callback
+    listener.callback = lambda *a: (callback(*a), heard.append(a))  # appended once the refresh returned
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("DELETE FROM sessions WHERE id = %s", [s.id])
-    time.sleep(1.0)  # the listener saw it and did not crash
-    assert store.backend._listener._thread.is_alive()
+    assert wait_for(lambda: heard), "the listener never heard of the delete"
+    assert listener._thread.is_alive()  # the refresh found no session, and the listener did not crash
     with pytest.raises(ocw.text.errors.StoreError, match="vanished"):
         s.sync()
 

@@ -121,7 +121,12 @@ def test_a_held_session_blocks_only_its_own_writers(pg, pg_url):
     tb.start()
     tb.join(20)
     assert "B" in done and "A" not in done  # B did not wait for A's lock
-    time.sleep(0.3)
+    watcher = psycopg.connect(pg_url, autocommit=True)
+    deadline = time.monotonic() + 20
+    while not watcher.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
+        assert time.monotonic() < deadline, "A's write never queued on the row lock"
+        time.sleep(0.01)  # polling the server's lock table; the condition is the queued lock
+    watcher.close()
     assert "A" not in done and ta.is_alive()  # A waits while the lock is held
     holder.execute("UPDATE sessions SET head_id = 'a1', rev = rev + 1 WHERE id = 'A'")  # a rewind, committed next
     holder.commit()
