@@ -118,11 +118,12 @@ _NOT_A_NAME = frozenset("and also or but the a an it this that please remember t
                         "was is to of at".split())
 
 
-def _named(ident: str, source: str) -> str:
-    """A quantity with the name before its last occurrence ("p95 latency 741 ms")."""
+def _named(ident: str, source: str, at: int | None = None) -> str:
+    """A quantity with the name before its last occurrence ("p95 latency 741 ms"); `at`:
+    that occurrence, when the caller has found it already."""
     if not _QUANTITY.match(ident):
         return ident
-    at = source.rfind(ident)
+    at = source.rfind(ident) if at is None else at
     line_start = source.rfind("\n", 0, at) + 1
     m = _NAME_BEFORE.search(source[max(line_start, at - 60):at])
     if not m:
@@ -154,11 +155,12 @@ def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focu
     raw = [i for i in missing_identifiers(source, summary + "\n" + present) if i.strip("`") not in stale]
     in_phrases = set().union(*(present_in(raw, v) for v in phrases))
     raw = [i for i in raw if i not in in_phrases]
-    raw.sort(key=lambda i: -source.rfind(i.strip("`")))  # newest first
-    first = {}
+    last = {i: source.rfind(i.strip("`")) for i in raw}  # each searched once (a quantity has no backticks)
+    raw.sort(key=lambda i: -last[i])  # newest first
+    of: dict[str, str] = {}  # listed form → the identifier it names (the oldest of equals, as before)
     for i in raw:
-        first[_named(i, source)] = source.find(i.strip("`"))
-    missing = focused_first(list(first), focus)
+        of[_named(i, source, last[i])] = i
+    missing = focused_first(list(of), focus)
     if not missing or cap_tokens <= 0:
         return summary
     chosen: list[str] = []
@@ -173,6 +175,8 @@ def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focu
         used += cost
     if not chosen:
         return summary
-    # Chosen newest first; listed as they came (the focus's kinds first).
+    # Chosen newest first; listed as they came (the focus's kinds first). Only the chosen
+    # need their first occurrence: a search each, not one for every candidate.
+    first = {i: source.find(of[i].strip("`")) for i in chosen}
     chosen = focused_first(sorted(chosen, key=lambda i: first[i]), focus)
     return summary.rstrip() + f"\n\n{FACTS_HEADER} " + "; ".join(chosen)
