@@ -166,8 +166,6 @@ def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focu
     chosen: list[str] = []
     used = count_text(FACTS_HEADER, encoding) + 2
     for ident in missing:
-        if used + 2 > cap_tokens:
-            break  # every identifier costs at least 2 (a token and its separator): none fits
         cost = count_text(ident, encoding) + 1
         if used + cost > cap_tokens:
             continue  # skip a long one; a shorter one may still fit

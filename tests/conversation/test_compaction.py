@@ -39,6 +39,11 @@ def _session(store, kind: str, seed: int, window: int):
      "a989e7ae05faab2397917515c24435359ceab001d88f0d72603eba3bf85df2ad"),
     ("gen", 5, 200000, None, 26, 6085, 0, "6babf15bb71ac9ce9ed433ccdcc28a38e1296715467fc86980bdf0db1b551800"),
     ("built", 200, 32000, None, 174, 16920, 490, "ce0e22385f8a200a809d0afd62a732f0bb7a35dd6b425ce874fa732a5a9a5847"),
+    # a focus of terms only (no identifier kind), and one that names a kind
+    ("gen", 6, 16000, "the deployment budget and the rollout", 130, 16591, 593,
+     "23dccf6db5ed227c84f464a47ebda07b5b81c4f2f8f09b27310a606f578a5d59"),
+    ("gen", 7, 16000, "keep the errors", 130, 16256, 523,
+     "db060a8b525c1887b05328b6c628b555ccac111ee35612f03d35cd44a1bab801"),
 ])
 def test_a_compaction_stores_what_the_earlier_algorithm_stored(tmp_path, kind, seed, window, focus, folded,
                                                                 prose_chars, lost_idents, digest):
