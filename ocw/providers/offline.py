@@ -80,8 +80,17 @@ def _terms(text: str) -> list[str]:
     return [w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if len(w) > 2 and w not in _STOP]
 
 
+# What any identifier above holds: a backtick, a slash (URLs, paths), a digit (numbers with
+# units, ticket ids), a dot before a letter (file.ext) or an error name's ending. Text
+# without one names none, and most sentences of a conversation are such text: the
+# summarizer reads every sentence, so it skips the seven searches for them.
+_IDENT_HINT = re.compile(r"[`/\d]|\.[A-Za-z]|Error|Exception|Warning")
+
+
 def identifiers(text: str) -> list[str]:
     """Identifiers worth keeping verbatim, in order of first appearance, no duplicates."""
+    if not _IDENT_HINT.search(text):
+        return []
     found: list[tuple[int, str]] = []
     for m in _URL.finditer(text):
         found.append((m.start(), m.group(0).rstrip(".,;:!?")))
