@@ -41,7 +41,16 @@ _PATTERNS = [
     r"#\d{2,}\b",  # issue numbers
     r"\b\d+(?:[.,]\d+)?\s?(?:ms|µs|ns|s|sec|secs|min|mins|h|hrs|KB|MB|GB|TB|KiB|MiB|GiB|kB|%|px|GHz|MHz|°C|tokens|rows|req/s)(?![\w])",
 ]
-_RX = re.compile("|".join(f"(?:{p})" for p in _PATTERNS))
+# One matcher, the patterns' ordered alternation factored: the nine that start with a word
+# boundary share one `\b` (at a position inside a word all nine fail on one test instead of
+# nine), and the quantities join them ahead of the issue numbers: an issue number starts
+# with "#" and every `\b` pattern with a word character, ".", or "-", so at any position at
+# most one of the two can match and their order never decides. Same matches, in the same
+# order, as "|".join(_PATTERNS) — tests/context/test_facts.py compares the two.
+_BOUNDED = (*range(3, 11), 12)
+assert all(_PATTERNS[i].startswith(r"\b") for i in _BOUNDED)
+_RX = re.compile("|".join(f"(?:{p})" for p in _PATTERNS[:3]) + r"|\b(?:" +
+                 "|".join(f"(?:{_PATTERNS[i][2:]})" for i in _BOUNDED) + f")|(?:{_PATTERNS[11]})")
 
 FACTS_HEADER = "Key identifiers:"
 
@@ -60,8 +69,46 @@ def extract_identifiers(text: str) -> list[str]:
 
 
 def _present(ident: str, text: str) -> bool:
+    """`ident` (without backticks) occurs in `text` as a whole token: nothing of a word or
+    a dot before it (0.50 ms is not 50 ms), nothing of a word after it (ABC-12x is not ABC-12)."""
     bare = ident.strip("`")
     return re.search(r"(?<![\w.])" + re.escape(bare) + r"(?![\w])", text) is not None
+
+
+_WORD_RUN = re.compile(r"\w+")
+_WORD_CHAR = re.compile(r"\w")
+_LEFT_CHAR = re.compile(r"[\w.]")
+
+
+def present_in(idents, text: str) -> set[str]:
+    """The identifiers of `idents` that `text` names (`_present` of each), with one pass
+    over `text` instead of a regex built per identifier. Why it is the same test: where
+    `bare` occurs as a whole token, each maximal run of word characters in `bare` is a
+    maximal run in `text` too (the token's own edges are bounded, its inner breaks are
+    its own characters), so an identifier with a run `text` never has as a word is
+    absent without a search; the rest are checked occurrence by occurrence with the
+    same two boundary rules. One with no word character at all takes the regex."""
+    words = set(_WORD_RUN.findall(text))
+    out: set[str] = set()
+    for ident in idents:
+        bare = ident.strip("`")
+        runs = _WORD_RUN.findall(bare)
+        if not runs:
+            if _present(ident, text):
+                out.add(ident)
+        elif words.issuperset(runs) and _occurs(bare, text):
+            out.add(ident)
+    return out
+
+
+def _occurs(bare: str, text: str) -> bool:
+    end = len(bare)
+    at = text.find(bare)
+    while at >= 0:
+        if (at == 0 or not _LEFT_CHAR.match(text, at - 1)) and not _WORD_CHAR.match(text, at + end):
+            return True
+        at = text.find(bare, at + 1)
+    return False
 
 
 _QUANTITY = re.compile(r"^\d")
@@ -71,11 +118,12 @@ _NOT_A_NAME = frozenset("and also or but the a an it this that please remember t
                         "was is to of at".split())
 
 
-def _named(ident: str, source: str) -> str:
-    """A quantity with the name before its last occurrence ("p95 latency 741 ms")."""
+def _named(ident: str, source: str, at: int | None = None) -> str:
+    """A quantity with the name before its last occurrence ("p95 latency 741 ms"); `at`:
+    that occurrence, when the caller has found it already."""
     if not _QUANTITY.match(ident):
         return ident
-    at = source.rfind(ident)
+    at = source.rfind(ident) if at is None else at
     line_start = source.rfind("\n", 0, at) + 1
     m = _NAME_BEFORE.search(source[max(line_start, at - 60):at])
     if not m:
@@ -91,7 +139,9 @@ def _named(ident: str, source: str) -> str:
 
 def missing_identifiers(source: str, summary: str) -> list[str]:
     """Identifiers of `source` that `summary` omits, in order of first appearance."""
-    return [i for i in extract_identifiers(source) if not _present(i, summary)]
+    idents = extract_identifiers(source)
+    named = present_in(idents, summary)
+    return [i for i in idents if i not in named]
 
 
 def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focus: str | None = None,
@@ -102,13 +152,15 @@ def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focu
     source = clean(source, keep_lists=True)
     stale = {str(x).strip("`") for x in exclude}
     phrases = [v for v in stale if " " in v]  # a closed TODO's words: its identifiers are stale too
-    raw = [i for i in missing_identifiers(source, summary + "\n" + present)
-           if i.strip("`") not in stale and not any(_present(i, v) for v in phrases)]
-    raw.sort(key=lambda i: -source.rfind(i.strip("`")))  # newest first
-    first = {}
+    raw = [i for i in missing_identifiers(source, summary + "\n" + present) if i.strip("`") not in stale]
+    in_phrases = set().union(*(present_in(raw, v) for v in phrases))
+    raw = [i for i in raw if i not in in_phrases]
+    last = {i: source.rfind(i.strip("`")) for i in raw}  # each searched once (a quantity has no backticks)
+    raw.sort(key=lambda i: -last[i])  # newest first
+    of: dict[str, str] = {}  # listed form → the identifier it names (the oldest of equals, as before)
     for i in raw:
-        first[_named(i, source)] = source.find(i.strip("`"))
-    missing = focused_first(list(first), focus)
+        of[_named(i, source, last[i])] = i
+    missing = focused_first(list(of), focus)
     if not missing or cap_tokens <= 0:
         return summary
     chosen: list[str] = []
@@ -121,6 +173,8 @@ def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focu
         used += cost
     if not chosen:
         return summary
-    # Chosen newest first; listed as they came (the focus's kinds first).
+    # Chosen newest first; listed as they came (the focus's kinds first). Only the chosen
+    # need their first occurrence: a search each, not one for every candidate.
+    first = {i: source.find(of[i].strip("`")) for i in chosen}
     chosen = focused_first(sorted(chosen, key=lambda i: first[i]), focus)
     return summary.rstrip() + f"\n\n{FACTS_HEADER} " + "; ".join(chosen)

@@ -72,19 +72,32 @@ _TODO = re.compile(r"(?:\btodo\b:?|\b(?:we|i) still (?:need|have) to\b|\bstill t
                    r"\bwe should (?:also )?(?=\w+ .* later)|\bwe need to\b|\bneeds? to be (?:done|checked|fixed)\b:?)"
                    r"\s*(?P<what>[^!?\n]{3,160})", re.I)
 _QUESTION = re.compile(r"\b(?:open question|still unclear|we don't know yet|tbd)\b:?\s*(?P<what>[^\n]{3,160})", re.I)
-_CLOSE = re.compile(r"\b(?:done with|finished|completed|closed|resolved|no need to|no longer need to|"
-                    r"crossed off|ticked off|checked off|we did|i did|took care of|got to|got around to|wrapped up|"
-                    r"sorted out)\s+(?P<what>[^.!?\n,;]{2,120})"
-                    r"|(?P<what2>[^.!?\n,;]{2,80}?)\s+(?:is|are) (?:now )?(?:done|finished|fixed|resolved|closed|answered"
-                    r"|complete|completed|sorted|handled|taken care of|off the list|off my list)\b",
+_CLOSE_WORDS = (r"done with|finished|completed|closed|resolved|no need to|no longer need to|"
+                r"crossed off|ticked off|checked off|we did|i did|took care of|got to|got around to|wrapped up|"
+                r"sorted out")
+_CLOSE_STATES = (r"done|finished|fixed|resolved|closed|answered"
+                 r"|complete|completed|sorted|handled|taken care of|off the list|off my list")
+_CLOSE = re.compile(rf"\b(?:{_CLOSE_WORDS})\s+(?P<what>[^.!?\n,;]{{2,120}})"
+                    rf"|(?P<what2>[^.!?\n,;]{{2,80}}?)\s+(?:is|are) (?:now )?(?:{_CLOSE_STATES})\b",
                     re.I)
-_RETRACT = re.compile(rf"(?<!n't )(?<!not )(?<!never )\b(?:forget(?: about)?|ignore|disregard|scratch|drop|never mind|skip)\s+"
+_RETRACT_VERBS = r"forget(?: about)?|ignore|disregard|scratch|drop|never mind|skip"
+_RETRACT_IS = r"is|was|are|looks|seems|turned out to be|turns out to be|isn't|is not|wasn't"
+_RETRACT_BAD = (r"corrupt|corrupted|wrong|broken|bogus|invalid|outdated|obsolete|gone|deleted|"
+                r"stale|bad|fake|unusable|useless|a typo|a mistake|(?:not )?(?:valid|right|correct|real|a real)")
+_RETRACT_NOT = r"does not|doesn't|did not|didn't"
+_RETRACT = re.compile(rf"(?<!n't )(?<!not )(?<!never )\b(?:{_RETRACT_VERBS})\s+"
                       rf"(?!to\b|the\b|a\b|that\b|this\b)(?P<a>{_TOKEN})"
-                      rf"|(?P<b>{_TOKEN})\s+(?:is|was|are|looks|seems|turned out to be|turns out to be|isn't|is not|wasn't) "
-                      rf"(?:actually )?(?:corrupt|corrupted|wrong|broken|bogus|invalid|outdated|obsolete|gone|deleted|"
-                      rf"stale|bad|fake|unusable|useless|a typo|a mistake|(?:not )?(?:valid|right|correct|real|a real))\b"
+                      rf"|(?P<b>{_TOKEN})\s+(?:{_RETRACT_IS}) "
+                      rf"(?:actually )?(?:{_RETRACT_BAD})\b"
                       rf"|\bthere (?:is|'s) no (?:such )?(?:column|file|table|field|key|branch|commit)?\s*(?P<c>{_TOKEN})"
-                      rf"|(?P<d>{_TOKEN})\s+(?:does not|doesn't|did not|didn't) exist", re.I)
+                      rf"|(?P<d>{_TOKEN})\s+(?:{_RETRACT_NOT}) exist", re.I)
+# What each of the two must find in a sentence before it can match at all — its fixed
+# words, with the whitespace its pattern requires beside them — searched first, because
+# the patterns themselves try a name or a clause at every position of the sentence (the
+# costliest part of the memory pass). No hint, no match: the events are the same.
+_CLOSE_HINT = re.compile(rf"(?:{_CLOSE_WORDS})\s|\s(?:is|are) (?:now )?(?:{_CLOSE_STATES})\b", re.I)
+_RETRACT_HINT = re.compile(rf"(?:{_RETRACT_VERBS})\s|\s(?:{_RETRACT_IS}) (?:actually )?(?:{_RETRACT_BAD})\b"
+                           rf"|there (?:is|'s) no |\s(?:{_RETRACT_NOT}) exist", re.I)
 
 _WORKING = [
     ("url", re.compile(r"https?://[^\s<>\"'`)\]]+")),
@@ -167,13 +180,14 @@ def events(turns: list[tuple[int, str, str]]) -> list[Event]:
                 out.append(Event("add", turn, Item("setting", question, answer_value(s), turn)))
                 continue
             retracted = False
-            for m in _RETRACT.finditer(s):
+            for m in (_RETRACT.finditer(s) if _RETRACT_HINT.search(s) else ()):
                 target = next(g for g in m.groups() if g).strip("`'\"")
                 if target.lower() in _BAD_KEYS:
                     continue  # "drop X, it does not exist": "it" retracts nothing
                 out.append(Event("retract", turn, target=target))
                 retracted = True
-            for m in _CLOSE.finditer(s):
+            closes = _CLOSE_HINT.search(s) is not None
+            for m in (_CLOSE.finditer(s) if closes else ()):
                 out.append(Event("close", turn, target=(m.group("what") or m.group("what2")).strip()))
             if retracted:
                 continue
@@ -189,7 +203,7 @@ def events(turns: list[tuple[int, str, str]]) -> list[Event]:
                 out.append(Event("add", turn, Item("decision", norm_key(a), a, turn, detail=b)))
                 continue
             t = _TODO.search(s) or _QUESTION.search(s)
-            if t and not _CLOSE.search(s):
+            if t and not (closes and _CLOSE.search(s)):
                 what = _val(t.group("what"))
                 out.append(Event("add", turn, Item("todo", norm_key(" ".join(what.split()[:6])), what, turn)))
             out += [Event("add", turn, i) for i in settings(s, turn)]

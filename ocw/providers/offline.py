@@ -80,8 +80,17 @@ def _terms(text: str) -> list[str]:
     return [w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if len(w) > 2 and w not in _STOP]
 
 
+# What any identifier above holds: a backtick, a slash (URLs, paths), a digit (numbers with
+# units, ticket ids), a dot before a letter (file.ext) or an error name's ending. Text
+# without one names none, and most sentences of a conversation are such text: the
+# summarizer reads every sentence, so it skips the seven searches for them.
+_IDENT_HINT = re.compile(r"[`/\d]|\.[A-Za-z]|Error|Exception|Warning")
+
+
 def identifiers(text: str) -> list[str]:
     """Identifiers worth keeping verbatim, in order of first appearance, no duplicates."""
+    if not _IDENT_HINT.search(text):
+        return []
     found: list[tuple[int, str]] = []
     for m in _URL.finditer(text):
         found.append((m.start(), m.group(0).rstrip(".,;:!?")))
@@ -322,25 +331,35 @@ class OfflineProvider:
         idents = focus_rules.focused_first(identifiers(body), focus)
         wanted, focus_terms = focus_rules.kinds(focus), focus_rules.terms(focus)
 
-        def focused(s: str) -> bool:
-            return bool(focus_rules.matches(s, focus_terms)) or any(
-                focus_rules.identifier_kind(t) in wanted for t in identifiers(s))
-
+        # Each sentence is read once: its terms, its identifiers and whether it is what the
+        # focus asks for are kept per sentence, and each text is counted at most once (`cost`),
+        # so scoring and choosing are linear in the transcript.
         n = len(sents)
-        df = Counter(t for s in sents for t in set(_terms(s)))
+        sent_terms = [set(_terms(s)) for s in sents]
+        sent_ids = [len(identifiers(s)) for s in sents]
+        focused = [bool(focus_rules.matches(s, focus_terms)) or any(
+            focus_rules.identifier_kind(t) in wanted for t in identifiers(s)) for s in sents] \
+            if focus_terms or wanted else [False] * n
+        df = Counter(t for terms in sent_terms for t in terms)
         score: dict[int, float] = {}
-        for i, s in enumerate(sents):
-            terms = set(_terms(s))
-            ids = len(identifiers(s))
+        for i, terms in enumerate(sent_terms):
+            ids = sent_ids[i]
             # A sentence that shares no term with the rest and names nothing is small talk.
-            if not ids and not any(df[t] > 1 for t in terms) and n > 1 and not focused(s):
+            if not ids and not any(df[t] > 1 for t in terms) and n > 1 and not focused[i]:
                 continue
             weight = sum(df[t] * math.log(1 + n / df[t]) for t in terms)
             score[i] = weight / math.sqrt(1 + len(terms)) + 1.5 * ids
             score[i] += (1.0 if i == 0 else 0.0) + 0.5 * i / max(1, n)
         # What the user asked to keep ranks before everything else.
-        order = sorted(score, key=lambda i: (not focused(sents[i]), -score[i], i))
-        cost = lambda s: count_text(s, enc)  # noqa: E731
+        order = sorted(score, key=lambda i: (not focused[i], -score[i], i))
+        counted: dict[str, int] = {}
+
+        def cost(s: str) -> int:
+            c = counted.get(s)
+            if c is None:
+                c = counted[s] = count_text(s, enc)
+            return c
+
         target = min(budget, max(64, cost(text) // 2))
         used = cost(HEADER) + 8  # labels and separators
         # Keep room for identifiers: what a summary loses most easily and the

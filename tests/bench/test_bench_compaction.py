@@ -68,3 +68,37 @@ def test_main_exit_code(capsys):
     assert "ocw bench compaction" in out
     rolling = [line.split() for line in out.splitlines() if " rolling " in line]
     assert rolling and rolling[0][3] == "0" and rolling[0][-1] == "yes"
+
+
+# -- issue 28, item 6: %compact against read+tokenize, an automatic compaction's turn against a normal one --
+def test_compact_cost_quick_run_reports_its_rows_and_checks(tmp_path):
+    from ocw.bench import compact_cost
+
+    out = io.StringIO()
+    r = compact_cost.run(quick=True, messages=60, window=32_000, reps=2, out=out, tmpdir=str(tmp_path))
+    assert r["checks"] == {"compactions_succeeded": True, "same_summary": True, "tail_tokens": r["checks"]["tail_tokens"],
+                           "failures": []}
+    assert 12_000 < r["checks"]["tail_tokens"] < 32_000  # 60 messages of the builder's mix, under the window
+    for key in ("compact", "floor", "auto", "normal"):
+        s = r["rows"][key]
+        assert s["n"] == 2 and 0 < s["p50"] <= s["p99"] <= s["max"]
+    assert r["ratios"]["compact_vs_floor"] == r["rows"]["compact"]["p50"] / r["rows"]["floor"]["p50"]
+    assert r["ratios"]["auto_vs_normal"] == r["rows"]["auto"]["p50"] / r["rows"]["normal"]["p50"]
+    assert len(r["load"]) == 2 and all(len(la) == 3 for la in r["load"])
+    text = out.getvalue().splitlines()
+    assert text[0].startswith("ocw bench compact_cost — 60 messages") and "load average" in text[0]
+    assert [line.split("  ")[0] for line in text[2:6]] == [label for _, label in compact_cost.LABELS]
+    assert "%compact ÷ read+tokenize" in text[6] and "auto turn ÷ normal turn" in text[6]
+    assert text[7] == "checks: every compaction succeeded, one summary for every run"
+
+
+def test_compact_cost_fails_its_checks_when_an_auto_turn_does_not_compact(tmp_path, monkeypatch):
+    from ocw.bench import compact_cost
+
+    monkeypatch.setattr(compact_cost, "AUTO_THRESHOLD", 0.99)  # the turn never crosses it
+    out = io.StringIO()
+    r = compact_cost.run(quick=True, messages=40, window=32_000, reps=1, out=out, tmpdir=str(tmp_path))
+    assert not r["checks"]["compactions_succeeded"]
+    assert r["checks"]["failures"] == ["auto turn: []", "auto turn: []"]  # the warm-up run and the timed one
+    assert r["rows"]["auto"]["n"] == 0
+    assert "FAILED: auto turn: []" in out.getvalue()

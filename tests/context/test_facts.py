@@ -228,3 +228,88 @@ def test_the_list_never_runs_over_its_cap():
 def test_the_summary_is_kept_as_written():
     out = append_facts("  Indented summary.  \n", "KeyError", 100, ENC)
     assert out == f"  Indented summary.\n\n{FACTS_HEADER} KeyError"
+
+
+# -- one pass (issue 28, item 3): the same answers as the per-identifier regexes ---------------
+def _oracle_rx():
+    """The matcher before issue 28: the plain ordered alternation of every pattern."""
+    import re
+
+    from ocw.context.facts import _PATTERNS
+
+    return re.compile("|".join(f"(?:{p})" for p in _PATTERNS))
+
+
+def _oracle_present(ident: str, text: str) -> bool:
+    """The check before issue 28: one regex built per identifier."""
+    import re
+
+    bare = ident.strip("`")
+    return re.search(r"(?<![\w.])" + re.escape(bare) + r"(?![\w])", text) is not None
+
+
+_ORACLE_TEXT = (
+    "see https://api.example.com/v2/orders?limit=50. and `src/app.py` or src/app.py, /srv/data/raw/x.parquet; "
+    "~/notes/a.md ../up/one/two KeyError: ValueError raised; load_events() fit_tail_v2 OPS-12 ABC-345x "
+    "123e4567-e89b-12d3-a456-426614174000 deadbeef42 cafe1234 #4521 #7 250 ms 0.50 ms 50 ms. 3,5 GB 12% 7 req/s "
+    "api.example.com www.x.co.uk run_1 run_10 `run_1` data.duckdb 数据_表 über_schnell `…` `---` `a b` "
+    "HTTP/1.1 x.y/z 1500 rows 80°C 2 GHz\n250\nms"
+)
+
+
+def test_the_factored_matcher_matches_what_the_plain_alternation_matches():
+    rx = _oracle_rx()
+    import random
+
+    rng = random.Random(28)
+    words = _ORACLE_TEXT.split(" ")
+    texts = [_ORACLE_TEXT] + [" ".join(rng.choice(words) for _ in range(60)) for _ in range(200)] + \
+            ["".join(rng.choice(words) for _ in range(20)) for _ in range(200)]  # glued: boundaries move
+    from ocw.context.facts import _RX
+
+    for t in texts:
+        assert [(m.start(), m.group(0)) for m in _RX.finditer(t)] == [(m.start(), m.group(0)) for m in rx.finditer(t)]
+
+
+def test_present_in_answers_as_one_regex_per_identifier_would():
+    from ocw.context.facts import present_in
+    import random
+
+    rng = random.Random(3)
+    words = _ORACLE_TEXT.split(" ")
+    idents = sorted(set(extract_identifiers(_ORACLE_TEXT)) | {"`…`", "`---`", "...", "50 ms", "ms", "a b", "0.50"})
+    assert len(idents) == 37
+    summaries = [_ORACLE_TEXT, "", "50 ms", "x50 ms", ".50 ms", "50 msx", "(50 ms)", "--- … ...", "a b."] + \
+                [" ".join(rng.choice(words) for _ in range(25)) for _ in range(150)] + \
+                ["".join(rng.choice(words) for _ in range(8)) for _ in range(150)]
+    hits = 0
+    for s in summaries:
+        expected = {i for i in idents if _oracle_present(i, s)}
+        assert present_in(idents, s) == expected, s
+        hits += len(expected)
+    assert 0 < hits < len(idents) * len(summaries)  # both answers occur
+
+
+@pytest.mark.parametrize("summary, absent", [
+    ("it took 50 ms", False), ("it took 150 ms", True), ("it took 0.50 ms", True),  # a dot before: another number
+    ("it took 50 ms.", False), ("50 ms", False), ("50 msx", True), ("_50 ms", True), ("é50 ms", True),
+    ("-50 ms", False), ("50 ms_", True), ("50 ms 50 ms2", False), ("x50 ms then 50 ms", False),
+])
+def test_a_quantity_is_present_only_as_a_whole_token(summary, absent):
+    assert missing_identifiers("it took 50 ms", summary) == (["50 ms"] if absent else [])
+
+
+def test_an_identifier_without_a_word_character_is_still_checked():
+    from ocw.context.facts import present_in
+
+    assert present_in(["`---`"], "a --- b") == {"`---`"}
+    assert present_in(["`---`"], "a -- b") == set()
+    assert present_in(["`---`"], "x.--- b") == set()  # the dot rule holds for these too
+
+
+def test_stale_phrases_take_their_identifiers_with_them():
+    source = "Use /srv/a/b.csv and /srv/c/d.csv."
+    assert append_facts("S.", source, 100, ENC, exclude=["the file /srv/a/b.csv is gone"]) == \
+        f"S.\n\n{FACTS_HEADER} /srv/c/d.csv"
+    assert append_facts("S.", source, 100, ENC, exclude=["the file /srv/a/b.csvx is gone"]) == \
+        f"S.\n\n{FACTS_HEADER} /srv/a/b.csv; /srv/c/d.csv"

@@ -194,3 +194,24 @@ def test_summary_never_harvests_ocw_prune_stubs_or_cut_notes():
     text = summarize(p, 300, own).text
     assert "data/sales_2023.csv" in text and "30 s" in text  # the conversation's own facts stay
     assert "1,776" not in text and "3,210" not in text and "tokens" not in text
+
+
+def test_the_identifier_hint_never_hides_an_identifier(monkeypatch):
+    """Issue 28: text without the hint's characters skips the searches; the answers are
+    those of the full searches on every sentence of generated sessions and on edge cases."""
+    from ocw.bench.quality_gen import generate
+    from ocw.providers import offline
+
+    texts = ["see `x`", "a/b", "run 5 ms", "file.py here", "KeyError raised", "ABC-1", "https://h.io/x",
+             "plain words only.", "End. Next", "Ünïcode ٣ ms", "DataWarning", "no.", "e.g. this", ""]
+    for seed in range(6):
+        for st in generate(seed, 30, "ABC"[seed % 3]).steps:
+            texts += offline._sentences(st.text)
+    fast = [offline.identifiers(t) for t in texts]
+    always = type("Always", (), {"search": staticmethod(lambda t: True)})
+    monkeypatch.setattr(offline, "_IDENT_HINT", always)
+    assert fast == [offline.identifiers(t) for t in texts]
+    assert sum(bool(f) for f in fast) >= 40  # identifiers were found ...
+    monkeypatch.undo()
+    assert sum(not offline._IDENT_HINT.search(t) for t in texts) >= 500  # ... and many texts skipped the search
+    assert offline.identifiers("Ünïcode ٣ ms") == ["٣ ms"]  # a digit of any script

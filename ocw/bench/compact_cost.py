@@ -1,0 +1,147 @@
+"""Benchmark: what a compaction costs against its floor — `python -m ocw.bench.compact_cost [--quick]`.
+
+Issue 28, items 3 and 6. In the same run, on sessions built alike (`ocw.bench.build.build_session`:
+one parent chain, 10 % of messages ~2k-token tool outputs) with a ~100k-token uncovered tail:
+
+- "%compact": `Session.compact` with the offline summarizer, as `%compact` runs it (read,
+  plan, summarize, memory and facts passes, what was lost, one write);
+- "read + tokenize": its floor — the tail read from the file (`rendered_history`, the
+  contents come from DuckDB each time) and every message tokenized once, as counted;
+- "auto turn" / "normal turn": one `%%chat` turn (`Turn.run`, the offline model) on the
+  same kind of session, once with a threshold the turn crosses (an automatic compaction
+  runs inside it) and once with one it does not. Pruning is off in both, so the automatic
+  compaction folds the same tail `%compact` does (with it on, stubbing the old tool
+  outputs alone brings this session under any threshold worth testing).
+
+Each repetition builds a fresh session, so every compaction starts from the same state.
+Timings are printed with p50, p99 and max, the ratios of the p50s and the load average
+(`os.getloadavg()`) before and after; never asserted. The checks — every compaction
+succeeded, the summaries of all repetitions are identical, the auto turns compacted
+and the normal turns did not, the tail is the size it claims — set the exit status.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+from ocw.bench.build import build_session
+from ocw.bench.turns import stats
+
+WINDOW = 128_000
+MESSAGES = 380  # ~103k tokens of tail at the builder's mix
+QUICK_MESSAGES, QUICK_WINDOW = 60, 32_000
+REPS, QUICK_REPS = 9, 2
+AUTO_THRESHOLD, NORMAL_THRESHOLD = 0.5, 0.98  # the same session: crossed / not crossed
+ASK = "What should we look at next in the worker logs?"
+
+
+def read_and_tokenize(session) -> int:
+    """The floor: the tail as the model reads it, from the file, each message tokenized once."""
+    from ocw.text.tokens import count_message
+
+    enc = session.encoding.name
+    return sum(count_message(m["role"], m["content"], enc, m.get("name")) for m in session.rendered_history())
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    value = fn()
+    return (time.perf_counter() - t0) * 1000, value
+
+
+def run(quick: bool = False, *, messages: int | None = None, window: int | None = None, reps: int | None = None,
+        out=None, tmpdir: str | None = None) -> dict:
+    """Time the four rows; print the table; return {rows, ratios, load, checks}."""
+    from ocw.conversation.sessions import Store
+    from ocw.conversation.turn import Turn
+    from ocw.providers.offline import OfflineProvider
+    from ocw.text.tokens import count_text
+
+    out = out or sys.stdout
+    n = messages or (QUICK_MESSAGES if quick else MESSAGES)
+    window = window or (QUICK_WINDOW if quick else WINDOW)
+    reps = reps or (QUICK_REPS if quick else REPS)
+    provider = OfflineProvider(context_window=window)
+    times = {"compact": [], "floor": [], "auto": [], "normal": []}
+    summaries, tails, failures = set(), [], []
+    load = [os.getloadavg()]
+    with tempfile.TemporaryDirectory(prefix="ocw-bench-compact-cost-", dir=tmpdir) as d:
+        store = Store(os.path.join(d, "cost.duckdb"))
+        try:
+            def fresh(k: int, tag: str):
+                return build_session(store, n, window=window, name=f"cost-{tag}-{k}", id_salt=f"c{tag}{k}_", verify=4)
+
+            warm = fresh(0, "warm")  # the encodings load once per kernel: not part of any row
+            count_text("warm", warm.encoding.name)
+            count_text("warm", provider.encoding)
+            warm.compact(provider=provider)
+            for k in range(reps + 1):  # repetition 0 warms the file and the code paths
+                s = fresh(k, "c")
+                floor_ms, tail = _timed(lambda: read_and_tokenize(s))
+                compact_ms, res = _timed(lambda: s.compact(provider=provider))
+                if res.outcome != "succeeded":
+                    failures.append(f"%compact: {res.outcome} {res.reason}")
+                    continue
+                summary = s._rows.get(res.summary_id)
+                summaries.add(repr(s._contents([summary])[res.summary_id]))
+                tails.append(tail)
+                if k:
+                    times["floor"].append(floor_ms)
+                    times["compact"].append(compact_ms)
+                for kind, threshold in (("auto", AUTO_THRESHOLD), ("normal", NORMAL_THRESHOLD)):
+                    t = fresh(k, kind[0])
+                    ms, r = _timed(lambda: Turn(t, provider, threshold=threshold, prune=False).run(ASK))
+                    compacted = [c for c in r.compactions if c.outcome == "succeeded" and c.trigger == "auto"]
+                    if (kind == "auto") != bool(compacted) or len(r.compactions) != len(compacted):
+                        failures.append(f"{kind} turn: {[(c.trigger, c.outcome) for c in r.compactions]}")
+                    elif k:
+                        times[kind].append(ms)
+        finally:
+            store.close()
+    load.append(os.getloadavg())
+    rows = {key: stats(ms) for key, ms in times.items()}
+    ratios = {"compact_vs_floor": rows["compact"]["p50"] / rows["floor"]["p50"] if times["floor"] else float("nan"),
+              "auto_vs_normal": rows["auto"]["p50"] / rows["normal"]["p50"] if times["normal"] else float("nan")}
+    checks = {"compactions_succeeded": not failures, "same_summary": len(summaries) == 1,
+              "tail_tokens": min(tails) if tails else 0, "failures": failures}
+    result = {"messages": n, "window": window, "reps": reps, "rows": rows, "ratios": ratios, "load": load,
+              "checks": checks}
+    print(format_report(result), file=out)
+    return result
+
+
+LABELS = (("compact", "%compact, offline summarizer"), ("floor", "read + tokenize the tail"),
+          ("auto", "turn with an automatic compaction"), ("normal", "normal turn"))
+
+
+def format_report(r: dict) -> str:
+    c = r["checks"]
+    lines = [f"ocw bench compact_cost — {r['messages']:,} messages, {c['tail_tokens']:,}-token tail, window "
+             f"{r['window']:,}, {r['reps']} runs each, same run; load average "
+             + " → ".join("/".join(f"{x:.2f}" for x in la) for la in r["load"]),
+             f"{'':34}  {'p50 ms':>9}  {'p99 ms':>9}  {'max ms':>9}"]
+    for key, label in LABELS:
+        s = r["rows"][key]
+        lines.append(f"{label:34}  {s['p50']:9,.1f}  {s['p99']:9,.1f}  {s['max']:9,.1f}")
+    lines.append(f"%compact ÷ read+tokenize: {r['ratios']['compact_vs_floor']:.1f}× (target ≤ 3×); "
+                 f"auto turn ÷ normal turn: {r['ratios']['auto_vs_normal']:.1f}× (target ≤ 3×)")
+    lines.append("checks: " + ("every compaction succeeded" if c["compactions_succeeded"] else "FAILED: " + "; ".join(c["failures"]))
+                 + ", " + ("one summary for every run" if c["same_summary"] else "SUMMARIES DIFFER"))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ocw.bench.compact_cost", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help=f"{QUICK_MESSAGES} messages, {QUICK_REPS} runs")
+    ap.add_argument("--messages", type=int, default=None, help=f"messages per session (default {MESSAGES})")
+    ap.add_argument("--reps", type=int, default=None, help=f"timed runs (default {REPS})")
+    args = ap.parse_args(argv)
+    r = run(args.quick, messages=args.messages, reps=args.reps)
+    return 0 if r["checks"]["compactions_succeeded"] and r["checks"]["same_summary"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""The memory pass's hints (issue 28, item 3): a sentence the retraction or closing
+pattern matches always holds its hint, so searching the cheap hint first never loses
+an event."""
+from __future__ import annotations
+
+import pytest
+
+from ocw.bench.quality_gen import generate
+from ocw.context import memory_rules as mr
+
+HAND = [
+    "forget data/raw.csv, it is gone", "Forget about `old_table`.", "ignore  run_7 please", "never mind x.py",
+    "don't forget to ship", "run_3 is actually corrupt", "the file a.csv turned out to be bogus",
+    "there's no such column user_id", "there is no foo", "orders_v2 doesn't exist", "x did not  exist",
+    "the migration is now done", "the bug is fixed.", "we did the rollout", "wrapped up\tthe report",
+    "tickets are off my list", "nothing to see here", "it is done", "is done", "isdone", "fixedis done",
+    "a.csv is not valid", "a.csv is not a real file", "b.json wasn't right", "DONE WITH the thing",
+]
+
+
+def _sentences(seeds=range(3)):
+    out = list(HAND)
+    for seed in seeds:
+        for ph in "ABC":
+            for st in generate(seed, 40, ph).steps:
+                out += mr.sentences(mr.clean(st.text))
+    return out
+
+
+@pytest.mark.parametrize("rx, hint", [(mr._RETRACT, mr._RETRACT_HINT), (mr._CLOSE, mr._CLOSE_HINT)],
+                         ids=["retract", "close"])
+def test_every_match_has_its_hint(rx, hint):
+    sents = _sentences()
+    matched = [s for s in sents if rx.search(s)]
+    assert len(matched) >= 15  # the hand-written ones and the generator's are among them
+    assert [s for s in matched if not hint.search(s)] == []
+    assert any(not hint.search(s) for s in sents)  # and the hint does rule sentences out
+
+
+def test_the_events_of_hinted_sentences_are_those_of_the_full_search(monkeypatch):
+    turns = [(k, "user", s) for k, s in enumerate(_sentences(range(1)))]
+    fast = mr.events(turns)
+    always = type("Always", (), {"search": staticmethod(lambda s: True)})
+    monkeypatch.setattr(mr, "_RETRACT_HINT", always)
+    monkeypatch.setattr(mr, "_CLOSE_HINT", always)
+    full = mr.events(turns)
+    assert len(full) > 30 and fast == full
