@@ -27,7 +27,40 @@ export const CLOSE_MS = 380;
 const CONVERSATION = ["messages", "has_older", "summary", "capsules", "branches", "notes", "head", "pending",
   "stream_steps", "session_id", "labels", "lang", "origin"];
 
+// The traitlets Python sends as changes, not state (ocw/widgets/changes.py): each view
+// holds their values, whole from the model's state, then changed by "ocw-changes" messages.
+export const CHANGED = ["messages", "has_older", "summary", "capsules", "branches", "notes", "head", "pending",
+  "streaming", "stream_steps"];
+
 let instances = 0;
+
+/** One "ocw-changes" message's ops applied in order to `state` (name -> value), as
+ * ocw/widgets/changes.py made them: a list's splice, a string's kept prefix plus what
+ * follows, or a new value. New lists and strings (a model's values are never changed in
+ * place). Returns the names changed; throws on an op that does not fit what is held
+ * (the view is then out of step and asks for a snapshot). */
+export function applyOps(state, ops) {
+  const changed = new Set();
+  for (const op of Array.isArray(ops) ? ops : []) {
+    const name = op && op.name;
+    if (!CHANGED.includes(name)) throw new Error(`no such value: ${name}`);
+    if ("value" in op) state[name] = op.value;
+    else if ("keep" in op) {
+      const held = String(state[name] ?? "");
+      if (!(op.keep >= 0 && op.keep <= held.length)) throw new Error(`${name}: keep ${op.keep} of ${held.length}`);
+      state[name] = held.slice(0, op.keep) + String(op.add ?? "");
+    } else {
+      const held = Array.isArray(state[name]) ? state[name] : [];
+      const { at, remove } = op;
+      if (!(at >= 0 && remove >= 0 && at + remove <= held.length && Array.isArray(op.items))) {
+        throw new Error(`${name}: splice ${at}+${remove} of ${held.length}`);
+      }
+      state[name] = held.slice(0, at).concat(op.items, held.slice(at + remove));
+    }
+    changed.add(name);
+  }
+  return changed;
+}
 
 /** Python's labels; a missing key reads as the key (visible, never a crash). */
 export function labelTable(labels) {
@@ -96,6 +129,21 @@ function render({ model, el, experimental, host, signal }) {
     disposers.push(() => target.removeEventListener(type, fn));
   };
   const L = () => labelTable(model.get("labels"));
+
+  // ---- the conversation's state: whole from the model, then Python's changes ----
+  // `rev` is the revision of what this view holds. The model's own values are at its
+  // `snapshot_revision` (the last state it got whole); `revision` is Python's latest.
+  const held = {};
+  let rev = 0;
+  let snapshotAsked = false;
+  let queued = []; // changes that arrived while a snapshot was on its way
+  const get = (name) => (name in held ? held[name] : model.get(name));
+  function adopt(name) {
+    held[name] = model.get(name);
+    const r = model.get("snapshot_revision");
+    if (typeof r === "number") rev = r;
+  }
+  for (const name of CHANGED) adopt(name);
 
   // ---- DOM ----
   const root = h("div", "ocw-chat");
@@ -672,9 +720,9 @@ function render({ model, el, experimental, host, signal }) {
 
   function renderThread() {
     const L_ = L();
-    const items = model.get("messages") || [];
-    const notes = model.get("notes") || [];
-    const summary = model.get("summary") || {};
+    const items = get("messages") || [];
+    const notes = get("notes") || [];
+    const summary = get("summary") || {};
     const covered = summary && summary.id ? Number(summary.cover_count) || 0 : 0;
     // A note sits after the message it followed (HEAD then); the kernel sends only the
     // notes of this branch, so one whose message is not loaded (older) goes first.
@@ -694,7 +742,7 @@ function render({ model, el, experimental, host, signal }) {
     }
     thread.replaceChildren();
     if (summary && summary.id) thread.append(summaryNode(summary));
-    if (!items.length && !model.get("pending")) thread.append(text("p", "ocw-chat-empty", L_.chat_empty));
+    if (!items.length && !get("pending")) thread.append(text("p", "ocw-chat-empty", L_.chat_empty));
     const listings = notes.filter((n) => n.data && (n.data.memory || n.data.pins)).map((n) => n.id);
     const newest = listings.length ? listings[listings.length - 1] : null;
     for (const n of top) thread.append(noteNode(n, newest));
@@ -702,14 +750,14 @@ function render({ model, el, experimental, host, signal }) {
       thread.append(messageNode(item, covered));
       for (const n of byAfter.get(item.end_id) || []) thread.append(noteNode(n, newest));
     }
-    older.hidden = !model.get("has_older");
+    older.hidden = !get("has_older");
     older.disabled = !connected;
     older.textContent = L_.chat_load_older;
   }
 
   function renderLive() {
     live.replaceChildren();
-    const pending = model.get("pending") || "";
+    const pending = get("pending") || "";
     if (pending) {
       const msg = h("article", "ocw-msg ocw-msg-user ocw-pending");
       const head = h("header", "ocw-msg-head");
@@ -717,7 +765,7 @@ function render({ model, el, experimental, host, signal }) {
       msg.append(head, text("div", "ocw-msg-text", pending));
       live.append(msg);
     }
-    for (const step of model.get("stream_steps") || []) {
+    for (const step of get("stream_steps") || []) {
       if (typeof step.html === "string") {
         const msg = h("article", "ocw-msg ocw-msg-assistant ocw-streaming-step");
         const body = h("div", "ocw-msg-html");
@@ -731,7 +779,7 @@ function render({ model, el, experimental, host, signal }) {
   }
 
   function renderStreaming() {
-    const html = model.get("streaming") || "";
+    const html = get("streaming") || "";
     streamingRole.textContent = `${L().chat_assistant} · ${L().chat_sending}`;
     streamingBody.innerHTML = html; // the kernel's sanitized HTML, re-rendered as the reply arrives
     streamingMsg.hidden = !html;
@@ -739,10 +787,10 @@ function render({ model, el, experimental, host, signal }) {
 
   function renderGraph() {
     const L_ = L();
-    const items = model.get("messages") || [];
-    const capsules = model.get("capsules") || [];
-    const branches = model.get("branches") || [];
-    const head = model.get("head") || "";
+    const items = get("messages") || [];
+    const capsules = get("capsules") || [];
+    const branches = get("branches") || [];
+    const head = get("head") || "";
     const active = capsules.find((c) => c.active);
     const activeUpTo = active ? active.cover_count : 0;
     const oldUpTo = Math.max(0, ...capsules.filter((c) => !c.active && !c.undone).map((c) => c.cover_count));
@@ -915,8 +963,51 @@ function render({ model, el, experimental, host, signal }) {
   }
   function onStreaming() {
     renderStreaming();
-    if (model.get("pending") && !streamingMsg.isConnected) live.append(streamingMsg);
+    if (get("pending") && !streamingMsg.isConnected) live.append(streamingMsg);
     if (stick) scrollDown();
+  }
+  /** Python's changes (ocw/widgets/changes.py), applied in order: a message that is not the
+   *  next revision — this view missed one — or does not fit asks for a snapshot instead. */
+  function onChanges(content) {
+    if (!content || content.kind !== "ocw-changes") return;
+    if (snapshotAsked) {
+      queued.push(content);
+      return;
+    }
+    if (content.rev <= rev) return; // already in what this view holds
+    if (content.rev !== rev + 1) {
+      queued.push(content);
+      askSnapshot();
+      return;
+    }
+    let changed;
+    try {
+      changed = applyOps(held, content.ops);
+    } catch (err) {
+      askSnapshot();
+      return;
+    }
+    rev = content.rev;
+    if (changed.size === 1 && changed.has("streaming")) onStreaming();
+    else onConversation();
+  }
+  function askSnapshot() {
+    if (snapshotAsked) return;
+    snapshotAsked = true;
+    request("chat_snapshot", { rev })
+      .then((answer) => {
+        const state = answer.state || {};
+        for (const name of CHANGED) if (name in state) held[name] = state[name];
+        rev = Number(answer.rev) || 0;
+        snapshotAsked = false;
+        const later = queued.filter((m) => m.rev > rev).sort((a, b) => a.rev - b.rev);
+        queued = [];
+        onConversation();
+        for (const m of later) onChanges(m);
+      }, () => {
+        snapshotAsked = false; // the next change that does not fit asks again
+        queued = [];
+      });
   }
   function onCommLive() {
     if (typeof model.comm_live === "boolean" && model.comm_live) {
@@ -930,8 +1021,15 @@ function render({ model, el, experimental, host, signal }) {
 
   // Every model event the widget follows, in one table: on here, off in the cleanup.
   const modelEvents = [
-    ...CONVERSATION.map((name) => [`change:${name}`, onConversation]),
-    ["change:streaming", onStreaming],
+    ...CONVERSATION.map((name) => [`change:${name}`, CHANGED.includes(name) ? () => {
+      adopt(name); // the whole state arrived (a reload, a request for it): it is current
+      onConversation();
+    } : onConversation]),
+    ["change:streaming", () => {
+      adopt("streaming");
+      onStreaming();
+    }],
+    ["msg:custom", onChanges],
     ["change:busy", update],
     ["change:progress", onProgress],
     ["change:session_name", update],
@@ -941,6 +1039,8 @@ function render({ model, el, experimental, host, signal }) {
   for (const [event, fn] of modelEvents) model.on(event, fn);
   onConversation();
   scrollDown();
+  // Changes made after the model's state was sent never reach this new view: ask for them.
+  if (typeof model.get("revision") === "number" && model.get("revision") > rev) askSnapshot();
 
   // ---- the ring: the ContextWidget `%context` shows, rendered here (not copied) ----
   const ringRef = model.get("ring");

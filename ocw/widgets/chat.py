@@ -33,6 +33,7 @@ from anywidget.experimental import command
 
 from ocw.context import events as ev
 from ocw.widgets import snapshot
+from ocw.widgets.changes import Changes
 from ocw.widgets._static import asset
 from ocw.conversation import continue_from
 from ocw.notebook.items import branch_items, message_items, summary_items, tool_step
@@ -106,8 +107,12 @@ class _Stream:
         self.w._note("info", text)
 
 
-class ChatWidget(Localized, anywidget.AnyWidget):
+class ChatWidget(Localized, Changes, anywidget.AnyWidget):
     """`ChatWidget(runtime, ring, session=None, lang="en")`: see the module docstring."""
+
+    # Sent as changes, not state (ocw/widgets/changes.py): a turn costs what is new.
+    _CHANGES = ("messages", "has_older", "summary", "capsules", "branches", "notes", "head", "pending",
+                "streaming", "stream_steps")
 
     _esm = asset("chat.js")
     _css = asset("chat.css")
@@ -292,10 +297,10 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         if rows and rows[0]["id"] in ids:
             rows, has_older = self._rows[:ids.index(rows[0]["id"])] + rows, (self._rows[0]["depth"] or 0) > 1
         appended = old is not None and old[1:] == key[1:] and any(r["id"] == old_head for r in rows)
-        self._rows, self._key = rows, key
+        loaded, self._rows, self._key = self._rows, rows, key
         with self.hold_sync():
             self.head = s.head or ""
-            self.messages = message_items(rows)
+            self.messages = self._items(loaded, rows)
             self.has_older = has_older
             current = next((b for b in self.branches if b["current"]), None)
             if appended and current is not None and current["leaf"] and current["id"] == old_head:
@@ -308,6 +313,23 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             if not appended or force:
                 self.summary, self.capsules = summary_items(s.branch_summaries())
                 self._show_notes()
+
+    def _items(self, old_rows: list[dict], rows: list[dict]) -> list[dict]:
+        """`message_items(rows)`, reusing the items of `old_rows` (what `messages` shows) that
+        `rows` starts with:
+        a turn builds the items of its new rows only (and of the last loaded item, which a
+        tool result may join), whatever is loaded. The reused items are the same objects,
+        so the change sent to the browser (ocw/widgets/changes.py) is found at once."""
+        items = list(self.messages)
+        p = 0
+        while p < len(old_rows) and p < len(rows) and old_rows[p]["id"] == rows[p]["id"]:
+            p += 1
+        at = {r["id"]: i for i, r in enumerate(old_rows[:p])}
+        keep = len(items)
+        while keep and at.get(items[keep - 1]["end_id"], p) >= p - 1:
+            keep -= 1  # reaches the row before the first new one (which it may absorb), or past it
+        start = at[items[keep - 1]["end_id"]] + 1 if keep else 0
+        return items[:keep] + message_items(rows[start:])
 
     def _turn_over(self) -> None:
         with self.hold_sync():
@@ -428,6 +450,13 @@ class ChatWidget(Localized, anywidget.AnyWidget):
                 self.messages = message_items(self._rows)
                 self.has_older = has_older
             return {"count": len(rows)}
+
+    @_answer
+    def chat_snapshot(self, msg: dict) -> dict:
+        """The whole conversation state, for a view that is behind (it missed a change,
+        or its model's state predates the latest changes): {rev, state}."""
+        with self._lock:
+            return self.snapshot()
 
     def _with_references(self, text: str) -> str:
         """{name}, {In[n]}, {Out[n]}, {Err} expanded as a `%%chat` cell expands them (the
