@@ -30,13 +30,13 @@ const CONVERSATION = ["messages", "has_older", "summary", "capsules", "branches"
 // The traitlets Python sends as changes, not state (ocw/widgets/changes.py): each view
 // holds their values, whole from the model's state, then changed by "ocw-changes" messages.
 export const CHANGED = ["messages", "has_older", "summary", "capsules", "branches", "notes", "head", "pending",
-  "streaming", "stream_steps"];
+  "streaming", "stream_steps", "busy"];
 
 let instances = 0;
 
 /** One "ocw-changes" message's ops applied in order to `state` (name -> value), as
- * ocw/widgets/changes.py made them: a list's splice, a string's kept prefix plus what
- * follows, or a new value. New lists and strings (a model's values are never changed in
+ * ocw/widgets/changes.py made them: a list's splice, one entry's changed keys, a string's
+ * kept prefix plus what follows, or a new value. New lists and objects (a model's values are never changed in
  * place). Returns the names changed; throws on an op that does not fit what is held
  * (the view is then out of step and asks for a snapshot). */
 export function applyOps(state, ops) {
@@ -49,6 +49,15 @@ export function applyOps(state, ops) {
       const held = String(state[name] ?? "");
       if (!(op.keep >= 0 && op.keep <= held.length)) throw new Error(`${name}: keep ${op.keep} of ${held.length}`);
       state[name] = held.slice(0, op.keep) + String(op.add ?? "");
+    } else if ("index" in op) {
+      const held = Array.isArray(state[name]) ? state[name] : [];
+      const entry = held[op.index];
+      if (!entry || typeof entry !== "object" || !op.set || typeof op.set !== "object") {
+        throw new Error(`${name}: no entry ${op.index} of ${held.length}`);
+      }
+      const changedEntry = { ...entry, ...op.set };
+      for (const k of Array.isArray(op.drop) ? op.drop : []) delete changedEntry[k];
+      state[name] = held.slice(0, op.index).concat([changedEntry], held.slice(op.index + 1));
     } else {
       const held = Array.isArray(state[name]) ? state[name] : [];
       const { at, remove } = op;
@@ -131,8 +140,8 @@ function render({ model, el, experimental, host, signal }) {
   const L = () => labelTable(model.get("labels"));
 
   // ---- the conversation's state: whole from the model, then Python's changes ----
-  // `rev` is the revision of what this view holds. The model's own values are at its
-  // `snapshot_revision` (the last state it got whole); `revision` is Python's latest.
+  // `rev` is the revision of what this view holds; the model's own values are at its
+  // `snapshot_revision` (the last state it got whole), which may be older than Python's.
   const held = {};
   let rev = 0;
   let snapshotAsked = false;
@@ -909,7 +918,7 @@ function render({ model, el, experimental, host, signal }) {
     const name = model.get("session_name") || model.get("session_id") || "";
     title.textContent = name ? `${L_.chat_title} · ${name.split("/").pop()}` : L_.chat_title;
     title.title = name;
-    const pyBusy = model.get("busy") || "";
+    const pyBusy = get("busy") || "";
     const what = busyWith || pyBusy;
     const progress = model.get("progress") || {};
     status.textContent = !connected ? L_.chat_disconnected : progress.call ? progressText(progress)
@@ -988,8 +997,11 @@ function render({ model, el, experimental, host, signal }) {
       return;
     }
     rev = content.rev;
-    if (changed.size === 1 && changed.has("streaming")) onStreaming();
-    else onConversation();
+    if ([...changed].every((name) => name === "busy")) update();
+    else if ([...changed].every((name) => name === "streaming" || name === "busy")) {
+      onStreaming();
+      update();
+    } else onConversation();
   }
   function askSnapshot() {
     if (snapshotAsked) return;
@@ -1002,7 +1014,7 @@ function render({ model, el, experimental, host, signal }) {
         snapshotAsked = false;
         const later = queued.filter((m) => m.rev > rev).sort((a, b) => a.rev - b.rev);
         queued = [];
-        onConversation();
+        if (answer.state) onConversation();
         for (const m of later) onChanges(m);
       }, () => {
         snapshotAsked = false; // the next change that does not fit asks again
@@ -1030,7 +1042,10 @@ function render({ model, el, experimental, host, signal }) {
       onStreaming();
     }],
     ["msg:custom", onChanges],
-    ["change:busy", update],
+    ["change:busy", () => {
+      adopt("busy");
+      update();
+    }],
     ["change:progress", onProgress],
     ["change:session_name", update],
     ["change:commands", onCommands],
@@ -1039,8 +1054,9 @@ function render({ model, el, experimental, host, signal }) {
   for (const [event, fn] of modelEvents) model.on(event, fn);
   onConversation();
   scrollDown();
-  // Changes made after the model's state was sent never reach this new view: ask for them.
-  if (typeof model.get("revision") === "number" && model.get("revision") > rev) askSnapshot();
+  // Changes made after the model's state was sent never reach this new view: ask whether
+  // there were any (the answer carries the whole state only if so).
+  if (typeof model.get("snapshot_revision") === "number") askSnapshot();
 
   // ---- the ring: the ContextWidget `%context` shows, rendered here (not copied) ----
   const ringRef = model.get("ring");

@@ -14,10 +14,12 @@ mixes in `Changes` names its large traitlets in `_CHANGES`; for those:
   the old and new value), a string's kept prefix plus what follows (`keep` counted in
   UTF-16 code units, as JavaScript indexes strings), or the new value of anything else.
   So a turn costs the comm what is new, whatever is loaded.
-- `revision` (sent as ordinary state, before the changes) is the latest revision. A view
-  whose state is older than it — rendered from a model whose state predates changes, or
-  one that missed a change (a message with `rev` other than its own + 1) — asks for a
-  snapshot (`snapshot()`) instead of showing something wrong.
+- `snapshot_revision` is never sent as state either: a front end has the value its
+  whole state came with. A view asks (`snapshot()`, with the revision it holds) when it is
+  rendered — its model's state may predate changes it never saw — and whenever a message's
+  `rev` is not its own + 1 (it missed one, e.g. across a reconnection): the answer is the
+  whole state only when the view is behind. So nothing is resent per turn to keep views
+  current, and no view shows something wrong.
 
 Why the splices are exact: the browser applies each message's ops in order to the value
 it holds at `rev - 1`, and Python computed them from its value at `rev - 1` (recorded at
@@ -54,9 +56,20 @@ def list_ops(name: str, old: list, new: list) -> list[dict]:
     s = 0
     while s < n - p and s < m - p and _same(old[n - 1 - s], new[m - 1 - s]):
         s += 1
-    if p < n - s or p < m - s:
+    if n - p - s == m - p - s == 1 and isinstance(old[p], dict) and isinstance(new[p], dict):
+        ops.append(_item_op(name, p, old[p], new[p]))  # one entry changed (the current branch grew)
+    elif p < n - s or p < m - s:
         ops.append({"name": name, "at": p, "remove": n - p - s, "items": list(new[p:m - s])})
     return ops
+
+
+def _item_op(name: str, i: int, old: dict, new: dict) -> dict:
+    """Entry i's changed keys (`set`) and dropped ones (`drop`), or the entry whole if that is as short."""
+    changed = {k: v for k, v in new.items() if k not in old or not _same(old[k], v)}
+    dropped = [k for k in old if k not in new]
+    if len(changed) + len(dropped) >= len(new):
+        return {"name": name, "at": i, "remove": 1, "items": [new]}
+    return {"name": name, "index": i, "set": changed, "drop": dropped}
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -88,9 +101,8 @@ class Changes(t.HasTraits):
     """Mix into an ipywidgets widget (before the widget class): see the module docstring."""
 
     _CHANGES: tuple[str, ...] = ()
-    revision = t.Int(0, help="The latest revision of the traitlets sent as changes.").tag(sync=True)
-    snapshot_revision = t.Int(0, help="The revision the whole state is at (equal to revision here; "
-                                      "a front end keeps the value it last got whole).").tag(sync=True)
+    snapshot_revision = t.Int(0, help="The revision of the traitlets sent as changes (a front end keeps "
+                                      "the value its whole state came with).").tag(sync=True)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._old: dict[str, Any] = {}  # name -> its value at the last revision, while a burst runs
@@ -114,7 +126,7 @@ class Changes(t.HasTraits):
     @contextlib.contextmanager
     def hold_sync(self):
         """ipywidgets' hold_sync, plus: the burst's changes go out as one message after
-        the held state (whose `revision` tells a view to expect them)."""
+        the held state."""
         if self._holding_sync:
             yield
             return
@@ -124,7 +136,7 @@ class Changes(t.HasTraits):
                 try:
                     yield
                 finally:
-                    msg = self._take_changes()  # its `revision` joins the held state
+                    msg = self._take_changes()
         finally:
             self._send_changes(msg)
 
@@ -133,13 +145,11 @@ class Changes(t.HasTraits):
         ops = [op for name, value in old.items() for op in value_ops(name, value, getattr(self, name))]
         if not ops:
             return None
-        rev = self.revision + 1
-        self.snapshot_revision = rev
-        self.revision = rev
+        self.snapshot_revision = rev = self.snapshot_revision + 1
         return {"kind": CHANGES_KIND, "rev": rev, "ops": ops}
 
     def _flush(self) -> None:
-        self._send_changes(self._take_changes())  # `revision` is sent (as state) inside, first
+        self._send_changes(self._take_changes())
 
     def _send_changes(self, msg: dict | None) -> None:
         # Widget.send's message, on the comm itself: a command's answer (anywidget answers
@@ -147,9 +157,12 @@ class Changes(t.HasTraits):
         if msg is not None and self.comm is not None:
             self._send({"method": "custom", "content": msg})
 
-    def snapshot(self) -> dict:
-        """The whole state of the changed traitlets, for a view that is behind."""
-        return {"rev": self.revision, "state": {name: getattr(self, name) for name in self._CHANGES}}
+    def snapshot(self, rev: Any = None) -> dict:
+        """{rev}, and the whole state of the changed traitlets when `rev` (the revision a
+        view holds) is not the current one."""
+        if rev == self.snapshot_revision and isinstance(rev, int):
+            return {"rev": rev}
+        return {"rev": self.snapshot_revision, "state": {name: getattr(self, name) for name in self._CHANGES}}
 
 
 __all__ = ["CHANGES_KIND", "Changes", "list_ops", "value_ops"]

@@ -112,7 +112,7 @@ class ChatWidget(Localized, Changes, anywidget.AnyWidget):
 
     # Sent as changes, not state (ocw/widgets/changes.py): a turn costs what is new.
     _CHANGES = ("messages", "has_older", "summary", "capsules", "branches", "notes", "head", "pending",
-                "streaming", "stream_steps")
+                "streaming", "stream_steps", "busy")
 
     _esm = asset("chat.js")
     _css = asset("chat.css")
@@ -445,18 +445,22 @@ class ChatWidget(Localized, Changes, anywidget.AnyWidget):
             if s is None or not self._rows:
                 return {"count": 0}
             rows, has_older = s.page(before=self._rows[0]["id"], limit=PAGE)
+            items = list(self.messages)
+            # The page's items and the first loaded one's again (its tool results may join the
+            # page's last reply); every later item stays as it is (what is sent is the page).
+            first = [r["id"] for r in self._rows].index(items[0]["end_id"]) + 1 if items else 0
             self._rows = rows + self._rows
             with self.hold_sync():
-                self.messages = message_items(self._rows)
+                self.messages = message_items(self._rows[:len(rows) + first]) + items[1:]
                 self.has_older = has_older
             return {"count": len(rows)}
 
     @_answer
     def chat_snapshot(self, msg: dict) -> dict:
-        """The whole conversation state, for a view that is behind (it missed a change,
-        or its model's state predates the latest changes): {rev, state}."""
+        """{rev}, and the whole conversation state if the view's `rev` is not the current
+        one (it missed a change, or its model's state predates the latest changes)."""
         with self._lock:
-            return self.snapshot()
+            return self.snapshot(msg.get("rev"))
 
     def _with_references(self, text: str) -> str:
         """{name}, {In[n]}, {Out[n]}, {Err} expanded as a `%%chat` cell expands them (the
