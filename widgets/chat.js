@@ -41,6 +41,20 @@ let instances = 0;
  * (the view is then out of step and asks for a snapshot). */
 export function applyOps(state, ops) {
   const changed = new Set();
+  // A list entry's field {"$held": name}: the string `name` held before this message
+  // (Python does not send a turn's text twice).
+  const before = { ...state };
+  const deref = (entry) => {
+    if (!entry || typeof entry !== "object" || Array.isArray(entry)) return entry;
+    const out = { ...entry };
+    for (const [k, v] of Object.entries(out)) {
+      if (v && typeof v === "object" && typeof v.$held === "string" && Object.keys(v).length === 1) {
+        if (!CHANGED.includes(v.$held) || typeof before[v.$held] !== "string") throw new Error(`no held ${v.$held}`);
+        out[k] = before[v.$held];
+      }
+    }
+    return out;
+  };
   for (const op of Array.isArray(ops) ? ops : []) {
     const name = op && op.name;
     if (!CHANGED.includes(name)) throw new Error(`no such value: ${name}`);
@@ -55,7 +69,7 @@ export function applyOps(state, ops) {
       if (!entry || typeof entry !== "object" || !op.set || typeof op.set !== "object") {
         throw new Error(`${name}: no entry ${op.index} of ${held.length}`);
       }
-      const changedEntry = { ...entry, ...op.set };
+      const changedEntry = { ...entry, ...deref(op.set) };
       for (const k of Array.isArray(op.drop) ? op.drop : []) delete changedEntry[k];
       state[name] = held.slice(0, op.index).concat([changedEntry], held.slice(op.index + 1));
     } else {
@@ -64,7 +78,7 @@ export function applyOps(state, ops) {
       if (!(at >= 0 && remove >= 0 && at + remove <= held.length && Array.isArray(op.items))) {
         throw new Error(`${name}: splice ${at}+${remove} of ${held.length}`);
       }
-      state[name] = held.slice(0, at).concat(op.items, held.slice(at + remove));
+      state[name] = held.slice(0, at).concat(op.items.map(deref), held.slice(at + remove));
     }
     changed.add(name);
   }

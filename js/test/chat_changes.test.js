@@ -76,6 +76,21 @@ describe("applyOps", () => {
     expect([...changed].sort()).toEqual(["branches", "head", "messages", "streaming"]);
   });
 
+  it("an entry's {$held: name} field is the string held before the message (a turn's text sent once)", () => {
+    const state = { pending: "the question", streaming: "<p>the reply</p>", messages: [] };
+    applyOps(state, [
+      { name: "pending", value: "" },
+      { name: "streaming", value: "" },
+      { name: "messages", at: 0, remove: 0, items: [{ id: "n_u1", text: { $held: "pending" } },
+        { id: "n_r2", html: { $held: "streaming" }, tools: [] }] },
+    ]);
+    expect(state.messages).toEqual([{ id: "n_u1", text: "the question" },
+      { id: "n_r2", html: "<p>the reply</p>", tools: [] }]);
+    expect(state.pending).toBe("");
+    expect(() => applyOps({ messages: [] }, [{ name: "messages", at: 0, remove: 0,
+      items: [{ text: { $held: "pending" } }] }])).toThrow(); // nothing held: out of step
+  });
+
   it("throws on an op that does not fit what is held (the view then asks for a snapshot)", () => {
     expect(() => applyOps({ messages: [1] }, [{ name: "messages", at: 1, remove: 1, items: [] }])).toThrow();
     expect(() => applyOps({ messages: [1] }, [{ name: "messages", at: 2, remove: 0, items: [] }])).toThrow();

@@ -67,7 +67,15 @@ def apply(state: dict, data: dict, names: tuple[str, ...]) -> None:
         state.update(data.get("state") or {})
     content = data.get("content") if data.get("method") == "custom" else None
     if isinstance(content, dict) and content.get("kind") == "ocw-changes":
+        before = dict(state)
+
+        def deref(entry):
+            return {k: before[v["$held"]] if isinstance(v, dict) and set(v) == {"$held"} else v
+                    for k, v in entry.items()} if isinstance(entry, dict) else entry
+
         for op in content["ops"]:
+            op = dict(op, **({"items": [deref(e) for e in op["items"]]} if "items" in op else {}),
+                      **({"set": deref(op["set"])} if "set" in op else {}))
             name = op["name"]
             assert name in names, name
             if "value" in op:

@@ -21,6 +21,11 @@ mixes in `Changes` names its large traitlets in `_CHANGES`; for those:
   whole state only when the view is behind. So nothing is resent per turn to keep views
   current, and no view shows something wrong.
 
+- A long string the browser already holds in a `_HELD` traitlet (the chat's `pending`
+  message and `streaming` reply) is not sent again when a list entry repeats it (the
+  stored message the turn ends with): the entry's field reads `{"$held": name}`, the value
+  `name` held before the message. So a turn's text crosses the comm once.
+
 Why the splices are exact: the browser applies each message's ops in order to the value
 it holds at `rev - 1`, and Python computed them from its value at `rev - 1` (recorded at
 the first assignment of the burst) to its value at `rev`; both sides hold the same
@@ -72,6 +77,30 @@ def _item_op(name: str, i: int, old: dict, new: dict) -> dict:
     return {"name": name, "index": i, "set": changed, "drop": dropped}
 
 
+HELD_MIN = 32  # shorter strings are sent again: a reference would save nothing
+
+
+def _reuse(ops: list[dict], held: dict[str, str]) -> list[dict]:
+    """`ops` with each list entry's string field that equals a held value replaced by a
+    reference to it (new dicts: the widget's own values are never changed)."""
+    if not held:
+        return ops
+
+    def ref(entry):
+        if not isinstance(entry, dict):
+            return entry
+        return {k: {"$held": held[v]} if isinstance(v, str) and v in held else v for k, v in entry.items()}
+
+    out = []
+    for op in ops:
+        if "items" in op:
+            op = dict(op, items=[ref(e) for e in op["items"]])
+        elif "set" in op:
+            op = dict(op, set=ref(op["set"]))
+        out.append(op)
+    return out
+
+
 def _common_prefix(a: str, b: str) -> int:
     """The length of a's and b's common prefix, by halving (slices compare in C)."""
     lo, hi = 0, min(len(a), len(b))
@@ -101,6 +130,7 @@ class Changes(t.HasTraits):
     """Mix into an ipywidgets widget (before the widget class): see the module docstring."""
 
     _CHANGES: tuple[str, ...] = ()
+    _HELD: tuple[str, ...] = ()  # string traitlets (of _CHANGES) whose held value a list entry may reuse
     snapshot_revision = t.Int(0, help="The revision of the traitlets sent as changes (a front end keeps "
                                       "the value its whole state came with).").tag(sync=True)
 
@@ -142,7 +172,10 @@ class Changes(t.HasTraits):
 
     def _take_changes(self) -> dict | None:
         old, self._old = self._old, {}
-        ops = [op for name, value in old.items() for op in value_ops(name, value, getattr(self, name))]
+        held = {old.get(n, getattr(self, n)): n for n in self._HELD}  # what the browser holds now
+        held = {v: n for v, n in held.items() if isinstance(v, str) and len(v) >= HELD_MIN}
+        ops = [op for name, value in old.items()
+               for op in _reuse(value_ops(name, value, getattr(self, name)), held)]
         if not ops:
             return None
         self.snapshot_revision = rev = self.snapshot_revision + 1

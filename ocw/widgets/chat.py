@@ -92,6 +92,12 @@ class _Stream:
             self._last = time.monotonic()
             self._interval = max(self.min_interval, self.share * (self._last - started))
 
+    def finish(self) -> None:
+        """The whole reply shown once more if the last piece came between renders: the
+        stored reply then repeats what the browser holds (ocw/widgets/changes.py)."""
+        if self.text and self._last:
+            self.w.streaming = self.render(self.text)
+
     def on_tool(self, call: dict, result: dict) -> None:
         # The text so far stays above the call; the next step's text starts below it.
         steps = list(self.w.stream_steps)
@@ -113,6 +119,7 @@ class ChatWidget(Localized, Changes, anywidget.AnyWidget):
     # Sent as changes, not state (ocw/widgets/changes.py): a turn costs what is new.
     _CHANGES = ("messages", "has_older", "summary", "capsules", "branches", "notes", "head", "pending",
                 "streaming", "stream_steps", "busy")
+    _HELD = ("pending", "streaming")  # the stored messages a turn ends with repeat them: not sent twice
 
     _esm = asset("chat.js")
     _css = asset("chat.css")
@@ -382,6 +389,7 @@ class ChatWidget(Localized, Changes, anywidget.AnyWidget):
             self.pending, self.streaming, self.stream_steps, self.busy = text, "", [], "send"
         try:
             self._runtime.chat(sent, on_text=stream.on_text, on_system=stream.on_system, on_tool=stream.on_tool)
+            stream.finish()
         finally:
             self._turn_over()
         return {"head": self.head}
