@@ -2,7 +2,8 @@
 //
 // One self-contained ES module (anywidget loads it from a Blob URL: no imports).
 // Python owns the state: the conversation, the graph, the system messages and
-// the slash menu's command table arrive in traitlets; this module shows them
+// the slash menu's command table arrive in traitlets (the conversation's as changes with
+// a revision: applyOps, onChanges; a view that is behind asks chat_snapshot); this module shows them
 // and asks for actions with anywidget's request/response commands
 // (experimental.invoke), each of which resolves or rejects — a failure shows a
 // message and the text typed is kept, never lost.

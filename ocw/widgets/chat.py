@@ -16,6 +16,9 @@ actions through anywidget's request/response commands. What holds, and why:
   `html` fields of ocw/notebook/items.py, and `streaming`); the rest is plain text.
 - Reads cost what is shown: the tail page, one more page per "load older", the
   branch tree only when HEAD moved by other means than an append (ocw/conversation/history.py).
+- A turn costs the comm what it added: the conversation's traitlets (`_CHANGES`) travel
+  as changes with a revision (ocw/widgets/changes.py), never whole; a view that is behind
+  asks `chat_snapshot`. A turn builds the items of its new rows only (`extend_items`).
 - The ring is the ContextWidget `%context` shows, held in `ring` and rendered by
   the browser beside the composer (anywidget's host.getWidget): reused, not copied.
 """
@@ -36,7 +39,7 @@ from ocw.widgets import snapshot
 from ocw.widgets.changes import Changes
 from ocw.widgets._static import asset
 from ocw.conversation import continue_from
-from ocw.notebook.items import branch_items, message_items, summary_items, tool_step
+from ocw.notebook.items import branch_items, extend_items, message_items, summary_items, tool_step
 from ocw.notebook import actions, references, user_commands
 from ocw.notebook.commands import BY_NAME, slash_menu
 from ocw.notebook.streaming import StreamView, interrupted_message
@@ -307,7 +310,7 @@ class ChatWidget(Localized, Changes, anywidget.AnyWidget):
         loaded, self._rows, self._key = self._rows, rows, key
         with self.hold_sync():
             self.head = s.head or ""
-            self.messages = self._items(loaded, rows)
+            self.messages = extend_items(loaded, self.messages, rows)
             self.has_older = has_older
             current = next((b for b in self.branches if b["current"]), None)
             if appended and current is not None and current["leaf"] and current["id"] == old_head:
@@ -320,23 +323,6 @@ class ChatWidget(Localized, Changes, anywidget.AnyWidget):
             if not appended or force:
                 self.summary, self.capsules = summary_items(s.branch_summaries())
                 self._show_notes()
-
-    def _items(self, old_rows: list[dict], rows: list[dict]) -> list[dict]:
-        """`message_items(rows)`, reusing the items of `old_rows` (what `messages` shows) that
-        `rows` starts with:
-        a turn builds the items of its new rows only (and of the last loaded item, which a
-        tool result may join), whatever is loaded. The reused items are the same objects,
-        so the change sent to the browser (ocw/widgets/changes.py) is found at once."""
-        items = list(self.messages)
-        p = 0
-        while p < len(old_rows) and p < len(rows) and old_rows[p]["id"] == rows[p]["id"]:
-            p += 1
-        at = {r["id"]: i for i, r in enumerate(old_rows[:p])}
-        keep = len(items)
-        while keep and at.get(items[keep - 1]["end_id"], p) >= p - 1:
-            keep -= 1  # reaches the row before the first new one (which it may absorb), or past it
-        start = at[items[keep - 1]["end_id"]] + 1 if keep else 0
-        return items[:keep] + message_items(rows[start:])
 
     def _turn_over(self) -> None:
         with self.hold_sync():

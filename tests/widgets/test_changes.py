@@ -149,3 +149,25 @@ def test_items_built_by_the_turn_and_by_load_older_are_the_full_builds(open_chat
         _turn(ip, w, "cell", f"{i} {LONG}")
     assert w.messages == message_items(w._rows)
     capsys.readouterr()
+
+
+def test_extend_items_builds_the_new_rows_and_lets_a_tool_result_join_the_reply_before_it():
+    from ocw.notebook.items import extend_items
+
+    def row(i, role, blocks):
+        return {"id": f"n_{i}", "depth": i, "role": role, "created_at": None, "content": blocks}
+
+    rows = [row(1, "user", [{"type": "text", "text": "read a.txt"}]),
+            row(2, "assistant", [{"type": "tool_use", "id": "c1", "name": "read_file", "input": {"path": "a.txt"}}])]
+    items = message_items(rows)
+    more = rows + [row(3, "tool", [{"type": "tool_result", "tool_use_id": "c1", "content": "hello"}]),
+                   row(4, "assistant", [{"type": "text", "text": "It says hello."}])]
+    got = extend_items(rows, items, more)
+    assert got == message_items(more)
+    assert len(got) == 3 and got[1]["end_id"] == "n_3" and got[1]["tools"][0]["result"] == "hello"
+    assert got[0] is items[0]  # reused, not rebuilt
+    assert got[1] is not items[1]  # the reply the result joined is built again
+    # A rewind: the rows part ways at row 2; nothing after the last shared row is reused.
+    other = rows[:1] + [row(5, "assistant", [{"type": "text", "text": "Another answer."}])]
+    assert extend_items(more, got, other) == message_items(other)
+    assert extend_items([], [], more) == message_items(more)
