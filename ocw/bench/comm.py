@@ -9,7 +9,8 @@ while the widget is open — is measured by the bytes of every comm message the 
 comm published (JSON of the message's data plus its buffers; each widget's comm is a
 recording one), against the JSON size of the display items the turn added (the new
 messages as the widget shows them). Target: ≤ 2× at every loaded size. The ring's comm
-(the ContextWidget beside the composer) is reported beside it.
+(the ContextWidget beside the composer) and the turn's wall time (the offline model's
+reply included; a figure, not a target) are reported beside it.
 
 Checks (the exit status; what tests/bench/test_bench_comm.py asserts): every turn shows
 its two messages, and a replica that starts from the widget's state as a browser gets it
@@ -136,11 +137,12 @@ def run_size(shell, n: int, turns: int, rng: random.Random) -> tuple[dict, list[
     names = type(w)._CHANGES
     replica = json.loads(json.dumps(w.get_state(), default=str))  # what a browser opening it now gets
     start = len(LOG)
-    figures: dict[str, list[tuple[int, int, int]]] = {"widget": [], "cell": []}
+    figures: dict[str, list[tuple[int, int, int, float]]] = {"widget": [], "cell": []}
     for i in range(turns):
         for kind in ("widget", "cell"):
             text = f"Turn {i} ({kind}): " + words(rng, 60)
             ids, count, before = {m["id"] for m in w.messages}, len(w.messages), len(LOG)
+            t0 = time.perf_counter()
             if kind == "widget":
                 answer = _command(w, "chat_send", {"text": text})
                 if answer.get("ok") is not True:
@@ -150,12 +152,13 @@ def run_size(shell, n: int, turns: int, rng: random.Random) -> tuple[dict, list[
                     res = shell.run_cell(f"%%chat\n{text}")
                 if res.error_in_exec is not None:
                     failed.append(f"{n}: %%chat failed: {res.error_in_exec!r}")
+            ms = (time.perf_counter() - t0) * 1000
             new = [m for m in w.messages if m["id"] not in ids]
             if len(w.messages) != count + 2 or [m["role"] for m in new] != ["user", "assistant"]:
                 failed.append(f"{n}: a {kind} turn shows {len(w.messages) - count} new messages, not 2")
             chat = sum(b for cid, b, _ in LOG[before:] if cid == w.comm.comm_id)
             ring = sum(b for cid, b, _ in LOG[before:] if cid == w.ring.comm.comm_id)
-            figures[kind].append((chat, len(json.dumps(new, ensure_ascii=False).encode()), ring))
+            figures[kind].append((chat, len(json.dumps(new, ensure_ascii=False).encode()), ring, ms))
     for cid, _, data in LOG[start:]:
         if cid == w.comm.comm_id:
             apply(replica, data, names)
@@ -168,16 +171,17 @@ def run_size(shell, n: int, turns: int, rng: random.Random) -> tuple[dict, list[
 
 def table(results: dict[int, dict]) -> list[str]:
     lines = ["| chat widget comm per turn | loaded | comm bytes p50 | p99 | max | new messages' bytes p50 "
-             "| ratio p50 | p99 | max | ring comm bytes p50 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| ratio p50 | p99 | max | ring comm bytes p50 | turn ms p50 | p99 | max |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for n, figures in results.items():
         for kind, rows in figures.items():
-            chat, new, ring = ([r[i] for r in rows] for i in range(3))
-            ratios = [c / max(1, b) for c, b, _ in rows]
+            chat, new, ring, ms = ([r[i] for r in rows] for i in range(4))
+            ratios = [c / max(1, b) for c, b, *_ in rows]
             label = "turn sent from the widget" if kind == "widget" else "`%%chat` cell, widget open"
             lines.append(f"| {label} | {n:,} | {statistics.median(chat):,.0f} | {_pct(chat, .99):,.0f} | "
                          f"{max(chat):,.0f} | {statistics.median(new):,.0f} | {statistics.median(ratios):,.2f}× | "
-                         f"{_pct(ratios, .99):,.2f}× | {max(ratios):,.2f}× | {statistics.median(ring):,.0f} |")
+                         f"{_pct(ratios, .99):,.2f}× | {max(ratios):,.2f}× | {statistics.median(ring):,.0f} | "
+                         f"{statistics.median(ms):,.0f} | {_pct(ms, .99):,.0f} | {max(ms):,.0f} |")
     return lines
 
 
@@ -204,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.clear()
             os.environ.update(saved_env)
     print("\n".join(table(results)))
-    worst = max(c / max(1, b) for figures in results.values() for rows in figures.values() for c, b, _ in rows)
+    worst = max(c / max(1, b) for figures in results.values() for rows in figures.values() for c, b, *_ in rows)
     print(f"target: comm bytes per turn ≤ 2× the new messages' bytes at every loaded size: "
           f"{'met' if worst <= 2 else 'NOT met'} (worst {worst:.2f}×)")
     for line in failed:
