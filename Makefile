@@ -57,14 +57,15 @@ else
 endif
 
 # `make bench`: issue 14's figures at 10k / 100k / 1M messages (~10 min on 2 cores), then
-# %compact against read+tokenize (ocw.bench.compact_cost), many writers on DuckDB and PostgreSQL
-# (ocw.bench.pg); `make bench QUICK=1`: tiny sizes.
+# %compact against read+tokenize (ocw.bench.compact_cost), the chat widget's comm bytes per turn
+# (ocw.bench.comm), many writers on DuckDB and PostgreSQL (ocw.bench.pg); `make bench QUICK=1`: tiny sizes.
 comma := ,
 bench: install
 	$(PY) -m ocw.bench all $(if $(QUICK),--quick)
 	$(PY) -m ocw.bench.first $(if $(QUICK),--quick)
 	$(PY) -m ocw.bench.cell $(if $(QUICK),--quick)
 	$(PY) -m ocw.bench.compact_cost $(if $(QUICK),--quick)
+	$(PY) -m ocw.bench.comm $(if $(QUICK),--quick)
 	$(PY) -m ocw.bench.pg $(if $(QUICK),--turns 20 --writers 1$(comma)2)
 
 # `make quality`: issue 22's quality benchmark (what the model still knows after many

@@ -2,7 +2,8 @@
 //
 // One self-contained ES module (anywidget loads it from a Blob URL: no imports).
 // Python owns the state: the conversation, the graph, the system messages and
-// the slash menu's command table arrive in traitlets; this module shows them
+// the slash menu's command table arrive in traitlets (the conversation's as changes with
+// a revision: applyOps, onChanges; a view that is behind asks chat_snapshot); this module shows them
 // and asks for actions with anywidget's request/response commands
 // (experimental.invoke), each of which resolves or rejects — a failure shows a
 // message and the text typed is kept, never lost.
@@ -27,7 +28,63 @@ export const CLOSE_MS = 380;
 const CONVERSATION = ["messages", "has_older", "summary", "capsules", "branches", "notes", "head", "pending",
   "stream_steps", "session_id", "labels", "lang", "origin"];
 
+// The traitlets Python sends as changes, not state (ocw/widgets/changes.py): each view
+// holds their values, whole from the model's state, then changed by "ocw-changes" messages.
+export const CHANGED = ["messages", "has_older", "summary", "capsules", "branches", "notes", "head", "pending",
+  "streaming", "stream_steps", "busy"];
+
 let instances = 0;
+
+/** One "ocw-changes" message's ops applied in order to `state` (name -> value), as
+ * ocw/widgets/changes.py made them: a list's splice, one entry's changed keys, a string's
+ * kept prefix plus what follows, or a new value. New lists and objects (a model's values are never changed in
+ * place). Returns the names changed; throws on an op that does not fit what is held
+ * (the view is then out of step and asks for a snapshot). */
+export function applyOps(state, ops) {
+  const changed = new Set();
+  // A list entry's field {"$held": name}: the string `name` held before this message
+  // (Python does not send a turn's text twice).
+  const before = { ...state };
+  const deref = (entry) => {
+    if (!entry || typeof entry !== "object" || Array.isArray(entry)) return entry;
+    const out = { ...entry };
+    for (const [k, v] of Object.entries(out)) {
+      if (v && typeof v === "object" && typeof v.$held === "string" && Object.keys(v).length === 1) {
+        if (!CHANGED.includes(v.$held) || typeof before[v.$held] !== "string") throw new Error(`no held ${v.$held}`);
+        out[k] = before[v.$held];
+      }
+    }
+    return out;
+  };
+  for (const op of Array.isArray(ops) ? ops : []) {
+    const name = op && op.name;
+    if (!CHANGED.includes(name)) throw new Error(`no such value: ${name}`);
+    if ("value" in op) state[name] = op.value;
+    else if ("keep" in op) {
+      const held = String(state[name] ?? "");
+      if (!(op.keep >= 0 && op.keep <= held.length)) throw new Error(`${name}: keep ${op.keep} of ${held.length}`);
+      state[name] = held.slice(0, op.keep) + String(op.add ?? "");
+    } else if ("index" in op) {
+      const held = Array.isArray(state[name]) ? state[name] : [];
+      const entry = held[op.index];
+      if (!entry || typeof entry !== "object" || !op.set || typeof op.set !== "object") {
+        throw new Error(`${name}: no entry ${op.index} of ${held.length}`);
+      }
+      const changedEntry = { ...entry, ...deref(op.set) };
+      for (const k of Array.isArray(op.drop) ? op.drop : []) delete changedEntry[k];
+      state[name] = held.slice(0, op.index).concat([changedEntry], held.slice(op.index + 1));
+    } else {
+      const held = Array.isArray(state[name]) ? state[name] : [];
+      const { at, remove } = op;
+      if (!(at >= 0 && remove >= 0 && at + remove <= held.length && Array.isArray(op.items))) {
+        throw new Error(`${name}: splice ${at}+${remove} of ${held.length}`);
+      }
+      state[name] = held.slice(0, at).concat(op.items.map(deref), held.slice(at + remove));
+    }
+    changed.add(name);
+  }
+  return changed;
+}
 
 /** Python's labels; a missing key reads as the key (visible, never a crash). */
 export function labelTable(labels) {
@@ -96,6 +153,21 @@ function render({ model, el, experimental, host, signal }) {
     disposers.push(() => target.removeEventListener(type, fn));
   };
   const L = () => labelTable(model.get("labels"));
+
+  // ---- the conversation's state: whole from the model, then Python's changes ----
+  // `rev` is the revision of what this view holds; the model's own values are at its
+  // `snapshot_revision` (the last state it got whole), which may be older than Python's.
+  const held = {};
+  let rev = 0;
+  let snapshotAsked = false;
+  let queued = []; // changes that arrived while a snapshot was on its way
+  const get = (name) => (name in held ? held[name] : model.get(name));
+  function adopt(name) {
+    held[name] = model.get(name);
+    const r = model.get("snapshot_revision");
+    if (typeof r === "number") rev = r;
+  }
+  for (const name of CHANGED) adopt(name);
 
   // ---- DOM ----
   const root = h("div", "ocw-chat");
@@ -672,9 +744,9 @@ function render({ model, el, experimental, host, signal }) {
 
   function renderThread() {
     const L_ = L();
-    const items = model.get("messages") || [];
-    const notes = model.get("notes") || [];
-    const summary = model.get("summary") || {};
+    const items = get("messages") || [];
+    const notes = get("notes") || [];
+    const summary = get("summary") || {};
     const covered = summary && summary.id ? Number(summary.cover_count) || 0 : 0;
     // A note sits after the message it followed (HEAD then); the kernel sends only the
     // notes of this branch, so one whose message is not loaded (older) goes first.
@@ -694,7 +766,7 @@ function render({ model, el, experimental, host, signal }) {
     }
     thread.replaceChildren();
     if (summary && summary.id) thread.append(summaryNode(summary));
-    if (!items.length && !model.get("pending")) thread.append(text("p", "ocw-chat-empty", L_.chat_empty));
+    if (!items.length && !get("pending")) thread.append(text("p", "ocw-chat-empty", L_.chat_empty));
     const listings = notes.filter((n) => n.data && (n.data.memory || n.data.pins)).map((n) => n.id);
     const newest = listings.length ? listings[listings.length - 1] : null;
     for (const n of top) thread.append(noteNode(n, newest));
@@ -702,14 +774,14 @@ function render({ model, el, experimental, host, signal }) {
       thread.append(messageNode(item, covered));
       for (const n of byAfter.get(item.end_id) || []) thread.append(noteNode(n, newest));
     }
-    older.hidden = !model.get("has_older");
+    older.hidden = !get("has_older");
     older.disabled = !connected;
     older.textContent = L_.chat_load_older;
   }
 
   function renderLive() {
     live.replaceChildren();
-    const pending = model.get("pending") || "";
+    const pending = get("pending") || "";
     if (pending) {
       const msg = h("article", "ocw-msg ocw-msg-user ocw-pending");
       const head = h("header", "ocw-msg-head");
@@ -717,7 +789,7 @@ function render({ model, el, experimental, host, signal }) {
       msg.append(head, text("div", "ocw-msg-text", pending));
       live.append(msg);
     }
-    for (const step of model.get("stream_steps") || []) {
+    for (const step of get("stream_steps") || []) {
       if (typeof step.html === "string") {
         const msg = h("article", "ocw-msg ocw-msg-assistant ocw-streaming-step");
         const body = h("div", "ocw-msg-html");
@@ -731,7 +803,7 @@ function render({ model, el, experimental, host, signal }) {
   }
 
   function renderStreaming() {
-    const html = model.get("streaming") || "";
+    const html = get("streaming") || "";
     streamingRole.textContent = `${L().chat_assistant} · ${L().chat_sending}`;
     streamingBody.innerHTML = html; // the kernel's sanitized HTML, re-rendered as the reply arrives
     streamingMsg.hidden = !html;
@@ -739,10 +811,10 @@ function render({ model, el, experimental, host, signal }) {
 
   function renderGraph() {
     const L_ = L();
-    const items = model.get("messages") || [];
-    const capsules = model.get("capsules") || [];
-    const branches = model.get("branches") || [];
-    const head = model.get("head") || "";
+    const items = get("messages") || [];
+    const capsules = get("capsules") || [];
+    const branches = get("branches") || [];
+    const head = get("head") || "";
     const active = capsules.find((c) => c.active);
     const activeUpTo = active ? active.cover_count : 0;
     const oldUpTo = Math.max(0, ...capsules.filter((c) => !c.active && !c.undone).map((c) => c.cover_count));
@@ -861,7 +933,7 @@ function render({ model, el, experimental, host, signal }) {
     const name = model.get("session_name") || model.get("session_id") || "";
     title.textContent = name ? `${L_.chat_title} · ${name.split("/").pop()}` : L_.chat_title;
     title.title = name;
-    const pyBusy = model.get("busy") || "";
+    const pyBusy = get("busy") || "";
     const what = busyWith || pyBusy;
     const progress = model.get("progress") || {};
     status.textContent = !connected ? L_.chat_disconnected : progress.call ? progressText(progress)
@@ -915,8 +987,54 @@ function render({ model, el, experimental, host, signal }) {
   }
   function onStreaming() {
     renderStreaming();
-    if (model.get("pending") && !streamingMsg.isConnected) live.append(streamingMsg);
+    if (get("pending") && !streamingMsg.isConnected) live.append(streamingMsg);
     if (stick) scrollDown();
+  }
+  /** Python's changes (ocw/widgets/changes.py), applied in order: a message that is not the
+   *  next revision — this view missed one — or does not fit asks for a snapshot instead. */
+  function onChanges(content) {
+    if (!content || content.kind !== "ocw-changes") return;
+    if (snapshotAsked) {
+      queued.push(content);
+      return;
+    }
+    if (content.rev <= rev) return; // already in what this view holds
+    if (content.rev !== rev + 1) {
+      queued.push(content);
+      askSnapshot();
+      return;
+    }
+    let changed;
+    try {
+      changed = applyOps(held, content.ops);
+    } catch (err) {
+      askSnapshot();
+      return;
+    }
+    rev = content.rev;
+    if ([...changed].every((name) => name === "busy")) update();
+    else if ([...changed].every((name) => name === "streaming" || name === "busy")) {
+      onStreaming();
+      update();
+    } else onConversation();
+  }
+  function askSnapshot() {
+    if (snapshotAsked) return;
+    snapshotAsked = true;
+    request("chat_snapshot", { rev })
+      .then((answer) => {
+        const state = answer.state || {};
+        for (const name of CHANGED) if (name in state) held[name] = state[name];
+        rev = Number(answer.rev) || 0;
+        snapshotAsked = false;
+        const later = queued.filter((m) => m.rev > rev).sort((a, b) => a.rev - b.rev);
+        queued = [];
+        if (answer.state) onConversation();
+        for (const m of later) onChanges(m);
+      }, () => {
+        snapshotAsked = false; // the next change that does not fit asks again
+        queued = [];
+      });
   }
   function onCommLive() {
     if (typeof model.comm_live === "boolean" && model.comm_live) {
@@ -930,9 +1048,19 @@ function render({ model, el, experimental, host, signal }) {
 
   // Every model event the widget follows, in one table: on here, off in the cleanup.
   const modelEvents = [
-    ...CONVERSATION.map((name) => [`change:${name}`, onConversation]),
-    ["change:streaming", onStreaming],
-    ["change:busy", update],
+    ...CONVERSATION.map((name) => [`change:${name}`, CHANGED.includes(name) ? () => {
+      adopt(name); // the whole state arrived (a reload, a request for it): it is current
+      onConversation();
+    } : onConversation]),
+    ["change:streaming", () => {
+      adopt("streaming");
+      onStreaming();
+    }],
+    ["msg:custom", onChanges],
+    ["change:busy", () => {
+      adopt("busy");
+      update();
+    }],
     ["change:progress", onProgress],
     ["change:session_name", update],
     ["change:commands", onCommands],
@@ -941,6 +1069,9 @@ function render({ model, el, experimental, host, signal }) {
   for (const [event, fn] of modelEvents) model.on(event, fn);
   onConversation();
   scrollDown();
+  // Changes made after the model's state was sent never reach this new view: ask whether
+  // there were any (the answer carries the whole state only if so).
+  if (typeof model.get("snapshot_revision") === "number") askSnapshot();
 
   // ---- the ring: the ContextWidget `%context` shows, rendered here (not copied) ----
   const ringRef = model.get("ring");

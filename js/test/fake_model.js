@@ -1,5 +1,5 @@
 // A fake anywidget model for the widgets' jsdom tests: get/set/on/off/trigger with
-// Backbone-like change events, save_changes/send that record what they were given, and
+// Backbone-like change events (trigger passes its arguments on, as for "msg:custom"), save_changes/send that record what they were given, and
 // a count of the listeners still attached (a widget's cleanup must remove them all).
 
 /** `state` is the model's traitlets (the model changes it in place). */
@@ -23,8 +23,8 @@ export function fakeModel(state) {
       const i = fns.indexOf(fn);
       if (i >= 0) fns.splice(i, 1);
     },
-    trigger(name) {
-      for (const fn of [...(listeners.get(name) || [])]) fn();
+    trigger(name, ...args) {
+      for (const fn of [...(listeners.get(name) || [])]) fn(...args);
     },
     save_changes() {
       model.saves += 1;

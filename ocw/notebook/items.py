@@ -103,6 +103,23 @@ def message_items(rows: list[dict], now: _dt.datetime | None = None) -> list[dic
     return items
 
 
+def extend_items(old_rows: list[dict], old_items: list[dict], rows: list[dict]) -> list[dict]:
+    """`message_items(rows)`, reusing `old_items` (the items of `old_rows`) for the rows
+    `rows` starts with: only the new rows' items are built, and the last reused row's item
+    again (a tool result that follows may join it). The reused items are the same objects
+    (the chat widget's changes find them unchanged at once); an item ends at a row before
+    that one, so the rows after it group as they did (results join only the item before)."""
+    p = 0
+    while p < len(old_rows) and p < len(rows) and old_rows[p]["id"] == rows[p]["id"]:
+        p += 1
+    at = {r["id"]: i for i, r in enumerate(old_rows[:p])}
+    keep = len(old_items)
+    while keep and at.get(old_items[keep - 1]["end_id"], p) >= p - 1:
+        keep -= 1  # reaches the last shared row (which a new row may join) or past it
+    start = at[old_items[keep - 1]["end_id"]] + 1 if keep else 0
+    return list(old_items[:keep]) + message_items(rows[start:])
+
+
 def _item_text(i) -> str:
     if i.kind == "setting":
         return f"{i.key} = {i.value}"

@@ -16,6 +16,9 @@ actions through anywidget's request/response commands. What holds, and why:
   `html` fields of ocw/notebook/items.py, and `streaming`); the rest is plain text.
 - Reads cost what is shown: the tail page, one more page per "load older", the
   branch tree only when HEAD moved by other means than an append (ocw/conversation/history.py).
+- A turn costs the comm what it added: the conversation's traitlets (`_CHANGES`) travel
+  as changes with a revision (ocw/widgets/changes.py), never whole; a view that is behind
+  asks `chat_snapshot`. A turn builds the items of its new rows only (`extend_items`).
 - The ring is the ContextWidget `%context` shows, held in `ring` and rendered by
   the browser beside the composer (anywidget's host.getWidget): reused, not copied.
 """
@@ -33,9 +36,10 @@ from anywidget.experimental import command
 
 from ocw.context import events as ev
 from ocw.widgets import snapshot
+from ocw.widgets.changes import Changes
 from ocw.widgets._static import asset
 from ocw.conversation import continue_from
-from ocw.notebook.items import branch_items, message_items, summary_items, tool_step
+from ocw.notebook.items import branch_items, extend_items, message_items, summary_items, tool_step
 from ocw.notebook import actions, references, user_commands
 from ocw.notebook.commands import BY_NAME, slash_menu
 from ocw.notebook.streaming import StreamView, interrupted_message
@@ -91,6 +95,12 @@ class _Stream:
             self._last = time.monotonic()
             self._interval = max(self.min_interval, self.share * (self._last - started))
 
+    def finish(self) -> None:
+        """The whole reply shown once more if the last piece came between renders: the
+        stored reply then repeats what the browser holds (ocw/widgets/changes.py)."""
+        if self.text and self._last:
+            self.w.streaming = self.render(self.text)
+
     def on_tool(self, call: dict, result: dict) -> None:
         # The text so far stays above the call; the next step's text starts below it.
         steps = list(self.w.stream_steps)
@@ -106,8 +116,13 @@ class _Stream:
         self.w._note("info", text)
 
 
-class ChatWidget(Localized, anywidget.AnyWidget):
+class ChatWidget(Localized, Changes, anywidget.AnyWidget):
     """`ChatWidget(runtime, ring, session=None, lang="en")`: see the module docstring."""
+
+    # Sent as changes, not state (ocw/widgets/changes.py): a turn costs what is new.
+    _CHANGES = ("messages", "has_older", "summary", "capsules", "branches", "notes", "head", "pending",
+                "streaming", "stream_steps", "busy")
+    _HELD = ("pending", "streaming")  # the stored messages a turn ends with repeat them: not sent twice
 
     _esm = asset("chat.js")
     _css = asset("chat.css")
@@ -292,10 +307,10 @@ class ChatWidget(Localized, anywidget.AnyWidget):
         if rows and rows[0]["id"] in ids:
             rows, has_older = self._rows[:ids.index(rows[0]["id"])] + rows, (self._rows[0]["depth"] or 0) > 1
         appended = old is not None and old[1:] == key[1:] and any(r["id"] == old_head for r in rows)
-        self._rows, self._key = rows, key
+        loaded, self._rows, self._key = self._rows, rows, key
         with self.hold_sync():
             self.head = s.head or ""
-            self.messages = message_items(rows)
+            self.messages = extend_items(loaded, self.messages, rows)
             self.has_older = has_older
             current = next((b for b in self.branches if b["current"]), None)
             if appended and current is not None and current["leaf"] and current["id"] == old_head:
@@ -360,6 +375,7 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             self.pending, self.streaming, self.stream_steps, self.busy = text, "", [], "send"
         try:
             self._runtime.chat(sent, on_text=stream.on_text, on_system=stream.on_system, on_tool=stream.on_tool)
+            stream.finish()
         finally:
             self._turn_over()
         return {"head": self.head}
@@ -423,11 +439,22 @@ class ChatWidget(Localized, anywidget.AnyWidget):
             if s is None or not self._rows:
                 return {"count": 0}
             rows, has_older = s.page(before=self._rows[0]["id"], limit=PAGE)
+            items = list(self.messages)
+            # The page's items and the first loaded one's again (its tool results may join the
+            # page's last reply); every later item stays as it is (what is sent is the page).
+            first = [r["id"] for r in self._rows].index(items[0]["end_id"]) + 1 if items else 0
             self._rows = rows + self._rows
             with self.hold_sync():
-                self.messages = message_items(self._rows)
+                self.messages = message_items(self._rows[:len(rows) + first]) + items[1:]
                 self.has_older = has_older
             return {"count": len(rows)}
+
+    @_answer
+    def chat_snapshot(self, msg: dict) -> dict:
+        """{rev}, and the whole conversation state if the view's `rev` is not the current
+        one (it missed a change, or its model's state predates the latest changes)."""
+        with self._lock:
+            return self.snapshot(msg.get("rev"))
 
     def _with_references(self, text: str) -> str:
         """{name}, {In[n]}, {Out[n]}, {Err} expanded as a `%%chat` cell expands them (the

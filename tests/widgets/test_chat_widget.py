@@ -70,7 +70,7 @@ def test_requests_are_commands_named_apart_from_the_widgets_methods():
     """anywidget answers through widget.send: a command named `send` shadowed it once and
     no answer ever reached the browser. The JS calls exactly the commands Python has."""
     commands = set(getattr(ChatWidget, _ANYWIDGET_COMMANDS))
-    assert commands == {"chat_send", "chat_run", "chat_rewind", "chat_branch", "chat_older", "chat_pin"}
+    assert commands == {"chat_send", "chat_run", "chat_rewind", "chat_branch", "chat_older", "chat_pin", "chat_snapshot"}
     assert not commands & set(dir(ipywidgets.DOMWidget))
     js = (ROOT / "widgets" / "chat.js").read_text(encoding="utf-8")
     # request("chat_older", …) or busyRequest(what, "chat_send", …)
