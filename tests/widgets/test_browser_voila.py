@@ -13,6 +13,7 @@ It never skips: without Chromium or Voilà it fails and says how to install them
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -49,6 +50,19 @@ def _drive(page, word: str) -> None:
     expect(composer).to_have_value("")
 
 
+def _open_when_released(db: Path, timeout: float = 60.0):
+    """The file read-only once the stopped server's kernels have let go of it: they are
+    shut down by the server, not killed with it, and exit on their own time under load."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return duckdb.connect(str(db), read_only=True)
+        except duckdb.IOException as e:
+            if "lock" not in str(e).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)  # polling DuckDB's lock; the condition is the kernels' exit
+
+
 def test_two_voila_visitors_each_type_multi_line_and_see_only_their_own_conversation():
     require_python_packages()
     if not (Path(sys.executable).parent / "voila").exists():
@@ -83,7 +97,7 @@ def test_two_voila_visitors_each_type_multi_line_and_see_only_their_own_conversa
         finally:
             browser.close()
         app.stop()  # its kernels hold the DuckDB file; stopping twice is harmless
-        con = duckdb.connect(str(app.db), read_only=True)
+        con = _open_when_released(app.db)
         try:
             rows = con.execute("SELECT s.name, string_agg(n.role, ',' ORDER BY n.seq) FROM sessions s "
                                "JOIN nodes n ON n.session_id = s.id AND n.role IN ('user', 'assistant') "
