@@ -18,6 +18,7 @@ import gzip
 import importlib.util
 import json
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,6 +251,27 @@ def _splits_at_head(head: str, body: str, encoding: str) -> bool:
     the counts add exactly. Any other pattern (a user's file) is not split."""
     return (head[-1:] in _ALNUM and body[:1] != "" and not body[0].isspace()
             and get_encoding(encoding)._pat_str in (_CL100K_PAT, _O200K_PAT))
+
+
+_LINE_CUT = re.compile(r"\n(?=[^\s/])")
+
+
+def line_pieces(text: str, encoding: str) -> list[str]:
+    r"""`text` cut after each newline that a character other than whitespace or "/" follows,
+    for an encoding with a stock pattern (else `[text]`). The counts of the pieces add up
+    to the text's exactly: no pattern piece reaches past such a newline (a letter, digit
+    or contraction run holds none, a punctuation run takes only newlines and "/" after
+    it, a whitespace run holding a newline ends at its last one), and every alternative
+    looks only forward, so each side is split into the same pieces as when it stands
+    alone. A text whose lines are counted once can then be re-counted from its lines."""
+    if get_encoding(encoding)._pat_str not in (_CL100K_PAT, _O200K_PAT):
+        return [text]
+    out, start = [], 0
+    for m in _LINE_CUT.finditer(text):
+        out.append(text[start:m.end()])
+        start = m.end()
+    out.append(text[start:])
+    return out
 
 
 def count_message(role: str, blocks: list[dict], encoding: str, name: str | None = None) -> int:

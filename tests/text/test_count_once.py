@@ -69,3 +69,22 @@ def test_no_split_where_the_pieces_could_join(encodes):
     with T.counting_once():
         T.count_message("tool", [{"type": "text", "text": body}], "o200k_base", "x-")
     assert encodes == ["tool:x-\n" + body]
+
+
+LINES = ["Summary of the conversation so far:", "Points:", "- It failed.", "- 'twas /var/log/x.log: ok",
+         "/usr/bin after a newline", "  indented", "\tTab", "-dash", "数字 123", "end.  ", "", "`x`\r", "Key: a, b"]
+
+
+@pytest.mark.parametrize("enc", ENCODINGS)
+def test_line_pieces_add_up_to_the_whole_count(enc):
+    import random
+
+    rng = random.Random(28)
+    e = T.get_encoding(enc)
+    for _ in range(400):
+        text = "\n".join(rng.choice(LINES) for _ in range(rng.randint(1, 12)))
+        pieces = T.line_pieces(text, enc)
+        assert "".join(pieces) == text
+        assert sum(len(e.encode_ordinary(p)) for p in pieces) == len(e.encode_ordinary(text)), repr(text)
+    # cut after a newline before a letter or a dash; never before "/", a space or a newline
+    assert T.line_pieces("a.\n/b\n c\n\nd\n-e", enc) == ["a.\n/b\n c\n\n", "d\n", "-e"]
