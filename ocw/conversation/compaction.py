@@ -33,6 +33,7 @@ from ocw.conversation import hooks, stop
 from ocw.conversation import summarizer as own_rules
 from ocw.text.errors import CompactionInProgress, ContextOverflowError, OcwError
 from ocw.text.i18n import text as i18n_text
+from ocw.text.tokens import counting_once
 
 AUTO_FAILURE_LIMIT = 3
 
@@ -66,8 +67,9 @@ def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "m
     if not session.compact_lock.acquire(blocking=False):
         raise CompactionInProgress(i18n_text("busy", getattr(session, "lang", None)))
     try:
-        return _compact_locked(session, keep_recent_tokens, trigger, provider, focus, incoming,
-                               own_summarizer and provider is not None)
+        with counting_once():  # each long text tokenized once per compaction (ocw/text/tokens.py)
+            return _compact_locked(session, keep_recent_tokens, trigger, provider, focus, incoming,
+                                   own_summarizer and provider is not None)
     finally:
         session.compaction_running = False
         session.compact_lock.release()

@@ -21,7 +21,8 @@ import re
 from collections import Counter
 
 from ocw.text.errors import ContextOverflowError
-from ocw.text.tokens import count_message, count_text, encoding_for_model, render_block, truncate_to_tokens
+from ocw.text.tokens import (count_message, count_text, encoding_for_model, line_pieces, render_block,
+                              truncate_to_tokens)
 from ocw.text import focus as focus_rules
 from ocw.providers.base import Reply, StreamCallback, Usage
 from ocw.text.prompts import (FOCUS_CLOSE, FOCUS_OPEN, PRUNED_STUB_OPEN, SUMMARY_MARKER, SUMMARY_PREFIX,
@@ -393,9 +394,12 @@ class OfflineProvider:
                 out.append(LABELS[1] + " " + ", ".join(kept_ids))
             return "\n".join(out)
 
+        def lines_cost(text: str) -> int:  # exactly cost(text); each line tokenized once (tokens.line_pieces)
+            return sum(cost(piece) for piece in line_pieces(text, enc))
+
         result = render()
         # Joins can tokenize differently from the parts: trim until it fits.
-        while cost(result) > budget and (chosen or kept_ids):
+        while lines_cost(result) > budget and (chosen or kept_ids):
             if chosen:
                 chosen.remove(min(chosen, key=lambda i: (score[i], -i)))
             else:

@@ -12,10 +12,13 @@ Encodings load lazily (100–200 ms each) and are cached per process.
 from __future__ import annotations
 
 import binascii
+import contextlib
+import contextvars
 import gzip
 import importlib.util
 import json
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,11 +152,40 @@ def loaded_encodings() -> set[str]:
     return set(_cache)
 
 
+# Inside `counting_once()` (one compaction) each long text is tokenized once per encoding:
+# the summarizer's input is counted to fit it, by the provider as a request and by the
+# offline summarizer as its length — the same string, three encodings. A count is a pure
+# function of (encoding, text), so the memo returns exactly what a fresh count would.
+MEMO_MIN_CHARS = 256
+_memo: contextvars.ContextVar[dict | None] = contextvars.ContextVar("ocw_count_memo", default=None)
+
+
+@contextlib.contextmanager
+def counting_once():
+    """A scope (nested scopes share the outer one) where `count_text` remembers the counts
+    of texts of MEMO_MIN_CHARS or more; the memo is dropped when the scope ends."""
+    if _memo.get() is not None:
+        yield
+        return
+    token = _memo.set({})
+    try:
+        yield
+    finally:
+        _memo.reset(token)
+
+
 def count_text(text: str, encoding: str = "cl100k_base") -> int:
     """Tokens in plain text (special-token strings count as ordinary text)."""
     if not text:
         return 0
-    return len(get_encoding(encoding).encode_ordinary(text))
+    memo = _memo.get()
+    if memo is None or len(text) < MEMO_MIN_CHARS:
+        return len(get_encoding(encoding).encode_ordinary(text))
+    key = (encoding, text)
+    n = memo.get(key)
+    if n is None:
+        n = memo[key] = len(get_encoding(encoding).encode_ordinary(text))
+    return n
 
 
 def count_for_model(text: str, model: str | None) -> int:
@@ -207,6 +239,50 @@ def render_message(role: str, blocks: list[dict], name: str | None = None) -> st
     return head + "\n" + "\n".join(render_block(b) for b in blocks)
 
 
+_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
+
+def _splits_at_head(head: str, body: str, encoding: str) -> bool:
+    r"""Whether "head\nbody" tokenizes as "head\n" then "body": under ocw's two stock
+    patterns (cl100k, o200k) a letter or digit run cannot take in a newline, and a lone
+    newline before a non-space character is a piece of its own (`\s*[\r\n]`), so a
+    piece ends right after the newline; every pattern alternative looks only forward,
+    so the pieces of body are the same as when body stands alone. BPE works per piece:
+    the counts add exactly. Any other pattern (a user's file) is not split."""
+    return (head[-1:] in _ALNUM and body[:1] != "" and not body[0].isspace()
+            and get_encoding(encoding)._pat_str in (_CL100K_PAT, _O200K_PAT))
+
+
+_LINE_CUT = re.compile(r"\n(?=[^\s/])")
+
+
+def line_pieces(text: str, encoding: str) -> list[str]:
+    r"""`text` cut after each newline that a character other than whitespace or "/" follows,
+    for an encoding with a stock pattern (else `[text]`). The counts of the pieces add up
+    to the text's exactly: no pattern piece reaches past such a newline (a letter, digit
+    or contraction run holds none, a punctuation run takes only newlines and "/" after
+    it, a whitespace run holding a newline ends at its last one), and every alternative
+    looks only forward, so each side is split into the same pieces as when it stands
+    alone. A text whose lines are counted once can then be re-counted from its lines."""
+    if get_encoding(encoding)._pat_str not in (_CL100K_PAT, _O200K_PAT):
+        return [text]
+    out, start = [], 0
+    for m in _LINE_CUT.finditer(text):
+        out.append(text[start:m.end()])
+        start = m.end()
+    out.append(text[start:])
+    return out
+
+
 def count_message(role: str, blocks: list[dict], encoding: str, name: str | None = None) -> int:
-    """Tokens of one message in its rendered form, framing included."""
-    return FRAME_TOKENS + count_text(render_message(role, blocks, name), encoding)
+    r"""Tokens of one message in its rendered form, framing included. Inside
+    `counting_once()` a long body is counted apart from its "role\n" head (exactly
+    equal, see `_splits_at_head`), so a text counted before as itself is not
+    tokenized again as a message."""
+    text = render_message(role, blocks, name)
+    if _memo.get() is not None and len(text) >= MEMO_MIN_CHARS:
+        head = role if not name else f"{role}:{name}"
+        body = text[len(head) + 1:]
+        if _splits_at_head(head, body, encoding):
+            return FRAME_TOKENS + count_text(head + "\n", encoding) + count_text(body, encoding)
+    return FRAME_TOKENS + count_text(text, encoding)

@@ -1,0 +1,90 @@
+"""`counting_once`: a long text is tokenized once per encoding inside the scope, and a
+message's count split at its "role\\n" head is exactly the whole count (tokens.py)."""
+import pytest
+import tiktoken
+
+from ocw.text import tokens as T
+
+ENCODINGS = ("cl100k_base", "o200k_base")
+# Bodies that start at every kind of piece the stock patterns know, and heads that end in
+# a letter or a digit; long enough (≥ MEMO_MIN_CHARS = 256) to take the split path.
+BODIES = ["<previous-summary>\n(none)\n</previous-summary>\n" + "word, 12 ok. " * 30,
+          "'s contraction first " * 20, "123456 digits first\n\n" * 20, "-dash. \n" * 60,
+          "Ünïcødé 漢字 первый " * 20, "x" * 300 + "\n  \n\t" + "y  " * 100, "éé\r\n" * 90]
+HEADS = [("user", None), ("tool", "run_sql"), ("assistant", "v2"), ("llm", "summary")]
+
+
+@pytest.fixture
+def encodes(monkeypatch):
+    seen = []
+    orig = tiktoken.Encoding.encode_ordinary
+
+    def spy(self, text):
+        seen.append(text)
+        return orig(self, text)
+
+    monkeypatch.setattr(tiktoken.Encoding, "encode_ordinary", spy)
+    return seen
+
+
+@pytest.mark.parametrize("enc", ENCODINGS)
+def test_split_message_count_equals_whole_count(enc):
+    for body in BODIES:
+        for role, name in HEADS:
+            whole = T.FRAME_TOKENS + len(T.get_encoding(enc).encode_ordinary(T.render_message(role, [{"type": "text", "text": body}], name)))
+            with T.counting_once():
+                assert T.count_message(role, [{"type": "text", "text": body}], enc, name) == whole, (body[:20], role)
+
+
+def test_each_long_text_is_tokenized_once_per_encoding_in_the_scope(encodes):
+    body = BODIES[0]
+    with T.counting_once():
+        with T.counting_once():  # a nested scope shares the outer memo
+            assert T.count_text(body, "o200k_base") == T.count_text(body, "o200k_base")
+        T.count_message("user", [{"type": "text", "text": body}], "o200k_base")
+        T.count_text(body, "cl100k_base")
+    assert [t for t in encodes if len(t) >= 256] == [body, body]  # o200k once, cl100k once
+    assert T._memo.get() is None  # dropped when the scope ends
+
+
+def test_boundaries_of_the_memo(encodes):
+    short, long_ = "a" * 255, "a" * 256
+    with T.counting_once():
+        for _ in range(2):
+            T.count_text(short, "o200k_base")
+            T.count_text(long_, "o200k_base")
+    assert encodes.count(short) == 2 and encodes.count(long_) == 1
+    T.count_text(long_, "o200k_base")  # outside any scope: counted afresh
+    assert encodes.count(long_) == 2
+
+
+def test_no_split_where_the_pieces_could_join(encodes):
+    """A head ending in punctuation (its piece takes the newline), a body starting with
+    whitespace, or a user's own pattern: the message is counted whole."""
+    body = "b" * 300
+    assert not T._splits_at_head("tool:x-", body, "o200k_base")
+    assert not T._splits_at_head("user", " " + body, "o200k_base")
+    assert not T._splits_at_head("user", "\n" + body, "cl100k_base")
+    assert T._splits_at_head("user", body, "o200k_base") and T._splits_at_head("tool:a1", body, "cl100k_base")
+    with T.counting_once():
+        T.count_message("tool", [{"type": "text", "text": body}], "o200k_base", "x-")
+    assert encodes == ["tool:x-\n" + body]
+
+
+LINES = ["Summary of the conversation so far:", "Points:", "- It failed.", "- 'twas /var/log/x.log: ok",
+         "/usr/bin after a newline", "  indented", "\tTab", "-dash", "数字 123", "end.  ", "", "`x`\r", "Key: a, b"]
+
+
+@pytest.mark.parametrize("enc", ENCODINGS)
+def test_line_pieces_add_up_to_the_whole_count(enc):
+    import random
+
+    rng = random.Random(28)
+    e = T.get_encoding(enc)
+    for _ in range(400):
+        text = "\n".join(rng.choice(LINES) for _ in range(rng.randint(1, 12)))
+        pieces = T.line_pieces(text, enc)
+        assert "".join(pieces) == text
+        assert sum(len(e.encode_ordinary(p)) for p in pieces) == len(e.encode_ordinary(text)), repr(text)
+    # cut after a newline before a letter or a dash; never before "/", a space or a newline
+    assert T.line_pieces("a.\n/b\n c\n\nd\n-e", enc) == ["a.\n/b\n c\n\n", "d\n", "-e"]
