@@ -307,7 +307,8 @@ class Db:
 
     def _attach(self, deadline: float) -> duckdb.DuckDBPyConnection:
         """The file, attached to this Db's own in-memory DuckDB (made once, kept for the
-        Db's life) and made the default database (`USE`). A hand-over is then a DETACH
+        Db's life) and made the default database (`USE`) — once other processes share
+        the file (see `_open`). A hand-over is then a DETACH
         and an ATTACH: 1–20 ms where closing and reconnecting a DuckDB instance took
         ~20 ms quiet and 60–110 ms on a loaded machine, every hand-over (issue 28).
         DETACH never checkpoints (checkpoint_on_shutdown is off in that instance):
@@ -361,7 +362,12 @@ class Db:
         try:
             if not self.memory:
                 ownership.replace_empty_file(self.path)  # under the lock: no kernel writes it now
-            self._con = self._connect(deadline) if self.memory else self._attach(deadline)
+            # Attached once another process has shown up (we waited, or handed over): from
+            # then on hand-overs are what this file's life is, and they must be cheap. Until
+            # then a plain connection, which a user's own duckdb.connect() in this process
+            # shares (an attached file refuses it: "unique file handle conflict").
+            contended = self.waits > 0 or self.handoffs > 0
+            self._con = self._attach(deadline) if contended and not self.memory else self._connect(deadline)
             for stmt in connection_settings():
                 self._con.execute(stmt)
         except BaseException:
