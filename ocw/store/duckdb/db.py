@@ -139,6 +139,9 @@ class Db:
       appending back to back on a loaded machine (load 15 on 2 cores) handed over
       every ~3 turns and got 0.5× one kernel's throughput, worst turn 1.4–1.8 s;
       with 0.25 s, 24 hand-overs in 400 turns, ≥ 1× and 0.8–1.0 s (issue 28).
+      A pause counts as idle after 0.05 s (was 0.01 s): on a loaded machine a
+      back-to-back writer is often descheduled for 10 ms between two turns, and
+      handed the file over then; a kernel between cells is idle for seconds.
     - Cost. Uncontended, the connection stays open (a reopen costs ~20 ms, which
       at human pace was every cell: 24–35 ms turns instead of 3–4). Nothing slow
       runs on the caller's thread while no other process waits: closing (which
@@ -164,7 +167,7 @@ class Db:
     HANDOVER_WAL_BYTES = 64 << 10  # a hand-over leaves a WAL up to this size unmerged
 
     def __init__(self, path: str, *, idle_close: float | None = None, contended_hold: float = 0.25,
-                 contended_idle: float = 0.01, lock_timeout: float = 60.0, checkpoint_idle: float = 0.5):
+                 contended_idle: float = 0.05, lock_timeout: float = 60.0, checkpoint_idle: float = 0.5):
         self.path = path
         self.memory = path == ":memory:"
         self.idle_close = idle_close
