@@ -8,7 +8,7 @@ so pipelined statements sent together count once. A transaction ended is a
 `ReadyForQuery I` (the server back to idle: an autocommit statement, or a
 COMMIT / ROLLBACK block); a commit is such an end after which nothing was
 rolled back. Used by the benchmark (ocw/bench/pg.py) and its tests; the tests
-also check the writes against the transaction ids the server hands out.
+also check with the server which transaction wrote the rows (xmin).
 """
 from __future__ import annotations
 
