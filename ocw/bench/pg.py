@@ -1,6 +1,6 @@
 """Benchmark: many writers on one store — `python -m ocw.bench.pg [--turns 300] [--url URL]`.
 
-For 1, 2 and 4 writer PROCESSES (each its own `ocw.Store`, as kernels are),
+For 1, 2, 4 and 8 writer PROCESSES (each its own `ocw.Store`, as kernels are),
 each doing `--turns` turns — a turn is a user message and its reply appended
 with the provider's usage sample (`Session.append_many`, one transaction),
 then `occupancy()` — on a DuckDB file (the kernels hand the file over) and on
@@ -9,11 +9,18 @@ PostgreSQL's default durability, unless `--url` names one). Writers 0 and 1
 share a session; the others have one each: with 4 writers, two are on the same
 session, as in issue 16's acceptance.
 
-Prints per-turn p50 / p99 (milliseconds, each writer's turns pooled) and the
+Beside each, in the same run, the raw transaction floor (ocw/bench/floor.py):
+on PostgreSQL the same number of processes each running BEGIN, lock, INSERT,
+UPDATE, COMMIT on tables of their own; on DuckDB one process running the raw
+durable transaction back to back (one process writes a file at a time). Prints
+turns/s and its ratio to the floor's, per-turn p50 / p99 / max (milliseconds,
+each writer's turns pooled), the machine's 1-minute load average, and the
 checks: nodes lost, duplicated, errors shown, and whether every session's
 branch is intact — one chain in seq order (every append landed under the HEAD
-its transaction read), a turn's two messages adjacent, HEAD its end. Timings
-are printed, never asserted (tests/bench/test_bench_pg.py asserts the checks).
+its transaction read), a turn's two messages adjacent, HEAD its end. Then a
+PostgreSQL turn's round trips and commits, counted from libpq's protocol trace
+(ocw/bench/wire.py), beside the floor's. Timings are printed, never asserted
+(tests/bench/test_bench_pg.py asserts the checks and the counts).
 """
 from __future__ import annotations
 
@@ -26,7 +33,7 @@ import sys
 import tempfile
 import time
 
-WRITER_COUNTS = (1, 2, 4)
+WRITER_COUNTS = (1, 2, 4, 8)
 WORDS = ("the team keeps its sessions in one database so every kernel on every machine sees the same branch "
          "a turn appends the question and the answer under the head it reads inside its transaction").split()
 
@@ -53,6 +60,7 @@ def worker(db: str, writer: int, turns: int, start_at: float, out: str) -> None:
     s.occupancy()
     while time.time() < start_at:
         time.sleep(0.001)
+    began = time.time()
     for i in range(turns):
         t0 = time.perf_counter()
         try:
@@ -62,9 +70,10 @@ def worker(db: str, writer: int, turns: int, start_at: float, out: str) -> None:
         except Exception as e:  # counted and shown: the acceptance wants none
             errors.append(f"{type(e).__name__}: {e}")
         times.append(time.perf_counter() - t0)
+    ended = time.time()
     store.close()
     with open(out, "w") as f:
-        json.dump({"times": times, "ids": ids, "errors": errors}, f)
+        json.dump({"times": times, "ids": ids, "errors": errors, "began": began, "ended": ended}, f)
 
 
 def check(db: str, writers: int, results: list[dict]) -> dict:
@@ -93,6 +102,55 @@ def check(db: str, writers: int, results: list[dict]) -> dict:
         backend.close()
 
 
+def _spawn(args: list[list[str]], writers: int, tmp: str) -> tuple[list[dict], float]:
+    """Run one writer process per argument list at a common start; their results and the wall time."""
+    start_at = time.time() + 1.5 + 0.3 * writers  # after every process has imported and opened
+    procs, outs = [], []
+    for w, extra in enumerate(args):
+        out = os.path.join(tmp, f"w{w}.json")
+        outs.append(out)
+        procs.append(subprocess.Popen([sys.executable, "-m", "ocw.bench.pg", *extra, repr(start_at), out]))
+    t0 = time.time()
+    codes = [p.wait() for p in procs]
+    wall = time.time() - max(t0, start_at)
+    results = []
+    for w, (code, out) in enumerate(zip(codes, outs)):
+        if code != 0 or not os.path.exists(out):
+            results.append({"times": [], "ids": [], "errors": [f"writer {w} exited with {code}"]})
+        else:
+            with open(out) as f:
+                results.append(json.load(f))
+    return results, wall
+
+
+def _figures(results: list[dict], wall: float) -> dict:
+    """Pooled p50 / p99 / max, and turns/s over the span from the first writer's first
+    turn to the last one's last (each writer says when; else the processes' wall time)."""
+    spans = [r for r in results if "began" in r]
+    if spans and len(spans) == len(results):
+        wall = max(r["ended"] for r in spans) - min(r["began"] for r in spans)
+    times = sorted(t for r in results for t in r["times"])
+    q = statistics.quantiles(times, n=100, method="inclusive") if len(times) > 1 else times * 99
+    return {"turns": len(times), "p50_ms": q[49] * 1e3 if q else 0.0, "p99_ms": q[98] * 1e3 if q else 0.0,
+            "max_ms": times[-1] * 1e3 if times else 0.0, "turns_per_s": len(times) / wall if wall > 0 else 0.0}
+
+
+def floor_run(db: str, writers: int, turns: int, floor_db: str | None = None) -> dict:
+    """The raw transaction floor for `writers` on the store `db` is (ocw/bench/floor.py)."""
+    from ocw.bench import floor
+    from ocw.store.postgres.url import is_postgres_url
+
+    if not is_postgres_url(db):
+        r = floor.duckdb_floor(db + ".floor", writers * turns)
+        return {**_figures([{"times": r["times"]}], sum(r["times"]) or 1.0), "turns_per_s": r["turns_per_s"]}
+    url = floor_db or db
+    floor.prepare_pg(url, sorted({session_of(w) for w in range(writers)}))
+    with tempfile.TemporaryDirectory(prefix="ocw-bench-floor-") as tmp:
+        results, wall = _spawn([["--floor", url, session_of(w), str(w), str(turns)] for w in range(writers)],
+                               writers, tmp)
+    return {**_figures(results, wall), "errors": [e for r in results for e in r["errors"]]}
+
+
 def run(db: str, writers: int, turns: int) -> dict:
     """`writers` processes × `turns` turns on `db` (sessions created first)."""
     import ocw
@@ -102,37 +160,52 @@ def run(db: str, writers: int, turns: int) -> dict:
         store.create_session(name=name, model="gpt-4o", context_window=1_000_000_000)
     store.close()
     with tempfile.TemporaryDirectory(prefix="ocw-bench-pg-") as tmp:
-        start_at = time.time() + 1.5 + 0.3 * writers  # after every process has imported and opened
-        procs, outs = [], []
-        for w in range(writers):
-            out = os.path.join(tmp, f"w{w}.json")
-            outs.append(out)
-            procs.append(subprocess.Popen([sys.executable, "-m", "ocw.bench.pg", "--worker", db, str(w), str(turns),
-                                           repr(start_at), out]))
-        t0 = time.time()
-        codes = [p.wait() for p in procs]
-        wall = time.time() - max(t0, start_at)
-        results = []
-        for w, (code, out) in enumerate(zip(codes, outs)):
-            if code != 0 or not os.path.exists(out):
-                results.append({"times": [], "ids": [], "errors": [f"writer {w} exited with {code}"]})
-            else:
-                with open(out) as f:
-                    results.append(json.load(f))
-    times = sorted(t for r in results for t in r["times"])
-    q = statistics.quantiles(times, n=100, method="inclusive") if len(times) > 1 else times * 99
-    out = {"writers": writers, "turns": len(times), "p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3,
-           "turns_per_s": len(times) / wall if wall > 0 else 0.0,
-           "errors": [e for r in results for e in r["errors"]]}
+        results, wall = _spawn([["--worker", db, str(w), str(turns)] for w in range(writers)], writers, tmp)
+    out = {"writers": writers, **_figures(results, wall), "errors": [e for r in results for e in r["errors"]],
+           "load": os.getloadavg()[0]}
     out.update(check(db, writers, results))
     return out
 
 
-def _row(store: str, r: dict) -> str:
-    sessions = {1: "1", 2: "1 (shared)", 4: "3 (2 share)"}.get(r["writers"], "?")
-    return (f"{store:<12} {r['writers']:>7}  {sessions:<12} {r['turns']:>6} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f}"
-            f" {r['turns_per_s']:>8.0f}  {r['lost']:>4} {r['duplicated']:>4} {len(r['errors']):>6}  "
-            f"{'intact' if r['intact'] else 'BROKEN'}")
+def turn_on_the_wire(url: str) -> dict:
+    """One PostgreSQL turn's round trips and commits (libpq's trace: ocw/bench/wire.py):
+    the store path of a turn (append with its usage sample, then occupancy()), and a
+    whole turn as `%%chat` runs it (a sync read of the session row first)."""
+    import ocw
+    from ocw.bench import wire
+
+    store = ocw.Store(url)
+    try:
+        s = store.create_session(name="wire", model="gpt-4o", context_window=1_000_000)
+        s.append_many([("user", "warm"), ("assistant", "up")], usage=10)
+        with wire.traced(store.backend._pool) as write:
+            s.append_many([("user", "q"), ("assistant", "a")], usage=20)
+            s.occupancy()
+        with wire.traced(store.backend._pool) as whole:
+            s.sync()
+            s.append_many([("user", "q2"), ("assistant", "a2")], usage=30)
+            s.occupancy()
+    finally:
+        store.close()
+    return {"write": write, "whole": whole}
+
+
+def _sessions(writers: int) -> str:
+    shared = min(writers, 2)
+    return f"{writers - shared + 1}" + (" (2 share)" if shared == 2 else "")
+
+
+def _row(store: str, r: dict, f: dict) -> str:
+    ratio = r["turns_per_s"] / f["turns_per_s"] if f.get("turns_per_s") else 0.0
+    return (f"{store:<12} {r['writers']:>3}  {_sessions(r['writers']):<11} {r['turns']:>6} {r['turns_per_s']:>7.0f}"
+            f" {f['turns_per_s']:>7.0f} {ratio:>6.2f}x {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['max_ms']:>7.1f}"
+            f"   {f['p50_ms']:>6.1f} {f['p99_ms']:>6.1f} {r['load']:>5.1f}  {r['lost']:>4} {r['duplicated']:>4}"
+            f" {len(r['errors']):>6}  {'intact' if r['intact'] else 'BROKEN'}")
+
+
+HEADER = (f"{'store':<12} {'w':>3}  {'sessions':<11} {'turns':>6} {'turns/s':>7} {'floor/s':>7} {'ratio':>7}"
+          f" {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7}   {'floor p50':>6} {'p99':>6} {'load':>5}  {'lost':>4} {'dup':>4}"
+          f" {'errors':>6}  branches")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,26 +213,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turns", type=int, default=300, help="turns per writer (default 300)")
     p.add_argument("--url", default=None, help="a PostgreSQL URL to use (an EMPTY database; default: start a "
                    "throwaway server)")
-    p.add_argument("--writers", default="1,2,4", help="writer counts (default 1,2,4)")
+    p.add_argument("--writers", default=",".join(map(str, WRITER_COUNTS)), help="writer counts (default 1,2,4,8)")
     p.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    p.add_argument("--floor", nargs=6, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         db, w, turns, start_at, out = args.worker
         worker(db, int(w), int(turns), float(start_at), out)
         return 0
+    if args.floor:
+        from ocw.bench.floor import pg_worker
+
+        url, sid, w, turns, start_at, out = args.floor
+        pg_worker(url, sid, int(w), int(turns), float(start_at), out, _text)
+        return 0
     counts = [int(x) for x in args.writers.split(",")]
     cluster = None
     rows, failed = [], False
     print(f"ocw.bench.pg: {args.turns} turns per writer process; a turn = user message + reply appended with its "
-          "usage sample (one transaction) + occupancy()")
-    print(f"{'store':<12} {'writers':>7}  {'sessions':<12} {'turns':>6} {'p50 ms':>8} {'p99 ms':>8} {'turns/s':>8}"
-          f"  {'lost':>4} {'dup':>4} {'errors':>6}  branches")
+          "usage sample (one transaction) + occupancy(); floor = the raw transaction (ocw/bench/floor.py)")
+    print(HEADER)
     try:
         with tempfile.TemporaryDirectory(prefix="ocw-bench-duck-") as tmp:
             for n in counts:
-                r = run(os.path.join(tmp, f"w{n}.duckdb"), n, args.turns)
-                rows.append(r)
-                print(_row("duckdb file", r), flush=True)
+                path = os.path.join(tmp, f"w{n}.duckdb")
+                r = run(path, n, args.turns)
+                f = floor_run(path, n, args.turns)
+                rows.append((r, f))
+                print(_row("duckdb file", r, f), flush=True)
         if args.url is None:
             from ocw.store.postgres.cluster import Cluster
 
@@ -169,18 +250,26 @@ def main(argv: list[str] | None = None) -> int:
             if not cluster and n != counts[0]:
                 url = None  # one given database: one run only (it must start empty)
             if url is None:
-                print(f"postgresql   {n:>7}  (skipped: --url names one database; give an empty one per run)")
+                print(f"postgresql   {n:>3}  (skipped: --url names one database; give an empty one per run)")
                 continue
             r = run(url, n, args.turns)
-            rows.append(r)
-            print(_row("postgresql", r), flush=True)
+            f = floor_run(url, n, args.turns, cluster.create_database(f"floor_w{n}") if cluster else None)
+            rows.append((r, f))
+            print(_row("postgresql", r, f), flush=True)
+        url = cluster.create_database("bench_wire") if cluster else None
+        if url is not None:
+            wire = turn_on_the_wire(url)
+            w, whole = wire["write"], wire["whole"]
+            print(f"postgresql turn: {w['round_trips']} round trips, {w['commits']} commit (floor: 5 round trips, "
+                  f"1 commit); with the sync read a %%chat turn does first: {whole['round_trips']} round trips, "
+                  f"{whole['transactions']} transactions ({whole['transactions'] - 1} of them a read)")
     finally:
         if cluster is not None:
             cluster.stop()
-    for r in rows:
-        for e in r["errors"][:3]:
+    for r, f in rows:
+        for e in (r["errors"] + f.get("errors", []))[:3]:
             print(f"  error ({r['writers']} writers): {e}")
-        failed = failed or r["errors"] or r["lost"] or r["duplicated"] or not r["intact"]
+        failed = failed or r["errors"] or f.get("errors") or r["lost"] or r["duplicated"] or not r["intact"]
     return 1 if failed else 0
 
 

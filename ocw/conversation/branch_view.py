@@ -133,10 +133,10 @@ class BranchView(PrunedView):
             others_wrote = True
         if others_wrote and old_epoch is not None:
             # Another kernel appended: rows it wrote are missing from the loaded range
-            # (whose "everything from seq N on" no longer holds). Read the tail anew.
-            self._rows.clear()
+            # (whose "everything from seq N on" no longer holds). Read just those.
+            self._rows.catch_up()
             self._active_key = self._tail_key = None
-        self._rows.add(new_nodes)
+        self._rows.add(new_nodes, complete=not others_wrote)
         if others_wrote:  # maybe a compaction: its summary
             last = self._summaries[-1].seq if self._summaries else 0
             self._summaries += self.backend.summaries(self.id, last, self.epoch)

@@ -7,6 +7,13 @@ summary's boundary to HEAD, where walking parent ids one lookup at a time would
 cost a round trip per message. The invariant kept here: every node row of the
 session with `seq ≥ loaded_from` is in `rows`. Memory is what the walks needed:
 the uncovered tail, normally; `trim` drops what lies before a new boundary.
+
+When another kernel appends to the session, the invariant breaks only above
+`loaded_to`, the highest seq known to be complete: a session's appends are
+serialised (its row lock; one DuckDB writer at a time), so what it appended has
+larger seqs than anything read before. `catch_up` reads just those rows — where
+dropping everything and reading the tail again cost every turn of two kernels
+sharing a session hundreds of rows (issue 28).
 """
 from __future__ import annotations
 
@@ -20,14 +27,29 @@ class TailRows:
         self.backend, self.sid, self.epoch = backend, sid, epoch
         self.rows: dict[str, Node] = {}
         self.loaded_from: int | None = None  # all rows with seq ≥ this are loaded
+        self.loaded_to: int | None = None  # ... up to this seq at least (others may have appended above it)
 
     def clear(self) -> None:
         self.rows.clear()
-        self.loaded_from = None
+        self.loaded_from = self.loaded_to = None
 
-    def add(self, nodes) -> None:
+    def add(self, nodes, *, complete: bool = False) -> None:
+        """Rows written here; `complete`: nobody else appended before them (our write
+        moved the session's rev by exactly one), so everything up to them is loaded."""
         for n in nodes:
             self.rows[n.id] = n
+        if complete and self.loaded_to is not None and nodes:
+            self.loaded_to = max(self.loaded_to, max(n.seq for n in nodes))
+
+    def catch_up(self) -> None:
+        """Read the rows appended above `loaded_to` (another kernel's), one range read."""
+        if self.loaded_from is None or self.loaded_to is None:
+            return
+        got = self.backend.nodes_since(self.sid, self.loaded_to + 1, None, self.epoch())
+        for n in got:
+            self.rows[n.id] = n
+        if got:
+            self.loaded_to = max(self.loaded_to, max(n.seq for n in got))
 
     def get(self, nid: str) -> Node | None:
         """A row by id: from memory, else one indexed lookup (kept)."""
@@ -44,8 +66,11 @@ class TailRows:
         if self.loaded_from is not None and seq >= self.loaded_from:
             return
         hi = None if self.loaded_from is None else self.loaded_from - 1
-        for n in self.backend.nodes_since(self.sid, seq, hi, self.epoch()):
+        got = self.backend.nodes_since(self.sid, seq, hi, self.epoch())
+        for n in got:
             self.rows.setdefault(n.id, n)
+        if hi is None:
+            self.loaded_to = max((n.seq for n in got), default=seq - 1)
         self.loaded_from = seq
 
     def ancestors(self, head: str | None, stop_depth: int = 0, stop_seq: int | None = None) -> list[Node]:

@@ -46,7 +46,33 @@ def test_the_report_prints_both_stores_for_each_writer_count(capsys):
     assert bench_pg.main(["--turns", "4", "--writers", "1,2"]) == 0
     out = capsys.readouterr().out.splitlines()
     kinds = [(ln[:12].strip(), ln.split()[2] if ln.startswith("duckdb") else ln.split()[1]) for ln in out
-             if ln.startswith(("duckdb file", "postgresql"))]
+             if ln.startswith(("duckdb file", "postgresql ")) and not ln.startswith("postgresql turn")]
     assert kinds == [("duckdb file", "1"), ("duckdb file", "2"), ("postgresql", "1"), ("postgresql", "2")]
-    assert "p50 ms" in out[1] and "p99 ms" in out[1]
-    assert all(ln.rstrip().endswith("intact") for ln in out if ln.startswith(("duckdb file", "postgresql")))
+    assert all(col in out[1] for col in ("turns/s", "floor/s", "ratio", "p50 ms", "p99 ms", "max ms", "load"))
+    rows = [ln for ln in out if ln.startswith(("duckdb file", "postgresql ")) and not ln.startswith("postgresql turn")]
+    assert len(rows) == 4 and all(ln.rstrip().endswith("intact") for ln in rows)
+    # The floor ran beside each row: a floor rate above zero and a ratio printed.
+    assert all(float(ln.split("x ")[0].split()[-1]) > 0 for ln in rows)
+    # A turn on the wire: the write is 1 commit in 2 round trips (the target: 1 and ≤ 5).
+    wire = [ln for ln in out if ln.startswith("postgresql turn:")]
+    assert wire and wire[0].startswith("postgresql turn: 2 round trips, 1 commit (floor: 5 round trips, 1 commit)")
+
+
+def test_the_floor_runs_the_same_sharing_and_loses_nothing(pg_url):
+    """The PostgreSQL floor: one process per writer, writers 0 and 1 on one row; every
+    raw transaction commits and the shared row's chain is whole."""
+    r = bench_pg.floor_run(pg_url, 4, 25)
+    assert r["errors"] == [] and r["turns"] == 100 and r["turns_per_s"] > 0
+    assert r["p50_ms"] <= r["p99_ms"] <= r["max_ms"]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        per = dict(conn.execute("SELECT session_id, count(*) FROM floor_nodes GROUP BY 1").fetchall())
+        heads = dict(conn.execute("SELECT id, rev FROM floor_sessions").fetchall())
+    assert per == {"bench-0": 100, "bench-1": 50, "bench-2": 50}
+    assert heads == {"bench-0": 50, "bench-1": 25, "bench-2": 25}
+
+
+def test_the_wire_counts_of_a_turn(pg_url):
+    w = bench_pg.turn_on_the_wire(pg_url)
+    assert w["write"] == {"round_trips": 2, "transactions": 1, "commits": 1}
+    # a whole %%chat turn reads the session row first: one more round trip, a read-only transaction
+    assert w["whole"] == {"round_trips": 3, "transactions": 2, "commits": 2}

@@ -81,8 +81,9 @@ def test_an_append_lands_under_the_head_another_store_wrote(tmp_db):
         sa.sync()
         assert sa.node(mine)["parent_id"] == theirs
         assert sa.branch()[0] == first and sa.branch()[-2:] == [theirs, mine]
-        rows = dict(raw(tmp_db, "SELECT id, cum_tokens FROM nodes"))
-        tokens = dict(raw(tmp_db, "SELECT id, tokens FROM nodes"))
+        with a.db.connect() as con:  # two Dbs of one process took turns: the file is attached to one of them
+            rows = dict(con.execute("SELECT id, cum_tokens FROM nodes").fetchall())
+            tokens = dict(con.execute("SELECT id, tokens FROM nodes").fetchall())
         assert rows[mine] == rows[theirs] + tokens[mine]  # its running total continues b1's
         sb.sync()
         assert sa.occupancy()["total"] == sb.occupancy()["total"]

@@ -61,6 +61,8 @@ class PostgresStore(Sharing):
     """Sessions and nodes in a PostgreSQL database, behind the store interface."""
 
     kind = "postgresql"
+    SESSION_COLUMNS = SESSION_COLUMNS  # for ocw/store/postgres/append.py, which does not import this module
+    row_of, node_of = staticmethod(_session), staticmethod(_node)
 
     def __init__(self, url: str, **options):
         """Connects, checks the database is ocw's (or empty) and migrates it. A URL
@@ -168,7 +170,7 @@ class PostgresStore(Sharing):
             raise StoreError(f"session {sid} vanished from {self.describe()}")
         return _session(r)
 
-    def _write_row(self, cur, sid: str, fields: dict) -> dict:
+    def _write_row(self, cur, sid: str, fields: dict, fetch: bool = True) -> dict | None:
         bad = set(fields) - WRITABLE
         if bad:  # pragma: no cover - a programming error
             raise ValueError(f"not a writable session column: {', '.join(sorted(bad))}")
@@ -182,7 +184,7 @@ class PostgresStore(Sharing):
                 sets.append(f"{k} = %s")
                 args.append(v)
         cur.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE id = %s RETURNING {_COLS}", [*args, sid])
-        return _session(cur.fetchone())
+        return _session(cur.fetchone()) if fetch else None  # fetch=False: a pipeline's caller fetches it later
 
     @contextmanager
     def _name_taken(self, name: str) -> Iterator[None]:
@@ -307,27 +309,12 @@ class PostgresStore(Sharing):
     def append_nodes(self, sid: str, nodes: list[dict],
                      change: Callable[[dict, Node | None], dict | None] | None = None) -> tuple[dict, list[Node]]:
         """Append `nodes` as a chain under HEAD as this transaction reads it (after the
-        session's lock), move HEAD to the last; `change(row, parent)` adds columns."""
-        with self._tx() as cur:
-            row = self._locked_row(cur, sid)
-            parent = self._get(cur, sid, row["head_id"], row["count_epoch"]) if row["head_id"] else None
-            epoch = row["count_epoch"] if parent is None or parent.epoch == row["count_epoch"] else -1
-            depth, cum = (parent.depth or 0, parent.cum or 0) if parent is not None else (0, 0)
-            pid, written, args = row["head_id"], [], []
-            for n in nodes:
-                depth += 1
-                cum += int(n["tokens"])
-                args.append([n["id"], sid, pid, n["role"], n.get("name"), json.dumps(n["content"], ensure_ascii=False),
-                             int(n["tokens"]), n.get("encoding"), depth, cum, epoch, None, None])
-                written.append(Node(n["id"], 0, pid, n["role"], n.get("name"), int(n["tokens"]), depth, cum, epoch))
-                pid = n["id"]
-            for node, (seq, created_at) in zip(written, self._insert(cur, args)):
-                node.seq, node.created_at = seq, created_at
-            fields = {"head_id": pid}
-            extra = change(row, parent) if change else None
-            if extra:
-                fields.update(extra)
-            return self._write_row(cur, sid, fields), written
+        session's lock), move HEAD to the last; `change(row, parent)` adds columns.
+        One transaction in two round trips (ocw/store/postgres/append.py)."""
+        from ocw.store.postgres import append
+
+        with self._errors(), self._pool.connection() as conn:
+            return append.append(self, conn, sid, nodes, change)
 
     def _insert(self, cur, args: list[list]) -> list[tuple]:
         """Insert node rows in order (one pipelined batch); their (seq, created_at), in that order."""
