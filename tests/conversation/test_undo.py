@@ -93,3 +93,16 @@ def test_undo_waits_for_no_compaction_and_refuses_during_one(store, fake_summari
     finally:
         s.compact_lock.release()
     assert undo_log.undone_count(s.metadata) == 0
+
+
+def test_the_undo_log_reads_only_well_formed_entries_and_never_lists_one_twice():
+    """A hand-edited or foreign metadata list: what is not {summary: str, …} is not an undo."""
+    meta = {"undone_summaries": ["m_1", {"at": "t0"}, {"summary": 7}, {"summary": "m_2", "at": "t1"}]}
+    assert undo_log.entries(meta) == [{"summary": "m_2", "at": "t1"}]
+    assert undo_log.undone_ids(meta) == frozenset({"m_2"}) and undo_log.undone_count(meta) == 1
+    assert undo_log.entries({"undone_summaries": {"summary": "m_3"}}) == []  # not a list: no undo
+    again = undo_log.with_undone(meta, "m_2", "t2")
+    assert again is meta  # already undone: the same metadata, nothing appended
+    more = undo_log.with_undone(meta, "m_4", "t3")
+    assert more["undone_summaries"] == [{"summary": "m_2", "at": "t1"}, {"summary": "m_4", "at": "t3"}]
+    assert meta["undone_summaries"][-1] == {"summary": "m_2", "at": "t1"}  # the old metadata untouched
