@@ -279,3 +279,13 @@ def test_newest_identifiers_win_and_own_text_is_never_harvested_through_chat(ocw
     # The offline model's digests ("It is N tokens long") are ocw's own text: never memory.
     assert not any("tokens long" in i.value or "offline model" in i.value for i in m.items)
     assert "[Session memory:" in _sent(s)
+
+
+def test_a_summarys_identifier_list_is_no_source_of_memory_and_a_todos_key_is_its_first_six_words():
+    from ocw.context.memory_rules import clean
+
+    assert events([(1, "user", "Key identifiers: conf/prod.yaml, OPS-1")]) == []  # ocw's own list, not the user's
+    assert clean("Key identifiers: a/b.py\nreal text") == "real text"
+    assert clean("Key identifiers: a/b.py\nreal text", keep_lists=True) == "Key identifiers: a/b.py\nreal text"
+    (e,) = events([(1, "user", "TODO: rerun the nightly load for the orders table tomorrow morning")])
+    assert (e.item.kind, e.item.key) == ("todo", "rerun_the_nightly_load_for_the")
