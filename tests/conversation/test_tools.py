@@ -444,3 +444,18 @@ def test_moving_head_onto_a_lone_call_still_sends_a_valid_request(ocw_shell, ref
     msgs = refserver.requests[-1].messages
     assert not any(m["role"] == "tool" or m.get("tool_calls") for m in msgs)
     assert msgs[-2] == {"role": "assistant", "content": "[called ping({}); no result]"}
+
+
+def test_a_tool_name_is_1_to_64_letters_digits_dashes_or_underscores():
+    assert Tool(lambda: 1, name="f").name == "f"
+    assert Tool(lambda: 1, name="a" * 64).name == "a" * 64
+    for bad in ("", "a" * 65, "has space"):
+        with pytest.raises(ToolError, match="must be"):
+            Tool(lambda: 1, name=bad)  # "": the lambda's own name, <lambda>
+
+
+def test_two_unknown_arguments_are_named_in_the_plural_and_no_tools_says_none(registry):
+    res = registry.run(call("add", {"a": 1, "c": 2, "d": 3}))
+    assert res["content"] == "bad arguments for add: unknown arguments 'c', 'd'; add takes a, b"
+    ocw.conversation.tools._REGISTERED.clear()
+    assert ToolRegistry().run(call("add"))["content"] == "unknown tool 'add'; available: none"
