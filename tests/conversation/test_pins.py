@@ -217,3 +217,16 @@ def test_carried_pins_start_numbered_from_one(store):
                                                                           (2, "second carried", "carried")]
     assert pinning.pin(s, "mine")["n"] == 3
     assert pinning.unpin(s, 1)["text"] == "first carried"
+
+
+def test_the_memory_read_is_the_stores_after_another_kernel_forgot(store):
+    import ocw
+
+    s = _memory_session(store)
+    n = next(k for k, _, i in rules.listed(pinning.memory(s)) if i.value == "data/raw/events.parquet")
+    other = ocw.Store(store.path)
+    try:
+        pinning.forget(other.open_session(s.id), n)
+    finally:
+        other.close()
+    assert "data/raw/events.parquet" not in [i.value for _, _, i in rules.listed(pinning.memory(s))]
