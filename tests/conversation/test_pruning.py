@@ -75,3 +75,12 @@ def test_a_prune_is_refused_when_another_kernel_changed_the_session_meanwhile(st
         other.close()
     sess.sync()
     assert pruning.META_KEY not in sess.metadata and all(r == RESULT for r in sent_results(sess))
+
+
+def test_by_default_the_tail_a_compaction_keeps_is_kept_whole(sess):
+    """16,000-token window: the default tail is 25 % of it, 4,000 tokens — the newest two
+    results of ~1.5k each; the four older are stubbed."""
+    done = pruning.prune(sess)
+    results = sent_results(sess)
+    assert done["results"] == 4 and results[4:] == [RESULT, RESULT]
+    assert all(r.startswith("[old tool output pruned: read_log(") for r in results[:4])
