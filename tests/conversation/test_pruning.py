@@ -84,3 +84,10 @@ def test_by_default_the_tail_a_compaction_keeps_is_kept_whole(sess):
     results = sent_results(sess)
     assert done["results"] == 4 and results[4:] == [RESULT, RESULT]
     assert all(r.startswith("[old tool output pruned: read_log(") for r in results[:4])
+
+
+def test_the_ring_is_told_the_figure_after_a_prune(sess):
+    seen = []
+    sess.events.subscribe(lambda name, payload: seen.append((name, payload)))
+    done = sess.prune_tool_output(keep_tokens=2_000)
+    assert [n for n, _ in seen] == ["occupancy_changed"] and seen[0][1]["total"] == done["after"]
