@@ -54,3 +54,34 @@ def test_sharing_is_refused_on_a_file(store):
     store.create_session(name="mine")
     with pytest.raises(StoreError, match="sessions are shared on the team database only"):
         store.share_session("mine", "alice")
+
+
+def test_on_the_team_database_another_kernels_write_refreshes_an_open_session(pg_url):
+    """Two stores on one PostgreSQL database (two kernels): B appends to the session A has
+    open; A's session syncs and its listeners get the new figure, with no command run.
+    A's own write is not announced twice."""
+    import time
+
+    import ocw
+    from ocw.store.postgres.listen import wait_ready
+
+    a, b = ocw.Store(pg_url), ocw.Store(pg_url)
+    try:
+        s = a.create_session(name="shared", context_window=100_000)
+        assert wait_ready(a.backend._listener), "the listener never started"
+        seen = []
+        s.events.subscribe(lambda name, payload: seen.append((name, payload)))
+        s.append("user", "from A")
+        own = len(seen)  # A's own write: announced once, by the write itself
+        t = b.open_session("shared")
+        t.append_many([("user", "from B"), ("assistant", "an answer " * 40)])
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not any(p.get("total") == t.occupancy()["total"]
+                                                     for n, p in seen[own:] if n == "occupancy_changed"):
+            time.sleep(0.02)
+        assert s.head == t.head and s.occupancy()["total"] == t.occupancy()["total"]
+        assert any(n == "occupancy_changed" and p["total"] == t.occupancy()["total"] for n, p in seen[own:])
+        assert [n for n, _ in seen[:own]].count("occupancy_changed") <= 1
+    finally:
+        b.close()
+        a.close()
