@@ -57,3 +57,60 @@ def test_the_mark_stops_applying_off_its_branch_and_once_a_compaction_covers_it(
     tool_turns(s, 6, start=6)
     assert s.compact(provider=fake_summarizer("S"), keep_recent_tokens=2_000).outcome == "succeeded"
     assert s.prune_mark() is None and "pruned" not in s.occupancy()  # folded into the summary
+
+
+def test_a_fresh_store_counts_the_pruned_figure_after_a_compaction_moved_the_boundary(store, fake_summarizer):
+    """The figure stored with the mark is for the boundary it was made under; once a
+    compaction moves the boundary (leaving the mark in the tail), a kernel that opens the
+    file counts the stubs itself — reading their calls — before anything renders."""
+    s = store.create_session(context_window=32_000)
+    tool_turns(s, 10)
+    s.prune_tool_output(keep_tokens=2_000)
+    hist = s.rendered_history()
+    start = next(i for i, m in enumerate(hist) if m["role"] == "user" and "read day 3" in m["content"][0]["text"])
+    keep = sum(m["tokens"] for m in hist[start:])  # fold turns 0-2, keep 3-9 (the mark is turn 8's result)
+    assert s.compact(provider=fake_summarizer("S"), keep_recent_tokens=keep).outcome == "succeeded"
+    mark = s.prune_mark()
+    assert mark is not None and s.node(s.active_summary().parent_id)["depth"] < mark.depth
+    saved, n = s.pruned()
+    other = ocw.Store(store.path)
+    try:
+        t = other.open_session(s.id)
+        assert t.occupancy()["pruned"] == {"results": n, "tokens": saved} and n >= 2
+        assert results(t) == results(s)
+    finally:
+        other.close()
+
+
+def test_a_session_that_starts_with_a_tool_call_names_it_in_the_stub(store):
+    s = store.create_session(context_window=16_000)
+    s.append_many([("assistant", [{"type": "tool_use", "id": "t0", "name": "read_log", "input": {"day": 0}}]),
+                   ("tool", [{"type": "tool_result", "tool_use_id": "t0", "content": RESULT}]),
+                   ("assistant", "day 0 looks fine")])
+    tool_turns(s, 5, start=1)
+    s.prune_tool_output(keep_tokens=2_000)
+    assert [int(STUB.match(r).group(1)) for r in results(s)[:5]] == [0, 1, 2, 3, 4]
+
+
+def test_a_kernel_counts_what_another_pruned_and_compacted_since_it_last_rendered(store, fake_summarizer):
+    """Kernel A rendered under the first mark; kernel B appends, prunes further and
+    compacts (the stored figure no longer applies): A counts the newly pruned results
+    itself, reading the calls just before them, to B's figure."""
+    s = store.create_session(context_window=32_000)
+    tool_turns(s, 6)
+    s.prune_tool_output(keep_tokens=2_000)
+    assert len(results(s)) == 6  # A has rendered (and made its stubs) under the first mark
+    other = ocw.Store(store.path)
+    try:
+        t = other.open_session(s.id)
+        tool_turns(t, 6, start=6)
+        t.prune_tool_output(keep_tokens=2_000)
+        hist = t.rendered_history()
+        start = next(i for i, m in enumerate(hist) if m["role"] == "user" and "read day 3" in m["content"][0]["text"])
+        assert t.compact(provider=fake_summarizer("S"), keep_recent_tokens=sum(m["tokens"] for m in hist[start:])) \
+            .outcome == "succeeded"
+        s.sync()
+        assert s.occupancy()["pruned"] == t.occupancy()["pruned"] and s.pruned()[1] == 8
+        assert s.occupancy()["total"] == t.occupancy()["total"]
+    finally:
+        other.close()
