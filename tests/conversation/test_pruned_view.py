@@ -114,3 +114,16 @@ def test_a_kernel_counts_what_another_pruned_and_compacted_since_it_last_rendere
         assert s.occupancy()["total"] == t.occupancy()["total"]
     finally:
         other.close()
+
+
+def test_after_undoing_the_compaction_a_prune_was_made_under_the_stubs_cover_the_whole_branch(store, fake_summarizer):
+    s = store.create_session(context_window=32_000)
+    tool_turns(s, 4)
+    assert s.compact(provider=fake_summarizer("S"), keep_recent_tokens=100).outcome == "succeeded"
+    tool_turns(s, 6, start=4)
+    s.prune_tool_output(keep_tokens=2_000)  # made under the summary: turns 4-8 stubbed
+    assert s.pruned()[1] == 5
+    s.undo_compaction()  # the whole branch is read again, the mark still applies
+    assert s.active_summary() is None and s.prune_mark() is not None
+    stubbed = [r for r in results(s) if STUB.match(r)]
+    assert len(stubbed) == 9 and s.pruned()[1] == 9 and s.occupancy()["pruned"]["results"] == 9
