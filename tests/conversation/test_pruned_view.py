@@ -127,3 +127,15 @@ def test_after_undoing_the_compaction_a_prune_was_made_under_the_stubs_cover_the
     assert s.active_summary() is None and s.prune_mark() is not None
     stubbed = [r for r in results(s) if STUB.match(r)]
     assert len(stubbed) == 9 and s.pruned()[1] == 9 and s.occupancy()["pruned"]["results"] == 9
+
+
+def test_a_compaction_that_folds_exactly_up_to_the_mark_ends_it(store, fake_summarizer):
+    s = store.create_session(context_window=32_000)
+    tool_turns(s, 6)
+    s.prune_tool_output(keep_tokens=2_000)
+    mark = s.prune_mark()
+    hist = s.rendered_history()
+    after_mark = next(k for k, m in enumerate(hist) if m.get("id") == mark.id) + 1
+    r = s.compact(provider=fake_summarizer("S"), keep_recent_tokens=sum(m["tokens"] for m in hist[after_mark:]))
+    assert r.outcome == "succeeded" and s.active_summary().parent_id == mark.id  # the boundary is the mark
+    assert s.prune_mark() is None and s.pruned() == (0, 0) and "pruned" not in s.occupancy()
