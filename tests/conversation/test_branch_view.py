@@ -63,3 +63,45 @@ def test_the_chat_widgets_page_is_40_messages(store):
     assert len(page) == 40 and older is True and page[-1]["id"] == s.head
     page, older = s.page(limit=41)
     assert len(page) == 41 and older is False
+
+
+def test_a_session_row_at_rev_0_as_an_upgraded_old_file_has_it_shows_its_summary(tmp_db, fake_summarizer):
+    """Migration 'rev' (store/duckdb/migrations.py) adds the column with DEFAULT 0: a session
+    compacted before it reads rev 0. Opening it must still load its summary."""
+    import duckdb
+
+    st = ocw.Store(tmp_db)
+    s = st.create_session(name="old", context_window=16_000)
+    chat(s, 20)
+    summary = s.compact(provider=fake_summarizer("OLD summary"), keep_recent_tokens=500).summary_id
+    assert summary is not None
+    st.close()
+    con = duckdb.connect(tmp_db)
+    con.execute("UPDATE sessions SET rev = 0")
+    con.close()
+    st = ocw.Store(tmp_db)
+    try:
+        t = st.open_session("old")
+        assert t.active_summary() is not None and t.active_summary().id == summary
+        assert "OLD summary" in t.rendered_history()[0]["content"][0]["text"]
+    finally:
+        st.close()
+
+
+def test_a_branch_left_behind_by_a_tokenizer_switch_is_recounted_when_checked_out(store):
+    """reset_context recounts HEAD's branch only; the other branch's own messages are
+    counted with the old tokenizer until HEAD goes there, then recounted once."""
+    s = store.create_session(model="gpt-4")
+    chat(s, 2)
+    fork = s.head
+    chat(s, 6, "b")
+    other_leaf = s.head
+    s.rewind(fork)
+    chat(s, 2, "a")
+    s.reset_context(model="gpt-4o")
+    s.checkout(other_leaf)
+    fresh = store.create_session(model="gpt-4o")
+    chat(fresh, 2)
+    chat(fresh, 6, "b")
+    assert [m["tokens"] for m in s.rendered_history()] == [m["tokens"] for m in fresh.rendered_history()]
+    assert s.occupancy()["total"] == fresh.occupancy()["total"]
