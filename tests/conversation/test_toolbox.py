@@ -26,3 +26,11 @@ def test_the_code_opt_in_is_per_session_and_on_by_default_when_asked():
                                                                           "read_file"]
     finally:
         ocw.conversation.tools._REGISTERED.update(saved)
+
+
+def test_a_call_in_a_turn_without_tools_gets_an_error_result():
+    from ocw.conversation.toolbox import no_tools_result
+
+    assert no_tools_result({"type": "tool_use", "id": "c1", "name": "read_file", "input": {}}) == {
+        "type": "tool_result", "tool_use_id": "c1", "is_error": True,
+        "content": "tool 'read_file' is not available: no tools are on in this turn"}
