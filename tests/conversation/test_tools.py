@@ -459,3 +459,19 @@ def test_two_unknown_arguments_are_named_in_the_plural_and_no_tools_says_none(re
     assert res["content"] == "bad arguments for add: unknown arguments 'c', 'd'; add takes a, b"
     ocw.conversation.tools._REGISTERED.clear()
     assert ToolRegistry().run(call("add"))["content"] == "unknown tool 'add'; available: none"
+
+
+def test_a_bool_argument_an_optional_int_and_a_default_json_cannot_carry():
+    marker = object()
+
+    def f(flag: bool, n: int = None, tag: str = marker) -> str:  # noqa: B008
+        "F."
+        return f"{flag} {n}"
+
+    t = Tool(f)
+    assert t.input_schema["properties"]["flag"] == {"type": "boolean"}
+    assert "default" not in t.input_schema["properties"]["tag"]  # an object no JSON can carry is not shown
+    assert t.input_schema["properties"]["n"]["default"] is None
+    assert t.check_arguments({"flag": True}) is None and t.check_arguments({"flag": False, "n": None}) is None
+    assert t.check_arguments({"flag": "yes"}) == 'flag must be boolean, not "yes"'
+    assert t.check_arguments({"flag": True, "n": "3"}) == 'n must be integer, not "3"'  # None is its default, "3" is not
