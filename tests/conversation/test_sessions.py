@@ -85,3 +85,25 @@ def test_on_the_team_database_another_kernels_write_refreshes_an_open_session(pg
     finally:
         b.close()
         a.close()
+
+
+def test_a_notice_naming_the_session_and_its_rev_syncs_it_once(tmp_db):
+    """The older team schema's NOTIFY payload names the session and its rev (listen.py):
+    a rev this kernel has not seen syncs the session and tells its listeners; its own rev
+    (a write it adopted already) is skipped."""
+    import ocw
+
+    a, b = ocw.Store(tmp_db), ocw.Store(tmp_db)
+    try:
+        s = a.create_session(name="shared")
+        seen = []
+        s.events.subscribe(lambda name, payload: seen.append(name))
+        a._on_remote_change(s.id, s._rev)  # our own: nothing
+        assert seen == []
+        t = b.open_session("shared")
+        t.append_many([("user", "from B"), ("assistant", "an answer")])
+        a._on_remote_change(s.id, t._rev)
+        assert seen == ["occupancy_changed"] and s._rev == t._rev and s.head == t.head
+    finally:
+        b.close()
+        a.close()
