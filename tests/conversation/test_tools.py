@@ -475,3 +475,12 @@ def test_a_bool_argument_an_optional_int_and_a_default_json_cannot_carry():
     assert t.check_arguments({"flag": True}) is None and t.check_arguments({"flag": False, "n": None}) is None
     assert t.check_arguments({"flag": "yes"}) == 'flag must be boolean, not "yes"'
     assert t.check_arguments({"flag": True, "n": "3"}) == 'n must be integer, not "3"'  # None is its default, "3" is not
+
+
+def test_two_missing_arguments_are_named_in_the_plural():
+    def f(a: int, b: int, c: int = 1) -> int:
+        "F."
+        return a
+
+    assert Tool(f).check_arguments({}) == "missing required arguments 'a', 'b'"
+    assert Tool(f).check_arguments({"b": 1}) == "missing required argument 'a'"
