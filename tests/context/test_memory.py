@@ -279,3 +279,32 @@ def test_newest_identifiers_win_and_own_text_is_never_harvested_through_chat(ocw
     # The offline model's digests ("It is N tokens long") are ocw's own text: never memory.
     assert not any("tokens long" in i.value or "offline model" in i.value for i in m.items)
     assert "[Session memory:" in _sent(s)
+
+
+def test_a_summarys_identifier_list_is_no_source_of_memory_and_a_todos_key_is_its_first_six_words():
+    from ocw.context.memory_rules import clean
+
+    assert events([(1, "user", "Key identifiers: conf/prod.yaml, OPS-1")]) == []  # ocw's own list, not the user's
+    assert clean("Key identifiers: a/b.py\nreal text") == "real text"
+    assert clean("Key identifiers: a/b.py\nreal text", keep_lists=True) == "Key identifiers: a/b.py\nreal text"
+    (e,) = events([(1, "user", "TODO: rerun the nightly load for the orders table tomorrow morning")])
+    assert (e.item.kind, e.item.key) == ("todo", "rerun_the_nightly_load_for_the")
+
+
+def test_one_key_for_the_ways_a_name_is_written_and_a_lead_word_only_as_a_word():
+    from ocw.context.memory import norm_key
+
+    assert norm_key("the batch-size") == norm_key("Batch size") == norm_key("`batch_size`") == "batch_size"
+    assert (norm_key("Theme color"), norm_key("Another  key"), norm_key("an index")) == \
+        ("theme_color", "another_key", "index")
+
+
+def test_at_most_64_stale_items_are_kept_the_newest():
+    from ocw.context.memory import fit
+
+    closed = [Item("todo", f"k{i}", f"task {i}", i, "closed") for i in range(70)]
+    m = fit(Memory(closed + [Item("todo", "live", "live one", 80)]), 2_000, ENC)
+    stale = sorted(i.turn for i in m.items if i.status != "current")
+    assert stale == list(range(6, 70)) and [i.value for i in m.current()] == ["live one"]
+    m = fit(Memory(closed[:64]), 2_000, ENC)
+    assert len(m.items) == 64  # 64: none dropped

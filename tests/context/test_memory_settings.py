@@ -72,3 +72,12 @@ def test_a_change_after_a_lead_in_supersedes_and_keys_match_by_suffix():
     assert same_key("second_thought_batch_size", "batch_size") and same_key("batch_size", "batch_size")
     assert not same_key("p95_size", "size")  # a one-word key is too vague to match a longer one
     assert not same_key("batch_size", "window_size")
+
+
+def test_a_setting_name_is_at_most_48_characters():
+    from ocw.context.memory_settings import settings
+
+    base = "max_retry_count_for_nightly_load_jobs_"
+    k48, k49 = base + "x" * 10, base + "x" * 11
+    assert [(i.key, i.value) for i in settings(f"set {k48} to 64", 1)] == [(k48, "64")]
+    assert settings(f"set {k49} to 64", 1) == []

@@ -36,3 +36,31 @@ def test_it_outlines_the_folded_messages_in_order_after_the_previous_summary():
 
 def test_without_a_previous_summary_there_is_no_earlier_line():
     assert "- earlier:" not in structural_summary("", msgs(2), 3_000, 512, ENC)
+
+
+def notes(n: int) -> list[dict]:
+    return [{"role": "user", "content": [{"type": "text", "text": f"note {i}"}]} for i in range(n)]
+
+
+def test_a_line_is_kept_only_while_it_fits_the_room_pinned_on_both_sides():
+    # The header is 15 tokens (+1 for its newline); each "- user: note i" line is 6 (+1).
+    assert count_text(STRUCTURAL_HEADER, ENC) == 15
+    for room, kept in ((22, 0), (23, 1), (29, 1), (30, 2), (36, 2), (37, 3)):
+        text = structural_summary("", notes(6), 10**6, room, ENC)
+        assert text.splitlines()[1:] == [f"- user: note {i}" for i in range(kept)], room
+    # "- earlier: Loads run nightly." is 7 tokens (+1): 24 used before the first line.
+    for room, kept in ((30, 0), (31, 1), (37, 1), (38, 2)):
+        lines = structural_summary("Loads run nightly.", notes(6), 10**6, room, ENC).splitlines()
+        assert lines[1] == "- earlier: Loads run nightly." and lines[2:] == [f"- user: note {i}" for i in range(kept)]
+
+
+def test_the_room_is_a_third_of_what_it_replaces_and_never_under_8_tokens():
+    assert len(structural_summary("", notes(6), 90, 10**6, ENC).splitlines()) == 1 + 2  # room 30
+    assert len(structural_summary("", notes(6), 89, 10**6, ENC).splitlines()) == 1 + 1  # room 29
+    assert count_text(structural_summary("", notes(6), 0, 10**6, ENC), ENC) == 8
+
+
+def test_a_message_with_no_text_gets_no_line():
+    blank = [{"role": "assistant", "content": [{"type": "text", "text": "  \n "}]}]
+    text = structural_summary("", notes(1) + blank + notes(2)[1:], 10**6, 512, ENC)
+    assert text.splitlines()[1:] == ["- user: note 0", "- user: note 1"]

@@ -3,7 +3,11 @@ the offline summarizer's scoring linear and its counts once per text must not ch
 byte of what is stored. The digests below were produced by the algorithm before that
 work (commit cb9d18c9: one regex per identifier, per-sentence re-reads and recounts) on
 these fixed inputs; the summary node's content (prose, identifier list, memory block)
-and the compaction log's `lost` record must come out the same."""
+and the compaction log's `lost` record must come out the same. Then a compaction as its
+listeners and callers see it, on a real DuckDB file: the events in order (started, one
+progress per summarizer call, finished, then the ring's new figure), "manual" when no
+trigger is named, a failing summarizer a "failed" result while the stop button still
+stops, and nothing saved."""
 from __future__ import annotations
 
 import hashlib
@@ -14,6 +18,7 @@ import pytest
 import ocw
 from ocw.bench.build import build_session
 from ocw.bench.quality_gen import generate
+from ocw.conversation import compaction
 from ocw.providers.offline import OfflineProvider
 
 
@@ -58,3 +63,37 @@ def test_a_compaction_stores_what_the_earlier_algorithm_stored(tmp_path, kind, s
         store.close()
     assert (len(content[0]["text"]), lost["n_identifiers"]) == (prose_chars, lost_idents)
     assert hashlib.sha256(json.dumps([content, lost], sort_keys=True).encode()).hexdigest() == digest
+
+
+# -- A compaction as its listeners and callers see it (ocw/conversation/compaction.py), on a (the events, a failure, a stop) --
+@pytest.fixture
+def sess(store):
+    s = store.create_session(context_window=16_000)
+    s.append_many([("user" if i % 2 == 0 else "assistant", f"turn {i} " + "words " * 400) for i in range(40)])
+    return s
+
+
+def test_the_events_in_order_and_the_ring_told_the_new_figure(sess, fake_summarizer):
+    seen = []
+    sess.events.subscribe(lambda name, payload: seen.append((name, payload)))
+    fake = fake_summarizer("Summary so far.", context_window=2_000)  # a small window: several calls
+    result = compaction.compact(sess, provider=fake)
+    names = [n for n, _ in seen]
+    calls = len(fake.calls)
+    assert calls >= 2 and result.outcome == "succeeded" and result.trigger == "manual"
+    assert names == ["compaction_started"] + ["compaction_progress"] * calls + ["compaction_finished",
+                                                                                "occupancy_changed"]
+    assert [p["call"] for n, p in seen if n == "compaction_progress"] == list(range(1, calls + 1))
+    assert seen[-1][1]["total"] == result.tokens_after == sess.occupancy()["total"] < result.tokens_before
+    assert sess.metadata["compactions"][-1]["trigger"] == "manual"
+
+
+def test_a_failing_summarizer_is_a_failed_result_and_a_stop_still_stops(sess, fake_summarizer):
+    state = (sess.head, sess.generation, sess.compaction_count)
+    failed = compaction.compact(sess, provider=fake_summarizer(raises=RuntimeError("server down")))
+    assert failed.outcome == "failed" and "server down" in failed.error
+    with pytest.raises(KeyboardInterrupt):
+        compaction.compact(sess, provider=fake_summarizer(raises=KeyboardInterrupt()))
+    assert (sess.head, sess.generation, sess.compaction_count) == state and sess.active_summary() is None
+    assert not sess.compaction_running and sess.compact_lock.acquire(blocking=False)
+    sess.compact_lock.release()

@@ -121,3 +121,45 @@ def test_a_failed_compaction_still_reports_hook_errors():
     assert system_message("compaction_failed", payload) == (
         "Context compaction failed: boom\npre_compact hook f raised ValueError: no; it was skipped")
     assert CompactionResult("failed", "manual", payload=payload).payload is payload
+
+
+def test_focus_additions_stop_at_500_characters_and_a_bare_veto_says_no_reason():
+    plan = hooks.PreCompact("manual", "s", "id", [], 0, "paths")
+    plan.add_focus("x" * 400)
+    plan.add_focus("  " + "y" * 50 + "   " + "y" * 49 + " \n")  # 100 characters once spaces are collapsed: 500 in all
+    assert sum(map(len, plan.added)) == 500 and plan.focus == "paths; " + "x" * 400 + "; " + "y" * 50 + " " + "y" * 49
+    with pytest.raises(InvalidArgument, match="at most 500 characters"):
+        plan.add_focus("z")
+    for bad in ("", "   ", None):
+        with pytest.raises(InvalidArgument, match="add_focus takes the words"):
+            plan.add_focus(bad)
+    plan.veto()
+    assert plan.vetoed == "no reason given"
+    plan.veto("r" * 300)
+    assert plan.vetoed == "r" * 200
+
+
+def test_a_hooks_error_line_keeps_160_characters_of_its_message():
+    def long_error(plan):
+        raise RuntimeError("e" * 300)
+
+    ocw.on("pre_compact", long_error)
+    (err,) = hooks.run_pre(hooks.PreCompact("manual", "s", "id", [], 0, None))
+    assert err["error"] == "RuntimeError: " + "e" * 160 and err["event"] == "pre_compact"
+    assert err["name"].endswith("long_error")
+
+
+def test_off_removes_the_one_named_or_every_hook_and_says_how_many():
+    def a(plan):
+        return None
+
+    def b(plan):
+        return None
+
+    for fn in (a, b):
+        ocw.on("pre_compact", fn)
+    assert hooks.run_pre(hooks.PreCompact("manual", "s", "id", [], 0, None)) == []  # returning None is no veto
+    assert hooks.off("pre_compact", a) == 1 and hooks.registered("pre_compact") == [b]
+    assert hooks.off("pre_compact", a) == 0
+    ocw.on("pre_compact", a)
+    assert hooks.off("pre_compact") == 2 and hooks.registered("pre_compact") == []

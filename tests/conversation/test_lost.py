@@ -79,3 +79,13 @@ def test_after_many_compactions_summary_says_so_once(sess, fake_summarizer):
         text = summary_text(sess)
         assert text.count(note) == (1 if k >= MANY else 0), k
     assert f"This session has been compacted {MANY} times" in text and MANY == 5
+
+
+def test_at_most_twelve_of_each_are_listed_newest_first_and_all_are_counted():
+    twelve = " ".join(f"OPS-{100 + k}" for k in range(1, 13))
+    got = lost(twelve, "nothing kept", [], [])
+    assert got["n_identifiers"] == 12 and got["identifiers"] == [f"OPS-{100 + k}" for k in range(12, 0, -1)]
+    assert lines(got) == ["lost 12 identifiers: " + ", ".join(got["identifiers"])]  # all listed: no "more"
+    got = lost(twelve + " OPS-113", "nothing kept", [], [])
+    assert got["n_identifiers"] == 13 and got["identifiers"] == [f"OPS-{100 + k}" for k in range(13, 1, -1)]
+    assert lines(got) == ["lost 13 identifiers: " + ", ".join(got["identifiers"]) + " (+1 more)"]

@@ -108,6 +108,8 @@ def test_forget_takes_an_item_out_of_what_the_model_reads_and_survives_compactio
     item = pinning.forget(s, n)
     assert item.value == "data/raw/events.parquet"
     assert "data/raw/events.parquet" not in sent_text(s)
+    assert "batch_size = 64" in sent_text(s)  # the rest of the memory is still read
+    assert item.value not in [i.value for _, _, i in rules.listed(pinning.memory(s))]  # %memory no longer lists it
     assert s.occupancy()["breakdown"]["memory"] < before
     assert [e["op"] for e in rules.events(s.metadata)] == ["forget"]
     chatter(s, ["round two", "again", "again", "again"])
@@ -192,3 +194,39 @@ def test_the_records_cannot_be_rewritten_through_set_metadata(store):
     assert [p["text"] for p in pinning.pins(s)] == ["kept"]
     s.set_metadata(note="other keys are fine")
     assert s.metadata["note"] == "other keys are fine"
+
+
+def test_malformed_records_are_not_pins_and_a_forget_covers_what_was_said_up_to_its_turn():
+    from ocw.context.memory import Item, Memory
+
+    meta = {"pins": ["junk", {"op": "pin", "n": "1", "text": "n is text"}, {"op": "pin", "n": 2, "text": None},
+                     {"op": "pin", "n": 3, "text": "kept"}, {"op": "unpin", "n": 9}]}
+    assert [(p["n"], p["text"]) for p in rules.current(meta)] == [(3, "kept")]
+    assert rules.next_number(meta) == 4 and rules.next_number({}) == 1
+    said_at_7 = Item("setting", "batch_size", "64", 7)
+    said_at_8 = Item("setting", "batch_size", "64", 8)
+    f = rules.forget_event(said_at_7, 7, "t")
+    got = rules.apply_forgets(Memory([said_at_7, said_at_8]), [f])
+    assert [i.status for i in got.items] == ["forgotten", "current"]  # at the forget's turn: covered; after: not
+    assert said_at_7.status == "current"  # a new Memory; the one given is untouched
+
+
+def test_carried_pins_start_numbered_from_one(store):
+    s = store.create_session(model="ocw-offline", context_window=8192, pins=["first carried", "second carried"])
+    assert [(p["n"], p["text"], p["source"]) for p in pinning.pins(s)] == [(1, "first carried", "carried"),
+                                                                          (2, "second carried", "carried")]
+    assert pinning.pin(s, "mine")["n"] == 3
+    assert pinning.unpin(s, 1)["text"] == "first carried"
+
+
+def test_the_memory_read_is_the_stores_after_another_kernel_forgot(store):
+    import ocw
+
+    s = _memory_session(store)
+    n = next(k for k, _, i in rules.listed(pinning.memory(s)) if i.value == "data/raw/events.parquet")
+    other = ocw.Store(store.path)
+    try:
+        pinning.forget(other.open_session(s.id), n)
+    finally:
+        other.close()
+    assert "data/raw/events.parquet" not in [i.value for _, _, i in rules.listed(pinning.memory(s))]

@@ -444,3 +444,43 @@ def test_moving_head_onto_a_lone_call_still_sends_a_valid_request(ocw_shell, ref
     msgs = refserver.requests[-1].messages
     assert not any(m["role"] == "tool" or m.get("tool_calls") for m in msgs)
     assert msgs[-2] == {"role": "assistant", "content": "[called ping({}); no result]"}
+
+
+def test_a_tool_name_is_1_to_64_letters_digits_dashes_or_underscores():
+    assert Tool(lambda: 1, name="f").name == "f"
+    assert Tool(lambda: 1, name="a" * 64).name == "a" * 64
+    for bad in ("", "a" * 65, "has space"):
+        with pytest.raises(ToolError, match="must be"):
+            Tool(lambda: 1, name=bad)  # "": the lambda's own name, <lambda>
+
+
+def test_two_unknown_arguments_are_named_in_the_plural_and_no_tools_says_none(registry):
+    res = registry.run(call("add", {"a": 1, "c": 2, "d": 3}))
+    assert res["content"] == "bad arguments for add: unknown arguments 'c', 'd'; add takes a, b"
+    ocw.conversation.tools._REGISTERED.clear()
+    assert ToolRegistry().run(call("add"))["content"] == "unknown tool 'add'; available: none"
+
+
+def test_a_bool_argument_an_optional_int_and_a_default_json_cannot_carry():
+    marker = object()
+
+    def f(flag: bool, n: int = None, tag: str = marker) -> str:  # noqa: B008
+        "F."
+        return f"{flag} {n}"
+
+    t = Tool(f)
+    assert t.input_schema["properties"]["flag"] == {"type": "boolean"}
+    assert "default" not in t.input_schema["properties"]["tag"]  # an object no JSON can carry is not shown
+    assert t.input_schema["properties"]["n"]["default"] is None
+    assert t.check_arguments({"flag": True}) is None and t.check_arguments({"flag": False, "n": None}) is None
+    assert t.check_arguments({"flag": "yes"}) == 'flag must be boolean, not "yes"'
+    assert t.check_arguments({"flag": True, "n": "3"}) == 'n must be integer, not "3"'  # None is its default, "3" is not
+
+
+def test_two_missing_arguments_are_named_in_the_plural():
+    def f(a: int, b: int, c: int = 1) -> int:
+        "F."
+        return a
+
+    assert Tool(f).check_arguments({}) == "missing required arguments 'a', 'b'"
+    assert Tool(f).check_arguments({"b": 1}) == "missing required argument 'a'"

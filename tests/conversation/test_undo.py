@@ -93,3 +93,55 @@ def test_undo_waits_for_no_compaction_and_refuses_during_one(store, fake_summari
     finally:
         s.compact_lock.release()
     assert undo_log.undone_count(s.metadata) == 0
+
+
+def test_the_undo_log_reads_only_well_formed_entries_and_never_lists_one_twice():
+    """A hand-edited or foreign metadata list: what is not {summary: str, …} is not an undo."""
+    meta = {"undone_summaries": ["m_1", {"at": "t0"}, {"summary": 7}, {"summary": "m_2", "at": "t1"}]}
+    assert undo_log.entries(meta) == [{"summary": "m_2", "at": "t1"}]
+    assert undo_log.undone_ids(meta) == frozenset({"m_2"}) and undo_log.undone_count(meta) == 1
+    assert undo_log.entries({"undone_summaries": {"summary": "m_3"}}) == []  # not a list: no undo
+    again = undo_log.with_undone(meta, "m_2", "t2")
+    assert again is meta  # already undone: the same metadata, nothing appended
+    more = undo_log.with_undone(meta, "m_4", "t3")
+    assert more["undone_summaries"] == [{"summary": "m_2", "at": "t1"}, {"summary": "m_4", "at": "t3"}]
+    assert meta["undone_summaries"][-1] == {"summary": "m_2", "at": "t1"}  # the old metadata untouched
+
+
+def test_undo_refuses_when_the_session_changed_between_reading_and_writing(store, fake_summarizer):
+    """Another kernel pins (the generation moves, HEAD does not) while this undo measures:
+    the undo writes nothing and says so in one line; the summary stays active."""
+    from ocw.conversation import pinning
+
+    s = store.create_session(context_window=16_000)
+    _, second, _ = two_compactions(s, fake_summarizer)
+    other = ocw.Store(store.path)
+    measure = s.occupancy
+
+    def occupancy_while_another_kernel_pins():
+        pinning.pin(other.open_session(s.id), "pinned elsewhere")
+        return measure()
+
+    s.occupancy = occupancy_while_another_kernel_pins
+    try:
+        with pytest.raises(OcwError, match="^the conversation changed while undoing; nothing was changed"):
+            s.undo_compaction()
+    finally:
+        del s.occupancy
+        other.close()
+    s.sync()
+    assert s.active_summary().id == second.summary_id and undo_log.undone_count(s.metadata) == 0
+    assert s.compact_lock.acquire(blocking=False)  # the lock was given back
+    s.compact_lock.release()
+
+
+def test_the_undo_line_names_the_summary_active_again_or_none():
+    from ocw.conversation.undo import undo_message
+
+    prev = {"summary": "m_2", "active": "m_1", "tokens_before": 12_000, "tokens_after": 15_500, "count": 2,
+            "undone": 1}
+    assert undo_message(prev).startswith("Undid compaction m_2: summary m_1 is active again, 12,000 → 15,500 tokens")
+    assert undo_message(prev, "zh").startswith("已撤销压缩 m_2：摘要 m_1 重新生效，12,000 → 15,500 tokens")
+    none = dict(prev, active=None)
+    assert undo_message(none).startswith("Undid compaction m_2: no summary is active now, the whole branch is read "
+                                         "again, 12,000 → 15,500 tokens")

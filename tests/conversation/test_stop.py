@@ -1,0 +1,31 @@
+"""The stop counter (ocw/conversation/stop.py): each press counted once, from any
+thread; a check raises only for a press after the count it was given."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from ocw.conversation import stop
+
+
+def test_each_stop_is_counted_once_from_any_thread():
+    before = stop.count()
+    stop.request()
+    assert stop.count() == before + 1
+    presses = [threading.Thread(target=stop.request) for _ in range(8)]
+    for t in presses:
+        t.start()
+    for t in presses:
+        t.join()
+    assert stop.count() == before + 9
+
+
+def test_a_check_raises_only_for_a_stop_after_its_start():
+    started = stop.count()
+    stop.check(started)  # nothing pressed since: no raise
+    stop.check(stop.count())
+    stop.request()
+    with pytest.raises(KeyboardInterrupt, match="stopped"):
+        stop.check(started)
+    stop.check(stop.count())  # a press before this start is not for it
