@@ -58,3 +58,40 @@ def test_it_fixes_no_default_a_later_variable_would_change(ocw_env, monkeypatch)
     assert (c.provider, c.model) == ("openai", "gpt-4o")  # read afresh, as without a warm-up
     c.model = "gpt-4.1"  # configured: peek reads it and keeps it
     assert c.peek("model") == "gpt-4.1" and c.model == "gpt-4.1"
+
+
+_FRESH = """
+import json, sys
+from ocw.notebook import warmup
+from ocw.notebook.config import Ocw
+from ocw.providers import http
+t = warmup.start(Ocw())
+t.join(60)
+print(json.dumps({"alive": t.is_alive(), "tls": http._ssl_ctx is not None,
+                  "modules": [m for m in ("psycopg", "ocw.conversation.sessions", "ocw.conversation.turn")
+                              if m in sys.modules]}))
+"""
+
+
+def _fresh_kernel(env: dict) -> dict:
+    """The warm-up in a fresh interpreter (this one imported everything long ago): what it
+    left loaded for the first turn."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OCW_")}
+    out = subprocess.run([sys.executable, "-c", _FRESH], env={**clean, **env}, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_fresh_kernel_is_left_with_the_first_turns_imports_and_tls(tmp_path):
+    got = _fresh_kernel({"OCW_PROVIDER": "openai", "OCW_DB": str(tmp_path / "w.duckdb")})
+    assert got == {"alive": False, "tls": True, "modules": ["ocw.conversation.sessions", "ocw.conversation.turn"]}
+    got = _fresh_kernel({"OCW_PROVIDER": "anthropic", "OCW_DB": "postgresql://u@localhost/db"})
+    assert got["tls"] is True and "psycopg" in got["modules"]  # the configured database's driver
+    got = _fresh_kernel({"OCW_PROVIDER": "offline", "OCW_DB": str(tmp_path / "w.duckdb")})
+    assert got["tls"] is False  # no HTTP provider: no TLS context built
