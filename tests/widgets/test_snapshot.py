@@ -35,3 +35,13 @@ def test_chat_snapshot_shows_the_newest_40_messages():
     forty_one = page(41)
     assert "… 1 earlier messages not shown" in forty_one and ">m0<" not in forty_one
     assert ">m1<" in forty_one and ">m40<" in forty_one
+
+
+def test_chat_snapshot_shows_tool_calls_and_results_escaped_in_a_closed_frame():
+    messages = [{"role": "assistant", "time": "9:01", "html": "<p>looking</p>",
+                 "tools": [{"name": "read_file", "args": '{"path": "<a.txt>"}'}]},
+                {"role": "tool", "time": "9:01", "tools": [{"result": "line 1 <b>bold</b>"}]}]
+    page = snapshot.chat_html("nb", messages)
+    assert "<div><code>read_file({&quot;path&quot;: &quot;&lt;a.txt&gt;&quot;})</code></div>" in page
+    assert "<pre>line 1 &lt;b&gt;bold&lt;/b&gt;</pre>" in page
+    assert page.endswith("</div>") and page.count("<div") == page.count("</div>")
