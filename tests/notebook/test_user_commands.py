@@ -209,3 +209,31 @@ def test_doctor_offers_to_send_and_sends_the_report_as_a_normal_turn(oip, openai
     assert s.node(s.head)["depth"] == stored + 2  # a normal turn: the report and the reply, stored
     assert capsys.readouterr().out.count("echo: ocw doctor") == 1  # the reply streamed below
 
+
+
+def test_shortest_name_is_one_letter(ip):
+    ocw.command("x", lambda: "ok")
+    assert user_commands.run("x").text == "ok"
+
+
+def test_the_menu_waits_for_an_argument_only_when_the_command_says_so(ip):
+    ocw.command("plain", lambda: "ok")
+
+    @ocw.command("needs", args="TEXT", required=True)
+    def needs(args):
+        return args
+
+    menu = {e["name"]: e for e in slash_menu("en", user_commands.added())}
+    assert menu["plain"]["required"] is False and menu["needs"]["required"] is True
+
+
+@pytest.mark.parametrize("size, said", [(300, "ValueError: " + "y" * 288), (301, "ValueError: " + "y" * 287 + "…")])
+def test_a_failures_line_is_cut_at_300_characters(ip, capsys, size, said):
+    """`ValueError: ` and the message: 300 characters shown whole, 301 cut to 299 and a mark."""
+    def boom():
+        raise ValueError("y" * (size - len("ValueError: ")))
+
+    ocw.command("boom", boom)
+    with pytest.raises(UsageError) as e:
+        ip.run_line_magic("ocw", "run boom")
+    assert str(e.value) == f"/boom failed: {said}"
