@@ -82,10 +82,9 @@ def _first_line(doc: str | None) -> str:
     return (inspect.cleandoc(doc).splitlines() or [""])[0] if doc else ""
 
 
-def add(name: str, fn: Callable[..., Any], *, help: str | None, args: str, required: bool,
-        who: str | None = None) -> UserCommand:
-    """Register `fn` as the slash command `/name` (replacing an added one of that name). No
-    defaults but `who`: its callers (`command`, the entry points) pass each, their defaults are the API's."""
+def add(name: str, fn: Callable[..., Any], *, help: str | None = None, args: str = "",
+        required: bool = False, who: str | None = None) -> UserCommand:
+    """Register `fn` as the slash command `/name` (replacing an added one of that name)."""
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise OcwError(words("bad_name", name=name))
     if not callable(fn):
