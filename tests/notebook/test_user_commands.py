@@ -239,3 +239,22 @@ def test_a_failures_line_is_cut_at_300_characters(ip, capsys, size, said):
     with pytest.raises(UsageError) as e:
         ip.run_line_magic("ocw", "run boom")
     assert str(e.value) == f"/boom failed: {said}"
+
+
+def test_running_a_name_nobody_added_says_so_in_the_users_language(ip):
+    with pytest.raises(ocw.OcwError) as e:
+        user_commands.run("nosuch")
+    assert e.value.user_message().startswith("There is no command /nosuch: %ocw commands lists them.")
+    with pytest.raises(ocw.OcwError) as e:
+        user_commands.run("nosuch", lang="zh")
+    assert e.value.user_message().startswith("没有命令 /nosuch：%ocw commands 会列出所有命令。")
+
+
+def test_markdown_given_with_its_metadata_shows_the_markdown(ip):
+    class Note:
+        def _repr_markdown_(self):
+            return "**kept**", {"isolated": True}  # IPython's (data, metadata) form
+
+    ocw.command("note", lambda: Note())
+    res = user_commands.run("note")
+    assert res.text == "**kept**" and "<strong>kept</strong>" in res.html
