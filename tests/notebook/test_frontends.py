@@ -58,6 +58,11 @@ def test_voila_gives_each_kernel_its_own_session():
     assert a.kind == b.kind == "voila"
     assert a.session_name({}) == "app (Voilà aaaa1111)" and b.session_name({}) == "app (Voilà bbbb2222)"
     assert detect(environ={}, ancestors=[["/v/bin/voila", "app.ipynb"]], kernel_id="c").kind == "voila"
+    # Found by its launcher alone (no SERVER_SOFTWARE): still the kernel's id, else the time.
+    found = detect(environ={}, ancestors=[["/v/bin/voila", "app.ipynb"]], now=NOW, kernel_id="cccc3333")
+    assert found.session_name({}) == "app (Voilà cccc3333)"
+    found = detect(environ={}, ancestors=[["/v/bin/voila", "app.ipynb"]], now=NOW)
+    assert found.session_name({}) == "app (Voilà 2026-12-01 21:40:03)"
 
 
 def test_console_has_no_display_updates_and_unknown_kernels_stay_default():
