@@ -275,3 +275,26 @@ def test_two_voila_visitors_at_once_each_get_their_own_session(tmp_path):
             voila.wait(timeout=10)
     sessions = _sessions(tmp_path / "ocw.duckdb")
     assert sessions == {a: 2, b: 2}, sessions
+
+
+def test_a_launcher_counts_up_to_three_processes_up(tmp_path):
+    """A real process chain: a program named papermill runs wrappers that run the kernel.
+    Its parent, grandparent and great-grandparent count; one further up does not."""
+    import shlex
+
+    detect_cmd = [sys.executable, "-c", "from ocw.notebook import frontend as f; "
+                  "print(f.detect(environ={}, ancestors=f.ancestors(), zmq=True).kind)"]
+    launcher = tmp_path / "papermill"
+    launcher.write_text("import subprocess, sys\nsys.exit(subprocess.run(sys.argv[1:]).returncode)\n")
+
+    def kind_under(wrappers: int) -> str:
+        cmd = shlex.join(detect_cmd)
+        for _ in range(wrappers):
+            cmd = shlex.join(["sh", "-c", f"{cmd}; true"])  # `; true`: the shell stays, it does not exec
+        out = subprocess.run([sys.executable, str(launcher), *shlex.split(cmd)], capture_output=True, text=True,
+                             timeout=60, env={k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"})
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    assert kind_under(2) == "batch"  # papermill is the third process up
+    assert kind_under(3) == "kernel"  # the fourth: not looked at
