@@ -287,10 +287,13 @@ def test_a_launcher_counts_up_to_three_processes_up(tmp_path):
     launcher = tmp_path / "papermill"
     launcher.write_text("import subprocess, sys\nsys.exit(subprocess.run(sys.argv[1:]).returncode)\n")
 
-    def kind_under(wrappers: int) -> str:
+    odd = tmp_path / "w) S 1 (x"  # a wrapper whose name holds ") ": /proc/<pid>/stat must still be read right
+    odd.symlink_to("/bin/sh")
+
+    def kind_under(wrappers: int, shell: str = "sh") -> str:
         cmd = shlex.join(detect_cmd)
         for _ in range(wrappers):
-            cmd = shlex.join(["sh", "-c", f"{cmd}; true"])  # `; true`: the shell stays, it does not exec
+            cmd = shlex.join([shell, "-c", f"{cmd}; true"])  # `; true`: the shell stays, it does not exec
         out = subprocess.run([sys.executable, str(launcher), *shlex.split(cmd)], capture_output=True, text=True,
                              timeout=60, env={k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"})
         assert out.returncode == 0, out.stderr
@@ -298,3 +301,4 @@ def test_a_launcher_counts_up_to_three_processes_up(tmp_path):
 
     assert kind_under(2) == "batch"  # papermill is the third process up
     assert kind_under(3) == "kernel"  # the fourth: not looked at
+    assert kind_under(2, str(odd)) == "batch"
