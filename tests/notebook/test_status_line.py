@@ -77,3 +77,13 @@ def test_ring_and_table_say_paused_and_unverified_usage(store):
     assert "Usage: 1 reports below what the request holds: unverified, not used" in table
     assert "未经核实" in context_table(s, "zh")
     w.close()
+
+
+def test_the_count_of_compactions_is_plural_correct(store, fake_summarizer):
+    s = store.create_session(model="tiny", provider="openai", context_window=8_000, system_prompt="Be brief.")
+    for n, word in ((1, "1 compaction"), (2, "2 compactions")):
+        s.append_many([(r, f"{r} round {n} {i}: " + "the nightly load finished " * 20)
+                       for i in range(4) for r in ("user", "assistant")])
+        assert s.compact(keep_recent_tokens=100, provider=fake_summarizer("Summary so far.")).outcome == "succeeded"
+        assert s.compaction_count == n and status_line(s).endswith(f" · {word}")
+    assert status_line(s, "zh").endswith(" · 已压缩 2 次")
