@@ -171,6 +171,7 @@ def test_the_hint_shows_with_pins_alone_and_not_with_nothing(oip, capsys):
 
     html = actions.run(magics.get_runtime(), "memory", "", rich=True).html
     assert hint in html and f"<li>1. {RULE} <em>(" in html
+    assert "<p>No session memory yet. At the first compaction" in html  # no items: what will go there
 
 
 def test_memory_html_numbers_each_section_as_the_text_does(oip, refserver, capsys):
@@ -192,3 +193,4 @@ def test_memory_html_numbers_each_section_as_the_text_does(oip, refserver, capsy
     assert html.count("<ol ") == html.count("</ol>") == len(sections)
     assert "<li>From now on answer in Chinese. <em>(turn " in html
     assert "Nothing pinned yet" in html and "%memory --forget N takes item N out" in html
+    assert "No session memory yet" not in html and "Nothing current" not in html
