@@ -73,3 +73,12 @@ def test_branches_asked_alike_are_told_apart_by_their_last_question_else_their_r
     assert got[3]["ending"] == ""  # asked differently: its preview says it
     again = items.branch_items([branch(1, last="Why is it slow?", leaf="Because of X."), branch(2, leaf="Y.")])
     assert [b["ending"] for b in again] == ["Because of X.", "Y."]  # the same question again: the reply
+
+
+def test_anthropic_style_results_in_a_user_message_fold_too_and_an_image_does_not():
+    rows = [row(1, "assistant", [{"type": "tool_use", "id": "c1", "name": "read", "input": {}}]),
+            row(2, "user", [{"type": "tool_result", "tool_use_id": "c1", "content": "one"}]),
+            row(3, "user", [{"type": "image", "source": {"type": "base64", "data": "AAAA"}}])]
+    got = items.message_items(rows, NOW)
+    assert [(i["id"], i["end_id"], i["role"]) for i in got] == [("n1", "n2", "assistant"), ("n3", "n3", "user")]
+    assert got[0]["tools"][0]["result"] == "one" and got[1]["text"] == ""
