@@ -103,11 +103,14 @@ def test_doctor_gives_up_on_a_model_list_after_3_seconds():
             if self.path.startswith("/slow"):
                 threading.Event().wait(3.4)  # the server's own slowness, over the 3 s bound
             body = json.dumps({"data": [{"id": "m1"}]}).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except OSError:  # the slow answer: ocw stopped waiting and closed the connection
+                pass
 
         def log_message(self, *a):
             pass
