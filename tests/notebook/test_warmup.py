@@ -60,38 +60,38 @@ def test_it_fixes_no_default_a_later_variable_would_change(ocw_env, monkeypatch)
     assert c.peek("model") == "gpt-4.1" and c.model == "gpt-4.1"
 
 
-_FRESH = """
-import json, sys
-from ocw.notebook import warmup
-from ocw.notebook.config import Ocw
-from ocw.providers import http
-t = warmup.start(Ocw())
-t.join(60)
-print(json.dumps({"alive": t.is_alive(), "tls": http._ssl_ctx is not None,
-                  "modules": [m for m in ("psycopg", "ocw.conversation.sessions", "ocw.conversation.turn")
-                              if m in sys.modules]}))
-"""
+
+def _warm(monkeypatch) -> dict:
+    """Start the warm-up for the environment as set and wait for it; what it asked for: the
+    model whose encoding it built, the modules it imported (both called through), and
+    whether the process's TLS context exists after it."""
+    import importlib
+
+    from ocw.providers import http
+    from ocw.text import tokens as tok
+
+    asked = {"models": [], "modules": []}
+    real_enc, real_import = tok.encoding_for_model, importlib.import_module
+    monkeypatch.setattr(tok, "encoding_for_model", lambda m, *a, **k: asked["models"].append(m) or real_enc(m, *a, **k))
+    monkeypatch.setattr(warmup.importlib, "import_module", lambda n, *a: asked["modules"].append(n) or real_import(n, *a))
+    monkeypatch.setattr(http, "_ssl_ctx", None)  # as in a fresh kernel
+    _join(warmup.start(Ocw()))
+    asked["tls"] = http._ssl_ctx is not None
+    return asked
 
 
-def _fresh_kernel(env: dict) -> dict:
-    """The warm-up in a fresh interpreter (this one imported everything long ago): what it
-    left loaded for the first turn."""
-    import json
-    import os
-    import subprocess
-    import sys
+def test_it_leaves_the_first_turns_imports_tls_and_encoding_ready(ocw_env, monkeypatch):
+    from ocw.providers.registry import info
 
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("OCW_")}
-    out = subprocess.run([sys.executable, "-c", _FRESH], env={**clean, **env}, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def test_a_fresh_kernel_is_left_with_the_first_turns_imports_and_tls(tmp_path):
-    got = _fresh_kernel({"OCW_PROVIDER": "openai", "OCW_DB": str(tmp_path / "w.duckdb")})
-    assert got == {"alive": False, "tls": True, "modules": ["ocw.conversation.sessions", "ocw.conversation.turn"]}
-    got = _fresh_kernel({"OCW_PROVIDER": "anthropic", "OCW_DB": "postgresql://u@localhost/db"})
-    assert got["tls"] is True and "psycopg" in got["modules"]  # the configured database's driver
-    got = _fresh_kernel({"OCW_PROVIDER": "offline", "OCW_DB": str(tmp_path / "w.duckdb")})
-    assert got["tls"] is False  # no HTTP provider: no TLS context built
+    monkeypatch.setenv("OCW_PROVIDER", "openai")
+    got = _warm(monkeypatch)
+    assert got == {"models": [info("openai").default_model], "tls": True,
+                   "modules": ["ocw.providers.openai", "duckdb", "ocw.conversation.sessions", "ocw.conversation.turn"]}
+    monkeypatch.setenv("OCW_PROVIDER", "anthropic")
+    monkeypatch.setenv("OCW_MODEL", "claude-sonnet-4-5")
+    monkeypatch.setenv("OCW_DB", "postgresql://u@localhost/db")
+    got = _warm(monkeypatch)
+    assert got["models"] == ["claude-sonnet-4-5"] and got["tls"] is True
+    assert got["modules"][:2] == ["ocw.providers.anthropic", "psycopg"]  # the configured database's driver
+    monkeypatch.setenv("OCW_PROVIDER", "offline")
+    assert _warm(monkeypatch)["tls"] is False  # no HTTP provider: no TLS context built
