@@ -219,6 +219,7 @@ def test_shortest_name_is_one_letter(ip):
 def test_the_menu_waits_for_an_argument_only_when_the_command_says_so(ip):
     ocw.command("plain", lambda: "ok")
     user_commands.add("bare", lambda: "ok", who="somepkg")  # as a package's entry point is added
+    user_commands.command("direct", lambda: "ok")  # the module's own entry, behind ocw.command
 
     @ocw.command("needs", args="TEXT", required=True)
     def needs(args):
@@ -226,6 +227,7 @@ def test_the_menu_waits_for_an_argument_only_when_the_command_says_so(ip):
 
     menu = {e["name"]: e for e in slash_menu("en", user_commands.added())}
     assert menu["plain"]["required"] is False and menu["bare"]["required"] is False
+    assert menu["direct"]["required"] is False
     assert menu["needs"]["required"] is True
 
 
