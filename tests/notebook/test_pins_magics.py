@@ -3,6 +3,8 @@ loopback OpenAI-compatible server: what the server receives is counted; bad inpu
 one line; the text is the UI text's, in English and in Chinese."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from IPython.core.error import UsageError
 
@@ -191,6 +193,8 @@ def test_memory_html_numbers_each_section_as_the_text_does(oip, refserver, capsy
     for title, first in sections:
         assert f"<p>{title}</p><ol start=\"{first}\">" in html
     assert html.count("<ol ") == html.count("</ol>") == len(sections)
+    assert re.fullmatch(r"(?:[^<]|<(?!/?ol\b))*(?:<ol [^>]*>(?:[^<]|<(?!/?ol\b))*</ol>(?:[^<]|<(?!/?ol\b))*)+", html), \
+        html  # each list closed before the next opens
     assert "<li>From now on answer in Chinese. <em>(turn " in html
     assert "Nothing pinned yet" in html and "%memory --forget N takes item N out" in html
     assert "No session memory yet" not in html and "Nothing current" not in html
