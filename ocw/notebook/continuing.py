@@ -8,10 +8,11 @@ from ocw.text import checks, i18n
 from ocw.text.errors import InvalidArgument, OcwError
 
 
-def new_from_summary(rt, name: str | None = None, turns: int = 2) -> str:
+def new_from_summary(rt, name: str | None, turns: int) -> str:
     """A fresh session seeded with the current one's active summary and memory (and pins)
     and its last `turns` turns, linked to it. If the seed cannot be stored, the new
-    session is taken back and the old one stays current (nothing half-written)."""
+    session is taken back and the old one stays current (nothing half-written). No
+    defaults here: N's default (2) is the command's, `--from-summary`'s const in actions."""
     if name is not None:
         checks.name(name, "--name")
     checks.integer(turns, "N", low=0)

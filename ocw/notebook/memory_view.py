@@ -61,7 +61,7 @@ def pins(session, lang: str) -> Result:
     return Result("\n".join(_pin_lines(rows, L)), data={"pins": rows})
 
 
-def memory(session, lang: str, show_all: bool = False) -> Result:
+def memory(session, lang: str, show_all: bool) -> Result:
     """The memory's sections with numbered items, the pins, and (`show_all`) what was forgotten;
     with no session (None) yet, what will go there."""
     L = ui_labels(lang)

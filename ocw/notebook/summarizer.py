@@ -8,12 +8,12 @@ from __future__ import annotations
 from ocw.notebook.config import known_context_window
 
 
-def summarizer_for(rt, session, probe: bool = True):
+def summarizer_for(rt, session, probe: bool):
     """The summarizer of its own compactions call (Ocw.summary_provider / summary_model /
     summary_base_url), built here like the chat's provider; None when none is set (the
     chat model summarizes, as before). Its window is its model's known one, asked of its
     server once per session (as the chat's is) and kept apart from the chat's
-    (ocw/conversation/summarizer.py)."""
+    (ocw/conversation/summarizer.py). `probe` has no default here: Runtime.summarizer_for's is the one."""
     from ocw.providers import make_provider
     from ocw.providers.registry import info, resolve_key
 

@@ -58,6 +58,11 @@ def test_voila_gives_each_kernel_its_own_session():
     assert a.kind == b.kind == "voila"
     assert a.session_name({}) == "app (Voilà aaaa1111)" and b.session_name({}) == "app (Voilà bbbb2222)"
     assert detect(environ={}, ancestors=[["/v/bin/voila", "app.ipynb"]], kernel_id="c").kind == "voila"
+    # Found by its launcher alone (no SERVER_SOFTWARE): still the kernel's id, else the time.
+    found = detect(environ={}, ancestors=[["/v/bin/voila", "app.ipynb"]], now=NOW, kernel_id="cccc3333")
+    assert found.session_name({}) == "app (Voilà cccc3333)"
+    found = detect(environ={}, ancestors=[["/v/bin/voila", "app.ipynb"]], now=NOW)
+    assert found.session_name({}) == "app (Voilà 2026-12-01 21:40:03)"
 
 
 def test_console_has_no_display_updates_and_unknown_kernels_stay_default():
@@ -270,3 +275,30 @@ def test_two_voila_visitors_at_once_each_get_their_own_session(tmp_path):
             voila.wait(timeout=10)
     sessions = _sessions(tmp_path / "ocw.duckdb")
     assert sessions == {a: 2, b: 2}, sessions
+
+
+def test_a_launcher_counts_up_to_three_processes_up(tmp_path):
+    """A real process chain: a program named papermill runs wrappers that run the kernel.
+    Its parent, grandparent and great-grandparent count; one further up does not."""
+    import shlex
+
+    detect_cmd = [sys.executable, "-c", "from ocw.notebook import frontend as f; "
+                  "print(f.detect(environ={}, ancestors=f.ancestors(), zmq=True).kind)"]
+    launcher = tmp_path / "papermill"
+    launcher.write_text("import subprocess, sys\nsys.exit(subprocess.run(sys.argv[1:]).returncode)\n")
+
+    odd = tmp_path / "w) S 1 (x"  # a wrapper whose name holds ") ": /proc/<pid>/stat must still be read right
+    odd.symlink_to("/bin/sh")
+
+    def kind_under(wrappers: int, shell: str = "sh") -> str:
+        cmd = shlex.join(detect_cmd)
+        for _ in range(wrappers):
+            cmd = shlex.join([shell, "-c", f"{cmd}; true"])  # `; true`: the shell stays, it does not exec
+        out = subprocess.run([sys.executable, str(launcher), *shlex.split(cmd)], capture_output=True, text=True,
+                             timeout=60, env={k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"})
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    assert kind_under(2) == "batch"  # papermill is the third process up
+    assert kind_under(3) == "kernel"  # the fourth: not looked at
+    assert kind_under(2, str(odd)) == "batch"

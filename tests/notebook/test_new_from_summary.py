@@ -144,3 +144,32 @@ def test_the_origins_pins_are_pins_of_the_new_session(oip, openai_env, capsys):
     assert run(oip, "%%chat\nand now?", capsys)[0].error_in_exec is None
     sent = srv.requests[-1].text
     assert sent.count("Amounts are integer cents, never floats.") == 1 and "orders(id, amount_cents)" not in sent
+
+
+def test_fifty_turns_is_the_most_and_is_accepted(oip, openai_env, capsys):
+    origin = origin_with_summary(oip, openai_env, capsys)
+    res, out, err = run(oip, "%new --from-summary 50", capsys)  # 51 is refused (above); the origin has fewer
+    assert res.error_in_exec is None, err
+    s = ocw.current_session()
+    assert s.id != origin.id and out.startswith("New session 'origin' continues")
+
+
+def test_a_bad_name_is_one_line_and_changes_nothing(oip, openai_env, capsys):
+    origin = origin_with_summary(oip, openai_env, capsys)
+    count = len(origin.store.sessions())
+    line = usage_line(oip, "%new --name a\u202eb --from-summary 1", capsys)
+    assert "--name takes text without bidirectional controls" in line
+    assert ocw.current_session().id == origin.id and len(origin.store.sessions()) == count
+
+
+def test_pins_alone_are_enough_to_continue_from(oip, openai_env, capsys):
+    oip.run_line_magic("new", "--name pinned")
+    run(oip, "%pin Amounts are integer cents, never floats.", capsys)
+    origin = ocw.current_session()
+    res, out, err = run(oip, "%new --from-summary", capsys)
+    assert res.error_in_exec is None, err
+    s = ocw.current_session()
+    from ocw.conversation.pinning import pins
+
+    assert s.id != origin.id and [p["text"] for p in pins(s)] == ["Amounts are integer cents, never floats."]
+    assert ", 1 pin;" in out, out

@@ -3,6 +3,8 @@ loopback OpenAI-compatible server: what the server receives is counted; bad inpu
 one line; the text is the UI text's, in English and in Chinese."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from IPython.core.error import UsageError
 
@@ -151,3 +153,48 @@ def test_pins_and_a_forget_hold_through_automatic_compactions(oip, refserver, ca
     assert s.compaction_count >= 3
     assert counts == [1] * 24
     assert rules.forgets(s.metadata) and "data/raw/events.parquet" not in last_sent(refserver)
+
+
+def test_unpin_quotes_the_pins_first_60_characters(oip, capsys):
+    sixty, sixty_one = "a" * 59 + "Z", "b" * 60 + "Y"
+    run(oip, f"%pin {sixty}", capsys)
+    run(oip, f"%pin {sixty_one}", capsys)
+    assert run(oip, "%unpin 1", capsys).startswith(f"Unpinned 1: “{sixty}” (the record is kept")
+    assert run(oip, "%unpin 2", capsys).startswith(f"Unpinned 2: “{'b' * 59}…” (the record is kept")
+
+
+def test_the_hint_shows_with_pins_alone_and_not_with_nothing(oip, capsys):
+    hint = "%memory --forget N takes item N out of what the model reads"
+    chat(oip, "hello")
+    assert hint not in run(oip, "%memory", capsys)
+    run(oip, f"%pin {RULE}", capsys)
+    assert hint in run(oip, "%memory", capsys)
+    from ocw.notebook import actions, magics
+
+    html = actions.run(magics.get_runtime(), "memory", "", rich=True).html
+    assert hint in html and f"<li>1. {RULE} <em>(" in html
+    assert "<p>No session memory yet. At the first compaction" in html  # no items: what will go there
+
+
+def test_memory_html_numbers_each_section_as_the_text_does(oip, refserver, capsys):
+    """The rich %memory: one <ol> per section, starting at the number %memory --forget takes."""
+    from ocw.notebook import actions, magics
+
+    for t in ("Please set the batch size to 64.", "From now on answer in Chinese.",
+              "Load data/raw/events.parquet first.", "more", "more", "more"):
+        chat(oip, t + " " + PAD)
+    assert run(oip, "%compact 100", capsys).startswith("Context compacted")
+    res = actions.run(magics.get_runtime(), "memory", "", rich=True)
+    sections = [(ln.strip()[:-1], int(nxt.split(".")[0]))
+                for ln, nxt in zip(res.text.splitlines(), res.text.splitlines()[1:])
+                if ln.startswith("  ") and not ln.startswith("    ") and ln.endswith(":") and nxt.startswith("    ")]
+    assert len(sections) >= 2, res.text
+    html = res.html
+    for title, first in sections:
+        assert f"<p>{title}</p><ol start=\"{first}\">" in html
+    assert html.count("<ol ") == html.count("</ol>") == len(sections)
+    assert re.fullmatch(r"(?:[^<]|<(?!/?ol\b))*(?:<ol [^>]*>(?:[^<]|<(?!/?ol\b))*</ol>(?:[^<]|<(?!/?ol\b))*)+", html), \
+        html  # each list closed before the next opens
+    assert "<li>From now on answer in Chinese. <em>(turn " in html
+    assert "Nothing pinned yet" in html and "%memory --forget N takes item N out" in html
+    assert "No session memory yet" not in html and "Nothing current" not in html

@@ -77,3 +77,51 @@ def test_ring_and_table_say_paused_and_unverified_usage(store):
     assert "Usage: 1 reports below what the request holds: unverified, not used" in table
     assert "未经核实" in context_table(s, "zh")
     w.close()
+
+
+def test_the_count_of_compactions_is_plural_correct(store, fake_summarizer):
+    s = store.create_session(model="tiny", provider="openai", context_window=8_000, system_prompt="Be brief.")
+    for n, word in ((1, "1 compaction"), (2, "2 compactions")):
+        s.append_many([(r, f"{r} round {n} {i}: " + "the nightly load finished " * 20)
+                       for i in range(4) for r in ("user", "assistant")])
+        assert s.compact(keep_recent_tokens=100, provider=fake_summarizer("Summary so far.")).outcome == "succeeded"
+        assert s.compaction_count == n and status_line(s).endswith(f" · {word}")
+    assert status_line(s, "zh").endswith(" · 已压缩 2 次")
+
+
+def test_doctor_gives_up_on_a_model_list_after_3_seconds():
+    """%ocw doctor asks an OpenAI-compatible server for its models; one that takes longer than
+    3 s is not waited for (the list is then unknown), one that answers is listed."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from ocw.notebook.report import served_models
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path.startswith("/slow"):
+                threading.Event().wait(3.4)  # the server's own slowness, over the 3 s bound
+            body = json.dumps({"data": [{"id": "m1"}]}).encode()
+            try:
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except OSError:  # the slow answer: ocw stopped waiting and closed the connection
+                pass
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    srv.daemon_threads = True  # closing does not wait for the slow answer
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{srv.server_address[1]}"
+        assert served_models(base + "/fast/v1", None) == ["m1"]
+        assert served_models(base + "/slow/v1", None) is None
+    finally:
+        srv.shutdown()
+        srv.server_close()

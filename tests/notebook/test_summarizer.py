@@ -222,3 +222,27 @@ def test_the_summarizers_server_set_by_env_after_load_takes_effect_at_the_next_c
     assert [r.is_summary for r in openai_env.requests] == [False] * 3
     # The chat's provider and model, on the summarizer's server.
     assert session().metadata["compactions"][-1]["summarizer"] == f"openai/{session().model}"
+
+
+def test_the_summarizer_sends_the_chat_providers_key_from_its_variable(own_env, ip, capsys):
+    """Same provider as the chat, no %config Ocw.api_key: its requests carry OPENAI_API_KEY."""
+    from conftest import DUMMY_KEY
+
+    chat_srv, summ = own_env
+    chat(ip, "hello", capsys)
+    p = ocw.notebook.magics.get_runtime().summarizer_for(session())
+    assert p._headers() == {"authorization": f"Bearer {DUMMY_KEY}"}  # the header each request is sent with
+
+
+def test_the_summarizers_server_is_asked_its_window_once_per_session(own_env, ip, capsys):
+    chat_srv, summ = own_env
+    chat(ip, "Turn 0. " + USER, capsys)
+    asked = len(summ.probes)  # the first turn readies the summarizer: one probe (its endpoints, in turn)
+    assert asked >= 1 and summ.requests == []
+    three_long_turns(ip, chat_srv, capsys)
+    assert run(ip, "%context --text", capsys)[0].error_in_exec is None
+    assert run(ip, "%compact", capsys)[0].error_in_exec is None
+    assert len(summ.requests) == 1 and len(summ.probes) == asked  # nothing asked again
+    run(ip, "%new", capsys)
+    chat(ip, "Turn 0 of another session. " + USER, capsys)
+    assert len(summ.probes) == 2 * asked  # a new session asks once

@@ -209,3 +209,54 @@ def test_doctor_offers_to_send_and_sends_the_report_as_a_normal_turn(oip, openai
     assert s.node(s.head)["depth"] == stored + 2  # a normal turn: the report and the reply, stored
     assert capsys.readouterr().out.count("echo: ocw doctor") == 1  # the reply streamed below
 
+
+
+def test_shortest_name_is_one_letter(ip):
+    ocw.command("x", lambda: "ok")
+    assert user_commands.run("x").text == "ok"
+
+
+def test_the_menu_waits_for_an_argument_only_when_the_command_says_so(ip):
+    ocw.command("plain", lambda: "ok")
+    user_commands.add("bare", lambda: "ok", who="somepkg")  # as a package's entry point is added
+    user_commands.command("direct", lambda: "ok")  # the module's own entry, behind ocw.command
+
+    @ocw.command("needs", args="TEXT", required=True)
+    def needs(args):
+        return args
+
+    menu = {e["name"]: e for e in slash_menu("en", user_commands.added())}
+    assert menu["plain"]["required"] is False and menu["bare"]["required"] is False
+    assert menu["direct"]["required"] is False
+    assert menu["needs"]["required"] is True
+
+
+@pytest.mark.parametrize("size, said", [(300, "ValueError: " + "y" * 288), (301, "ValueError: " + "y" * 287 + "…")])
+def test_a_failures_line_is_cut_at_300_characters(ip, capsys, size, said):
+    """`ValueError: ` and the message: 300 characters shown whole, 301 cut to 299 and a mark."""
+    def boom():
+        raise ValueError("y" * (size - len("ValueError: ")))
+
+    ocw.command("boom", boom)
+    with pytest.raises(UsageError) as e:
+        ip.run_line_magic("ocw", "run boom")
+    assert str(e.value) == f"/boom failed: {said}"
+
+
+def test_running_a_name_nobody_added_says_so_in_the_users_language(ip):
+    with pytest.raises(ocw.OcwError) as e:
+        user_commands.run("nosuch")
+    assert e.value.user_message().startswith("There is no command /nosuch: %ocw commands lists them.")
+    with pytest.raises(ocw.OcwError) as e:
+        user_commands.run("nosuch", lang="zh")
+    assert e.value.user_message().startswith("没有命令 /nosuch：%ocw commands 会列出所有命令。")
+
+
+def test_markdown_given_with_its_metadata_shows_the_markdown(ip):
+    class Note:
+        def _repr_markdown_(self):
+            return "**kept**", {"isolated": True}  # IPython's (data, metadata) form
+
+    ocw.command("note", lambda: Note())
+    res = user_commands.run("note")
+    assert res.text == "**kept**" and "<strong>kept</strong>" in res.html

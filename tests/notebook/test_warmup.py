@@ -138,3 +138,39 @@ def test_the_first_chat_uses_the_store_opened_ahead(ocw_env, monkeypatch):
         assert rt.store.backend.db.opens == 1
     finally:
         shell.run_line_magic("unload_ext", "ocw")
+
+
+def _warm(monkeypatch) -> dict:
+    """Start the warm-up for the environment as set and wait for it; what it asked for: the
+    model whose encoding it built, the modules it imported (both called through), and
+    whether the process's TLS context exists after it."""
+    import importlib
+
+    from ocw.providers import http
+    from ocw.text import tokens as tok
+
+    asked = {"models": [], "modules": []}
+    real_enc, real_import = tok.encoding_for_model, importlib.import_module
+    monkeypatch.setattr(tok, "encoding_for_model", lambda m, *a, **k: asked["models"].append(m) or real_enc(m, *a, **k))
+    monkeypatch.setattr(warmup.importlib, "import_module", lambda n, *a: asked["modules"].append(n) or real_import(n, *a))
+    monkeypatch.setattr(http, "_ssl_ctx", None)  # as in a fresh kernel
+    _join(warmup.start(Ocw()))
+    asked["tls"] = http._ssl_ctx is not None
+    return asked
+
+
+def test_it_leaves_the_first_turns_imports_tls_and_encoding_ready(ocw_env, monkeypatch):
+    from ocw.providers.registry import info
+
+    monkeypatch.setenv("OCW_PROVIDER", "openai")
+    got = _warm(monkeypatch)
+    assert got == {"models": [info("openai").default_model], "tls": True,
+                   "modules": ["ocw.providers.openai", "duckdb", "ocw.conversation.sessions", "ocw.conversation.turn"]}
+    monkeypatch.setenv("OCW_PROVIDER", "anthropic")
+    monkeypatch.setenv("OCW_MODEL", "claude-sonnet-4-5")
+    monkeypatch.setenv("OCW_DB", "postgresql://u@localhost/db")
+    got = _warm(monkeypatch)
+    assert got["models"] == ["claude-sonnet-4-5"] and got["tls"] is True
+    assert got["modules"][:2] == ["ocw.providers.anthropic", "psycopg"]  # the configured database's driver
+    monkeypatch.setenv("OCW_PROVIDER", "offline")
+    assert _warm(monkeypatch)["tls"] is False  # no HTTP provider: no TLS context built

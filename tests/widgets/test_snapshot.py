@@ -24,3 +24,24 @@ def test_chat_snapshot_shows_the_newest_messages_and_keeps_model_html_sanitized(
     page = snapshot.chat_html("nb", many)
     assert "… 3 earlier messages not shown" in page and ">m2<" not in page and ">m3<" in page
     assert "no messages yet" in snapshot.chat_html("nb", [])
+
+
+def test_chat_snapshot_shows_the_newest_40_messages():
+    def page(n):
+        return snapshot.chat_html("nb", [{"role": "user", "time": "", "text": f"m{i}"} for i in range(n)])
+
+    forty = page(40)
+    assert ">m0<" in forty and ">m39<" in forty and "earlier messages not shown" not in forty
+    forty_one = page(41)
+    assert "… 1 earlier messages not shown" in forty_one and ">m0<" not in forty_one
+    assert ">m1<" in forty_one and ">m40<" in forty_one
+
+
+def test_chat_snapshot_shows_tool_calls_and_results_escaped_in_a_closed_frame():
+    messages = [{"role": "assistant", "time": "9:01", "html": "<p>looking</p>",
+                 "tools": [{"name": "read_file", "args": '{"path": "<a.txt>"}'}]},
+                {"role": "tool", "time": "9:01", "tools": [{"result": "line 1 <b>bold</b>"}]}]
+    page = snapshot.chat_html("nb", messages)
+    assert "<div><code>read_file({&quot;path&quot;: &quot;&lt;a.txt&gt;&quot;})</code></div>" in page
+    assert "<pre>line 1 &lt;b&gt;bold&lt;/b&gt;</pre>" in page
+    assert page.endswith("</div>") and page.count("<div") == page.count("</div>")
