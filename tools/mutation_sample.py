@@ -21,9 +21,10 @@ Usage: python tools/mutation_sample.py [--per-module N] [--seed S] [--jobs J] [-
   restored. A module whose mirror fails unmutated is reported and not scored.
 - Which of the mirror's tests per mutant: the clean run of a Python module's mirror is made
   under coverage with one context per test, so each line maps to the tests that executed it;
-  a mutant runs only those (its verdict is the same: a test that never ran the line cannot
-  see the edit). A line run at import, or by no test in this process (a real kernel's
-  subprocess runs it), runs the whole mirror — slower, never a wrong "survived".
+  a mutant runs only those first. A test that never ran the line in this process may still
+  run it in a subprocess (a real kernel), so a mutant those tests miss runs the whole
+  mirror before it counts as survived; a line run at import, or by no test in-process,
+  runs the whole mirror at once. The verdicts are the whole mirror's; only kills come sooner.
 - Verdicts: killed (the tests failed or timed out) or survived. A survivor listed in
   tools/mutation-sample-equivalents.txt is "explained" (with the reason given there).
   Score per module and overall = killed / sampled. Exits 1 if the overall score is under
@@ -204,7 +205,7 @@ def _run_covered(args: list[str], module: Path, out: str) -> int:
     (collection) get the context "". Why this is safe to select by: a mutant's line that a test
     never executed in-process cannot change that test's outcome — except through a subprocess
     (a real kernel), which coverage does not see; `select_tests` runs every mirror test for a
-    line with no in-process test, and for lines run at import."""
+    line with no in-process test, for lines run at import, and for a mutant the selection missed."""
     import coverage
     import pytest
 
@@ -232,8 +233,9 @@ def _run_covered(args: list[str], module: Path, out: str) -> int:
 
 
 def select_tests(m: Mutant, text: str, lines: dict[int, list[str]], tests: list[str]) -> list[str]:
-    """The mirror tests that executed the mutant's lines in the clean run, in file order; all of
-    `tests` when a line ran at import or no in-process test ran it (see `_run_covered`)."""
+    """The mirror tests that executed the mutant's lines in the clean run, in file order (tried
+    first: a kill there is a kill); all of `tests` when a line ran at import or no in-process
+    test ran it (see `_run_covered`)."""
     last = m.line + text.count("\n", m.start, m.end)
     ran = [c for n in range(m.line, last + 1) for c in lines.get(n, [])]
     if not ran or "" in ran:
@@ -373,6 +375,9 @@ def main() -> int:
                 try:
                     chosen = select_tests(m, original, lines, tests) if lines else tests
                     failed = not run_tests(tree, chosen, 3 * clean + 20)[0]
+                    if not failed and chosen != tests:  # a survivor of the selection: the whole mirror decides
+                        chosen = tests
+                        failed = not run_tests(tree, tests, 3 * clean + 20)[0]
                 finally:
                     target.write_text(original, "utf-8")
                 killed += failed
