@@ -376,3 +376,14 @@ def test_rate_limit_inside_a_stream_saying_too_many_tokens_is_not_overflow(refse
     refserver.script(text="a b", stream_error={"type": "rate_limit_error", "message": "too many tokens per minute"})
     with pytest.raises(RateLimitError):
         p.stream([user("x")])
+
+
+def test_context_size_after_a_request_is_input_plus_output_and_unknown_without_input():
+    """DESIGN.md §3: what the ring shows after a reply. A reply whose output count is missing
+    counts its input alone (not input + 1); no input count: unknown, not a guess."""
+    from ocw.providers.base import Usage
+
+    assert Usage(input_tokens=1_000, output_tokens=234).context_tokens == 1_234
+    assert Usage(input_tokens=1_000, output_tokens=None).context_tokens == 1_000
+    assert Usage(input_tokens=1_000, output_tokens=0).context_tokens == 1_000
+    assert Usage(input_tokens=None, output_tokens=50).context_tokens is None
