@@ -145,3 +145,35 @@ def test_a_failed_commit_leaves_no_known_head_behind(store, monkeypatch):
     assert s.node(nxt)["parent_id"] == good
     with store.db.connect() as con:
         assert con.execute("SELECT count(*) FROM nodes WHERE id = 'n_lost'").fetchone() == (0,)
+
+
+# -- the tail's range reads (ocw/store/tail.py), on a real file --------------------------------------------
+@pytest.fixture
+def long_chain(tmp_path):
+    """A session of 700 messages in one chain: more than FIRST_CHUNK (512) below its head."""
+    st = ocw.Store(str(tmp_path / "tail.duckdb"))
+    s = st.create_session(name="long")
+    ids = s.append_many([("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(700)])
+    yield st, s, ids
+    st.close()
+
+
+def test_a_fresh_tail_walks_the_whole_branch_across_its_range_reads(long_chain):
+    from ocw.store.tail import TailRows
+
+    st, s, ids = long_chain
+    tail = TailRows(st.backend, s.id)
+    out = tail.ancestors(s.head)
+    assert [n.id for n in out] == ids[::-1]  # every message, the first one (depth 1) included
+    assert (out[0].depth, out[-1].depth, tail.loaded_from) == (700, 1, 0)
+
+
+def test_a_short_walk_reads_one_chunk_below_the_head_not_the_whole_session(long_chain):
+    """Memory is what the walk needed: 5 messages above a depth read 512 rows below the head, not 700."""
+    from ocw.store.tail import TailRows
+
+    st, s, ids = long_chain
+    tail = TailRows(st.backend, s.id)
+    out = tail.ancestors(s.head, stop_depth=695)
+    assert [n.id for n in out] == ids[:-6:-1]
+    assert len(tail.rows) == 513 and tail.loaded_from == 700 - 512
