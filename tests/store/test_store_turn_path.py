@@ -177,3 +177,44 @@ def test_a_short_walk_reads_one_chunk_below_the_head_not_the_whole_session(long_
     out = tail.ancestors(s.head, stop_depth=695)
     assert [n.id for n in out] == ids[:-6:-1]
     assert len(tail.rows) == 513 and tail.loaded_from == 700 - 512
+
+
+def test_a_walk_to_a_known_boundary_reads_just_that_stretch(long_chain):
+    """stop_seq (the boundary's seq, known from the summary) brings the stretch in one range read."""
+    from ocw.store.tail import TailRows
+
+    st, s, ids = long_chain
+    tail = TailRows(st.backend, s.id)
+    boundary = tail.get(ids[-6])
+    out = tail.ancestors(s.head, stop_depth=boundary.depth, stop_seq=boundary.seq)
+    assert [n.id for n in out] == ids[:-6:-1]
+    assert tail.loaded_from == boundary.seq and len(tail.rows) == 6
+
+
+def test_trim_forgets_rows_below_a_new_boundary_and_never_claims_rows_it_lacks(long_chain):
+    from ocw.store.tail import TailRows
+
+    st, s, ids = long_chain
+    tail = TailRows(st.backend, s.id)
+    tail.ancestors(s.head, stop_depth=695)  # rows from seq 188 up
+    tail.trim(100)  # below what is loaded: nothing to forget, and rows 100..187 are NOT loaded
+    assert tail.loaded_from == 188 and len(tail.rows) == 513
+    assert [n.id for n in tail.ancestors(s.head)] == ids[::-1]  # the whole branch still walks
+    tail.trim(651)  # a new boundary: rows below it go
+    assert tail.loaded_from == 651 and len(tail.rows) == 50
+    fresh = TailRows(st.backend, s.id)
+    fresh.trim(651)  # nothing loaded yet: trimming loads nothing and claims nothing
+    assert fresh.loaded_from == 651 and fresh.rows == {}
+
+
+def test_a_branch_whose_parent_row_is_gone_ends_the_walk_instead_of_looping(long_chain):
+    """A damaged file (a middle row deleted by hand): the walk stops where the rows stop."""
+    from ocw.store.tail import TailRows
+
+    st, s, ids = long_chain
+    st.backend.close()
+    raw(st.backend.path, "DELETE FROM nodes WHERE id = ?", [ids[99]])
+    tail = TailRows(st.backend, s.id)
+    out = tail.ancestors(s.head)
+    assert [n.id for n in out] == ids[:99:-1]  # head down to the 101st message; the 100th is gone
+    assert tail.loaded_from == 0
