@@ -603,3 +603,53 @@ def test_sessions_share_on_a_duckdb_file_says_it_is_for_the_team_database(ip, ca
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and "sessions are shared on the team database only" in lines[0], err
     assert [(s["id"], s["name"]) for s in ocw.current_session().store.sessions()] == before
+
+
+# -- the edges that must be ACCEPTED (ocw/text/checks.py): a refusal table alone lets a check that
+# -- refuses too much through ---------------------------------------------------------------------
+
+
+def test_the_largest_window_duckdb_holds_is_accepted_and_read_back_one_more_is_refused(tmp_path):
+    """INTEGER's top, 2**31-1 = 2,147,483,647: stored and read back from the file; 2**31 is a row above."""
+    store = ocw.Store(str(tmp_path / "edge.duckdb"))
+    s = store.create_session(name="big", context_window=2_147_483_647)
+    small = store.create_session(name="small", context_window=1)
+    with pytest.raises(InvalidArgument, match="from 1 to 2\\*\\*31-1, not 2147483648"):
+        store.create_session(name="over", context_window=2_147_483_648)
+    with pytest.raises(InvalidArgument, match="from 1 to 2\\*\\*31-1, not 0"):
+        store.create_session(name="zero", context_window=0)
+    store.close()
+    again = ocw.Store(str(tmp_path / "edge.duckdb"))
+    try:
+        assert again.open_session(s.id).context_window == 2_147_483_647
+        assert again.open_session(small.id).context_window == 1
+        assert sorted(x["name"] for x in again.sessions()) == ["big", "small"]
+    finally:
+        again.close()
+
+
+def test_an_empty_system_prompt_is_accepted_and_a_blank_session_name_is_not(tmp_path):
+    """`text()` allows empty text unless told (a system prompt may be ""); a name may not be blank."""
+    store = ocw.Store(str(tmp_path / "edge.duckdb"))
+    try:
+        s = store.create_session(name="plain", system_prompt="")
+        assert store.open_session(s.id).system_prompt in ("", None)
+        with pytest.raises(InvalidArgument, match="name is empty"):
+            store.create_session(name="   ")
+    finally:
+        store.close()
+
+
+def test_shown_escapes_a_control_or_a_bidi_character_in_a_stored_name_and_leaves_a_plain_one():
+    from ocw.text.checks import shown
+
+    assert shown("plan\nB") == "plan\\nB"          # a control alone
+    assert shown("pay\u202eusd") == "pay\\u202eusd"  # a bidirectional control alone
+    assert shown("plan B") == "plan B"
+
+
+def test_a_lone_surrogate_in_model_text_becomes_the_replacement_character_at_any_depth():
+    from ocw.text.checks import repaired
+
+    assert repaired("ok \ud83d") == "ok \ufffd"
+    assert repaired(["a\udc00", {"k\ud800": ["\udfff"]}, 3]) == ["a\ufffd", {"k\ufffd": ["\ufffd"]}, 3]

@@ -266,3 +266,24 @@ def test_a_provider_reads_the_loopback_servers_own_model_from_its_list(refserver
     assert [(g.method, g.path, g.status) for g in refserver.probes] == [("GET", "/v1/models", 200)]
     assert refserver.requests == []
     p.close()
+
+
+def test_a_window_of_1_is_a_window_and_0_is_none():
+    """_pos_int's edge: any whole number above 0 is a stated window."""
+    assert pr.window_from_props({"default_generation_settings": {"n_ctx": 1}}) == (1, "llama.cpp /props")
+    assert pr.window_from_props({"default_generation_settings": {"n_ctx": 0}}) is None
+
+
+def test_ollama_unknown_architecture_takes_a_context_length_key_not_another_number():
+    doc = {"model_info": {"general.parameter_count": 8_030_261_248, "newarch.block_count": 32,
+                          "newarch.context_length": 131_072}}
+    assert pr.window_from_ollama_show(doc) == (131_072, "Ollama /api/show")
+
+
+@pytest.mark.parametrize("params, want", [
+    ("num_ctx                        4096\nstop \"<|eot_id|>\"", 4096),  # Ollama's padding
+    ("num_ctx4096", None),  # no space between name and value: not Ollama's num_ctx line
+])
+def test_ollama_num_ctx_is_the_parameter_name_then_spaces_then_digits(params, want):
+    doc = {"model_info": {}, "parameters": params}
+    assert pr.window_from_ollama_show(doc) == ((want, "Ollama /api/show") if want else None)

@@ -263,3 +263,20 @@ def test_make_provider_anthropic_reads_env(monkeypatch, refserver):
     assert q.base_url == "https://api.anthropic.com"
     with pytest.raises(AuthError, match="ANTHROPIC_API_KEY"):  # refused before any network
         q.stream([user("x")])
+
+
+@pytest.mark.parametrize("suffix, hint", [
+    ("/v1", "for provider anthropic the base URL is the server's root without /v1 (ocw adds /v1/messages): "
+            "set OCW_BASE_URL={root},"),
+    ("", "the server does not speak the Anthropic wire at /v1/messages; check OCW_BASE_URL and --provider"),
+])
+def test_a_404_naming_no_model_says_what_to_try_with_the_base_url_it_has(refserver, sleeps, suffix, hint):
+    root = refserver.anthropic_url.removesuffix("/v1")
+    p = AnthropicProvider(model="m", base_url=root + suffix, api_key="sk-ant-test", timeout=5)
+    try:
+        refserver.script(status=404, body={"type": "error", "error": {"type": "not_found_error", "message": "Not Found"}})
+        with pytest.raises(BadRequest) as ei:
+            p.complete([user("x")])
+        assert ei.value.hint.startswith(hint.format(root=root)), ei.value.hint
+    finally:
+        p.close()

@@ -398,3 +398,35 @@ def test_refserver_answers_summary_requests_from_their_own_queue(refserver, prov
     refserver.script(text="never used")
     refserver.clear_scripts()
     assert refserver.pending == 0
+
+
+def test_complete_returns_the_servers_reply_unstreamed(refserver, provider):
+    refserver.script(text="a whole answer")
+    reply = provider.complete([user("x")])
+    assert reply.text == "a whole answer"
+    assert refserver.requests[-1].body["stream"] is False
+
+
+def test_complete_given_a_200_carrying_an_error_object_raises_that_error(refserver, provider, sleeps):
+    """Some OpenAI-compatible servers answer 200 with {"error": …}: its message, typed — not
+    "no choices" (which would hide what the server said)."""
+    refserver.script(status=200, body={"error": {"message": "engine overloaded", "type": "server_error"}}, times=3)
+    with pytest.raises(ServerError, match="engine overloaded"):
+        provider.complete([user("x")])
+
+
+@pytest.mark.parametrize("suffix, hint", [
+    ("", "an OpenAI-compatible base URL usually ends in /v1 (ocw adds /chat/completions): try OCW_BASE_URL={root}/v1"),
+    ("/v1", "the server does not speak the OpenAI wire at /chat/completions; check OCW_BASE_URL and --provider"),
+])
+def test_a_404_naming_no_model_says_what_to_try_with_the_base_url_it_has(refserver, sleeps, suffix, hint):
+    root = refserver.openai_url.removesuffix("/v1")
+    p = OpenAIProvider(model="m", base_url=root + suffix, api_key="sk-test-key", timeout=5)
+    try:
+        refserver.script(status=404, body={"error": {"message": "Not Found"}})
+        with pytest.raises(BadRequest) as ei:
+            p.complete([user("x")])
+        assert ei.value.hint.startswith(hint.format(root=root)), ei.value.hint
+        assert f"HTTP 404: the server has no {root + suffix}/chat/completions" in str(ei.value)
+    finally:
+        p.close()

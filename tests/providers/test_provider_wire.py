@@ -376,3 +376,70 @@ def test_rate_limit_inside_a_stream_saying_too_many_tokens_is_not_overflow(refse
     refserver.script(text="a b", stream_error={"type": "rate_limit_error", "message": "too many tokens per minute"})
     with pytest.raises(RateLimitError):
         p.stream([user("x")])
+
+
+def test_context_size_after_a_request_is_input_plus_output_and_unknown_without_input():
+    """DESIGN.md §3: what the ring shows after a reply. A reply whose output count is missing
+    counts its input alone (not input + 1); no input count: unknown, not a guess."""
+    from ocw.providers.base import Usage
+
+    assert Usage(input_tokens=1_000, output_tokens=234).context_tokens == 1_234
+    assert Usage(input_tokens=1_000, output_tokens=None).context_tokens == 1_000
+    assert Usage(input_tokens=1_000, output_tokens=0).context_tokens == 1_000
+    assert Usage(input_tokens=None, output_tokens=50).context_tokens is None
+
+
+# -- make_provider (ocw/providers/__init__.py): the defaults a notebook's provider is built with ----------
+@pytest.mark.parametrize("name", ["openai", "anthropic"])
+def test_make_provider_retries_a_503_twice_by_default_so_the_server_sees_three_requests(refserver, sleeps, name):
+    from ocw.providers import make_provider
+
+    url = refserver.openai_url if name == "openai" else refserver.anthropic_url
+    p = make_provider(name, base_url=url, api_key="x")
+    try:
+        refserver.script(status=503, times=4)
+        with pytest.raises(ServerError):
+            p.complete([user("x")])
+        assert len(refserver.requests) == 3 and len(sleeps) == 2  # max_retries = 2, not 1 or 3
+        assert p.timeout == 60.0 and p.client.timeout.read == 60.0  # the read timeout: 60 s
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize("name, default", [("openai", "gpt-4o-mini"), ("anthropic", "claude-sonnet-4-5"),
+                                           ("offline", "ocw-offline")])
+def test_make_provider_asks_for_the_model_named_else_the_providers_default(refserver, name, default):
+    from ocw.providers import make_provider
+
+    assert make_provider(name, api_key="x").model == default
+    p = make_provider(name, model="my-model", api_key="x")
+    assert p.model == "my-model"
+    p.close()
+
+
+def test_warm_up_imports_the_providers_module_and_builds_the_tls_context_and_sends_nothing():
+    """In a fresh interpreter (the modules a warm-up loads must not be loaded before it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, ocw.providers as p, ocw.providers.http as h\n"
+            "assert 'ocw.providers.anthropic' not in sys.modules and h._ssl_ctx is None\n"
+            "p.warm_up('anthropic')\n"
+            "print('ocw.providers.anthropic' in sys.modules, h._ssl_ctx is not None)\n"
+            "p.warm_up('offline')\n"
+            "print('ocw.providers.offline' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "True"]
+
+
+def test_warm_up_of_the_offline_model_builds_no_tls_context():
+    import subprocess
+    import sys
+
+    code = ("import ocw.providers as p, ocw.providers.http as h\n"
+            "p.warm_up('offline')\n"
+            "print(h._ssl_ctx is None)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True"]

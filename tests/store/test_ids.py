@@ -40,3 +40,21 @@ def test_the_random_part_comes_from_the_os_not_the_seeded_module(monkeypatch):
         random.seed(7)
         got.add(ids.new_id())
     assert len(got) == 3  # a seeded `random` does not repeat them
+
+
+def test_the_random_part_is_exactly_the_low_20_bits(monkeypatch):
+    """Three bytes from the OS, shifted right by 4: 20 random bits, never reaching the time's."""
+    monkeypatch.setattr(ids.time, "time", lambda: 1_700_000_000.123)
+    for byte, low in ((b"\xff", 0xFFFFF), (b"\x00", 0), (b"\x12", 0x12121)):
+        monkeypatch.setattr(ids, "_last", 0)
+        monkeypatch.setattr(ids.os, "urandom", lambda n, byte=byte: byte * n)
+        value = int(ids.new_id(), 16)
+        assert (value >> 20, value & 0xFFFFF) == (1_700_000_000_123, low)
+
+
+def test_the_same_millisecond_and_the_same_random_part_still_give_two_ids(monkeypatch):
+    monkeypatch.setattr(ids.time, "time", lambda: 1_700_000_000.123)
+    monkeypatch.setattr(ids.os, "urandom", lambda n: b"\x55" * n)
+    monkeypatch.setattr(ids, "_last", 0)
+    a, b = ids.new_id("n_"), ids.new_id("n_")
+    assert a != b and int(b[2:], 16) == int(a[2:], 16) + 1

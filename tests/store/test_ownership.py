@@ -346,3 +346,45 @@ def test_a_file_open_read_write_elsewhere_in_this_process(tmp_path):
 def test_every_refusal_is_an_ocw_error_the_notebook_shows_in_one_line():
     for cls in (BadDatabasePath, ForeignDatabase, NewerSchema):
         assert issubclass(cls, StoreError) and issubclass(cls, OcwError) and cls.hint
+
+
+# -- edges of the path check, classify and migrate (mutation sample) --------------------------------------
+@pytest.mark.parametrize("url", ["duckdb+x://host/db", "s://host/db", "postgresql+psycopg://me@h/db"])
+def test_a_url_of_any_scheme_shape_is_refused_as_a_url(url):
+    from ocw.store.duckdb.ownership import check_path
+
+    with pytest.raises(BadDatabasePath, match="URL"):
+        check_path(url)
+
+
+def _foreign_memory():
+    con = duckdb.connect(":memory:", config=DUCKDB_CONFIG)
+    con.execute("CREATE TABLE invoices (id INTEGER)")
+    return con
+
+
+def test_classify_without_a_path_names_the_database_and_migrate_claims_before_writing():
+    from ocw.store.duckdb import ownership as own
+
+    con = _foreign_memory()
+    try:
+        with pytest.raises(ForeignDatabase, match="^the database is another application's DuckDB database "
+                                                  r"\(it holds invoices\)"):
+            own.classify(con)
+        with pytest.raises(ForeignDatabase, match="invoices"):
+            own.migrate(con)
+        assert con.execute("SELECT table_name FROM duckdb_tables()").fetchall() == [("invoices",)]
+    finally:
+        con.close()
+
+
+def test_classify_file_on_a_file_that_is_not_duckdb_says_the_path_and_duckdbs_first_line(tmp_path):
+    from ocw.store.duckdb.ownership import classify_file
+
+    path = tmp_path / "notes.duckdb"
+    path.write_bytes(b"x" * 4096)
+    with pytest.raises(BadDatabasePath) as ei:
+        classify_file(str(path))
+    msg = ei.value.user_message()
+    assert msg.startswith(f"cannot use {str(path)!r} as the ocw database: ") and "\n" not in msg
+    assert len(msg.split(": ", 1)[1]) > 10  # DuckDB's own first line follows

@@ -278,3 +278,11 @@ def test_display_and_redact_pure():
     assert clean == "postgresql://u@h/d?sslmode=require"
     assert urls.connect_url(clean) == "postgresql://u:p%40ss-word-long@h/d?sslmode=require&sslpassword=k3y-secret-long"
     os.environ.pop("OCW_UNUSED", None)
+
+
+@pytest.mark.parametrize("value, url", [
+    ("s://host/db", True), ("postgresql+psycopg://me@h/db", True), ("md:my_db", True), (" https://h/x ", True),
+    ("/tmp/ocw.duckdb", False), ("notes/ocw.duckdb", False), ("://nothing", False), (42, False),
+])
+def test_is_url_tells_a_url_of_any_scheme_from_a_file_path(value, url):
+    assert urls.is_url(value) is url

@@ -69,10 +69,17 @@ def interface_gaps(cls) -> list[str]:
         if not callable(mine):
             gaps.append(f"{name}: missing")
             continue
-        want = list(inspect.signature(getattr(StoreBackend, name)).parameters)
-        have = list(inspect.signature(mine).parameters)
+        want_sig, have_sig = inspect.signature(getattr(StoreBackend, name)), inspect.signature(mine)
+        want, have = list(want_sig.parameters), list(have_sig.parameters)
         if have != want:
             gaps.append(f"{name}: {have} != {want}")
+            continue
+        # the same defaults too: a caller written against the interface (epoch=0, after_seq=0,
+        # hi=None, change=None...) gets the same call from either backend
+        differ = {n: (have_sig.parameters[n].default, p.default) for n, p in want_sig.parameters.items()
+                  if have_sig.parameters[n].default != p.default}
+        if differ:
+            gaps.append(f"{name}: defaults {differ}")
     return gaps
 
 
@@ -93,6 +100,12 @@ def test_the_interface_check_sees_a_missing_or_different_method():
             return None
 
     assert interface_gaps(Short) == ["leaves: missing", "node: ['self', 'sid', 'nid'] != ['self', 'sid', 'nid', 'epoch']"]
+
+    class OtherDefault(DuckDBStore):
+        def summaries(self, sid, after_seq=1, epoch=0):  # the interface's after_seq is 0
+            return []
+
+    assert interface_gaps(OtherDefault) == ["summaries: defaults {'after_seq': (1, 0)}"]
 
 
 def test_instances_satisfy_the_protocol(backend):

@@ -146,3 +146,76 @@ def test_a_failed_commit_leaves_no_known_head_behind(store, monkeypatch):
     assert s.node(nxt)["parent_id"] == good
     with store.db.connect() as con:
         assert con.execute("SELECT count(*) FROM nodes WHERE id = 'n_lost'").fetchone() == (0,)
+
+
+# -- the tail's range reads (ocw/store/tail.py), on a real file --------------------------------------------
+@pytest.fixture
+def long_chain(tmp_path):
+    """A session of 700 messages in one chain: more than FIRST_CHUNK (512) below its head."""
+    st = ocw.Store(str(tmp_path / "tail.duckdb"))
+    s = st.create_session(name="long")
+    ids = s.append_many([("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(700)])
+    yield st, s, ids
+    st.close()
+
+
+def test_a_fresh_tail_walks_the_whole_branch_across_its_range_reads(long_chain):
+    from ocw.store.tail import TailRows
+
+    st, s, ids = long_chain
+    tail = TailRows(st.backend, s.id)
+    out = tail.ancestors(s.head)
+    assert [n.id for n in out] == ids[::-1]  # every message, the first one (depth 1) included
+    assert (out[0].depth, out[-1].depth, tail.loaded_from) == (700, 1, 0)
+
+
+def test_a_short_walk_reads_one_chunk_below_the_head_not_the_whole_session(long_chain):
+    """Memory is what the walk needed: 5 messages above a depth read 512 rows below the head, not 700."""
+    from ocw.store.tail import TailRows
+
+    st, s, ids = long_chain
+    tail = TailRows(st.backend, s.id)
+    out = tail.ancestors(s.head, stop_depth=695)
+    assert [n.id for n in out] == ids[:-6:-1]
+    assert len(tail.rows) == 513 and tail.loaded_from == 700 - 512
+
+
+def test_a_walk_to_a_known_boundary_reads_just_that_stretch(long_chain):
+    """stop_seq (the boundary's seq, known from the summary) brings the stretch in one range read."""
+    from ocw.store.tail import TailRows
+
+    st, s, ids = long_chain
+    tail = TailRows(st.backend, s.id)
+    boundary = tail.get(ids[-6])
+    out = tail.ancestors(s.head, stop_depth=boundary.depth, stop_seq=boundary.seq)
+    assert [n.id for n in out] == ids[:-6:-1]
+    assert tail.loaded_from == boundary.seq and len(tail.rows) == 6
+
+
+def test_trim_forgets_rows_below_a_new_boundary_and_never_claims_rows_it_lacks(long_chain):
+    from ocw.store.tail import TailRows
+
+    st, s, ids = long_chain
+    tail = TailRows(st.backend, s.id)
+    tail.ancestors(s.head, stop_depth=695)  # rows from seq 188 up
+    tail.trim(100)  # below what is loaded: nothing to forget, and rows 100..187 are NOT loaded
+    assert tail.loaded_from == 188 and len(tail.rows) == 513
+    assert [n.id for n in tail.ancestors(s.head)] == ids[::-1]  # the whole branch still walks
+    tail.trim(651)  # a new boundary: rows below it go
+    assert tail.loaded_from == 651 and len(tail.rows) == 50
+    fresh = TailRows(st.backend, s.id)
+    fresh.trim(651)  # nothing loaded yet: trimming loads nothing and claims nothing
+    assert fresh.loaded_from == 651 and fresh.rows == {}
+
+
+def test_a_branch_whose_parent_row_is_gone_ends_the_walk_instead_of_looping(long_chain):
+    """A damaged file (a middle row deleted by hand): the walk stops where the rows stop."""
+    from ocw.store.tail import TailRows
+
+    st, s, ids = long_chain
+    st.backend.close()
+    raw(st.backend.path, "DELETE FROM nodes WHERE id = ?", [ids[99]])
+    tail = TailRows(st.backend, s.id)
+    out = tail.ancestors(s.head)
+    assert [n.id for n in out] == ids[:99:-1]  # head down to the 101st message; the 100th is gone
+    assert tail.loaded_from == 0

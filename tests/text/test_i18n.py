@@ -83,3 +83,35 @@ def test_one_message_is_singular_two_plural():
     two = system_message("compaction_finished", {"summarised_count": 2, "tokens_before": 900, "tokens_after": 400})
     assert two == "Context compacted: covered 2 older messages, 900 → 400 tokens"
     assert system_message("compaction_finished", {"summarised_count": 1}, "zh").startswith("上下文已压缩：覆盖了 1 条")
+
+
+@pytest.mark.parametrize("lang, want", [
+    ("en", "Compacting… 2 of 3 · 4.3 s"), ("zh", "正在压缩… 第 2 / 3 步 · 4.3 秒")])
+def test_progress_says_the_call_of_the_calls_and_the_seconds_to_one_decimal(lang, want):
+    assert system_message("compaction_progress", {"call": 2, "calls": 3, "elapsed": 4.34}, lang) == want
+
+
+def test_progress_before_any_time_is_measured_says_zero_seconds_and_call_one_of_one():
+    assert system_message("compaction_progress", {}, "en") == "Compacting… 1 of 1 · 0.0 s"
+    assert system_message("compaction_progress", {"elapsed": None}, "en") == "Compacting… 1 of 1 · 0.0 s"
+
+
+def test_a_vetoed_compaction_quotes_the_hooks_reason_in_both_languages():
+    vetoed = {"no_op": True, "no_op_kind": "vetoed", "reason": "keep the draft whole"}
+    assert system_message("compaction_finished", vetoed, "en") == \
+        "Compaction skipped: a pre_compact hook vetoed it (keep the draft whole)."
+    assert system_message("compaction_finished", vetoed, "zh") == "已跳过压缩：pre_compact 钩子否决了它（keep the draft whole）。"
+
+
+def test_a_finished_payload_without_a_count_says_zero_messages():
+    assert system_message("compaction_finished", {"tokens_before": 10, "tokens_after": 4}, "en") == \
+        "Context compacted: covered 0 older messages, 10 → 4 tokens"
+
+
+def test_a_failure_in_ocws_own_words_fills_in_its_figures_in_the_users_language():
+    payload = {"error": "raw", "error_key": "err_not_smaller", "error_params": {"new": 900, "old": 800}}
+    assert system_message("compaction_failed", payload, "en") == (
+        "Context compaction failed: the summary (900 tokens) is not smaller than what it replaces (800 tokens); "
+        "nothing was saved")
+    assert system_message("compaction_failed", {"error": "raw", "error_key": "err_empty_summary"}, "en") == \
+        "Context compaction failed: the summarizer returned an empty summary"

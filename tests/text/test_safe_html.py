@@ -391,3 +391,21 @@ def test_terminal_streaming_writes_text_without_control_characters(capsys):
         view.on_text(part)
     view.finish()
     assert capsys.readouterr().out == "Hello ]52;c;ZXZpbA== <script>x</script>\n\n"
+
+
+def test_the_nesting_edge_17_quotes_render_as_markdown_18_fall_back_to_text():
+    """MAX_NESTING = 20: a block token at level 19 (18 nested quotes) is where markdown-it would
+    start dropping text, so 18 is shown preformatted; 17 (deepest level 18) still renders."""
+    ok = inert(markdown_html(">" * 17 + " deep words"))
+    assert [t for t, _ in ok.elements].count("blockquote") == 17 and "deep words" in ok.text
+    edge = inert(markdown_html(">" * 18 + " deep words"))
+    assert [t for t, _ in edge.elements] == ["pre"] and "deep words" in edge.text
+
+
+def test_a_preview_keeps_160_characters_and_cuts_161_to_159_and_an_ellipsis():
+    from ocw.text.safe_html import preview
+
+    assert preview("x" * 160) == "x" * 160
+    assert preview("x" * 161) == "x" * 159 + "…"
+    assert preview("a \n b\t c") == "a b c"
+    assert preview("y" * 61, 60) == "y" * 59 + "…" and preview("y" * 60, 60) == "y" * 60

@@ -153,3 +153,43 @@ def test_a_dropped_provider_key_is_forgotten():
     del s
     gc.collect()
     assert key not in secrets.known_values()
+
+
+# -- the pattern and the environment pass, at their edges ---------------------------------------------
+@pytest.mark.parametrize("raw, shown", [
+    ("postgresql://me:Pw0rd-xyz@db.local/ocw", "postgresql://me:<redacted>@db.local/ocw"),
+    ("postgresql://:Pw0rd-xyz@db.local/ocw", "postgresql://:<redacted>@db.local/ocw"),  # no user, a password
+    ("postgresql://me:@db.local/ocw", "postgresql://me:<redacted>@db.local/ocw"),  # an empty one says nothing either
+    ("me:Pw0rd-xyz@db.local/ocw", "me:<redacted>@db.local/ocw"),
+    ("host=db password=Pw0rd-xyz", "host=db password=<redacted>"),
+    ("postgresql://db.local/ocw", "postgresql://db.local/ocw"),  # nothing to mask: unchanged
+    ("mail me@example.com", "mail me@example.com"),
+])
+def test_mask_credentials_masks_the_password_of_every_shape_and_nothing_else(raw, shown):
+    assert secrets.mask_credentials(raw) == shown
+    assert secrets.has_credentials(raw) is (raw != shown)
+
+
+def test_mask_credentials_passes_a_non_text_value_through():
+    assert secrets.mask_credentials(None) is None and secrets.mask_credentials(42) == 42
+
+
+def test_scrub_masks_a_live_key_and_a_url_password_in_one_text():
+    key = Secret("sk-live-0123456789")
+    out = secrets.scrub("key sk-live-0123456789 at postgresql://me:Pw0rd-xyz@h/db")
+    assert out == "key <redacted> at postgresql://me:<redacted>@h/db"
+    assert key  # alive through the call
+
+
+@pytest.mark.parametrize("name, value, masked", [
+    ("MY_SERVICE_TOKEN", "abcdefgh", True),      # 8 characters under a secret-looking name
+    ("MY_SERVICE_TOKEN", "abcdefg", False),      # 7: too short to be worth masking
+    ("my_db_password", "abcdefgh", True),         # the name's case does not matter
+    ("BUILD_NUMBER", "abcdefgh", False),          # not a secret-looking name
+])
+def test_redact_replaces_secret_looking_environment_values(monkeypatch, name, value, masked):
+    monkeypatch.setenv(name, value)
+    text = f"the tool printed {value} twice: {value}"
+    want = "the tool printed [redacted] twice: [redacted]" if masked else text
+    assert secrets.redact(text) == want
+    assert secrets.redact("nothing here") == "nothing here"
