@@ -308,3 +308,21 @@ def test_at_most_64_stale_items_are_kept_the_newest():
     assert stale == list(range(6, 70)) and [i.value for i in m.current()] == ["live one"]
     m = fit(Memory(closed[:64]), 2_000, ENC)
     assert len(m.items) == 64  # 64: none dropped
+
+
+def test_each_kind_of_item_renders_its_own_line():
+    assert Item("setting", "batch_size", "64", 7).line() == "- batch_size = 64 (turn 7)"
+    assert Item("decision", "d", "use duckdb", 6, detail="sqlite").line() == "- use duckdb, over sqlite (turn 6)"
+    assert Item("working", "p", "src/app.py", 4, detail="path").line() == "- path: src/app.py (turn 4)"
+    assert Item("working", "p", "src/app.py", 4).line() == "- src/app.py (turn 4)"  # no sub-kind: no "- : "
+    assert Item("todo", "t", "write the tests", 5, detail="x").line() == "- write the tests (turn 5)"
+
+
+def test_a_closing_concerns_an_item_only_when_half_its_words_or_more_are_the_items():
+    from ocw.context.memory import _mentions
+
+    todo = Item("todo", "t", "write migration tests for the loader", 3)
+    assert _mentions(todo, "migration loader")  # 2 of 2 words
+    assert _mentions(todo, "migration tests cache warmup")  # 2 of 4: half
+    assert not _mentions(todo, "migration cache warmup queue")  # 1 of 4: another item
+    assert not _mentions(todo, "migration cache warmup queue retries")  # 1 of 5 (3 needed)

@@ -32,6 +32,8 @@ FORMS = [  # (sentence, {key: value})
     ("Set the number of workers to sixty-four.", {"number_of_workers": "sixty-four"}),
     ("Switch the optimizer to `adamw`.", {"optimizer": "`adamw`"}),
     ("Set the batch size to 64 and the timeout is 30 s.", {"batch_size": "64", "timeout": "30 s"}),
+    ("Set the axis to log.", {"axis": "log"}),  # a name ending in "is" keeps it: only a separate word is cut
+    ("Make the redis 7.2.", {"redis": "7.2"}),
     # not settings: prose without a value, a value without a name
     ("The endpoint looks fine compared with the cache we looked at.", {}),
     ("It is 64.", {}),
@@ -62,6 +64,8 @@ def test_a_verb_inside_a_name_is_not_the_verb():
     ("How many workers should we run?", "Eight.", ["assistant", "user"], {"workers": "Eight"}),
     ("What batch size should we use?", "I don't know yet.", None, {}),
     ("The weather is nice.", "64, please.", None, {}),  # no question: a bare value names nothing
+    ("What should the answer be?", "42.", None, {}),  # "answer" names no setting
+    ("Which answer timeout should we use?", "30 s.", None, {}),
 ])
 def test_a_question_answered_in_the_next_turn(question, answer, roles, expected):
     assert settings_of(question, answer, roles=roles) == expected

@@ -61,7 +61,12 @@ def test_the_tiny_models_garbage_never_becomes_memory(case, request, store):
         s.append("user", f"{t} {PAD}")
         s.append("assistant", f"Noted. {PAD}")
     try:
-        r = s.compact(keep_recent_tokens=40, provider=provider)
+        for _ in range(3):  # the random-weights model sometimes ends at once: an empty summary, asked again
+            before = (s.head, s.generation, s.compaction_count)
+            r = s.compact(keep_recent_tokens=40, provider=provider)
+            if not (r.outcome == "failed" and "empty summary" in (r.reason or "")):
+                break
+            assert (s.head, s.generation, s.compaction_count) == before  # a failed compaction changed nothing
     finally:
         provider.close()
     assert r.outcome == "succeeded", r.reason

@@ -283,6 +283,13 @@ def test_describe_a_dataframe_shows_shape_dtypes_and_head():
     assert "head:" in lines and "north" in text and "centre" in text and "islands" not in text  # 5 rows
     text = builtins_for(FakeShell(s=df["revenue"]))["describe_variable"]("s")
     assert text.startswith("pandas.Series (shape 6), dtype float64\nhead:\n0    1.50\n")
+    # other pandas values (no head) and non-pandas values with a dtype (no head) are shown by repr
+    import numpy as np  # installed with pandas
+
+    text = builtins_for(FakeShell(t=pd.Timestamp("2024-05-01")))["describe_variable"]("t")
+    assert text == "pandas.Timestamp\nTimestamp('2024-05-01 00:00:00')"
+    text = builtins_for(FakeShell(a=np.arange(3)))["describe_variable"]("a")
+    assert text == "numpy.ndarray (shape 3)\narray([0, 1, 2])"
 
 
 def test_read_file_is_bounded_and_text_only(tmp_path, monkeypatch):

@@ -185,3 +185,13 @@ def test_a_kernels_widget_refreshes_when_another_kernel_chats(pg_url, tmp_path):
     finally:
         a.close()
         b.close()
+
+
+def test_closing_the_store_ends_the_listener_and_its_connection(pg_url):
+    store = ocw.Store(pg_url)
+    listener = store.backend._listener
+    assert wait_ready(listener), "the listener never started"
+    thread = listener._thread
+    store.close()
+    assert wait_for(lambda: not thread.is_alive()), "the listener thread outlived its store"
+    assert not listener.ready.is_set()  # it left its loop, not only its connection

@@ -420,3 +420,21 @@ def test_the_readme_lists_exactly_the_grants_init_gives(team):
     assert ("ocw_meta", "INSERT") not in held
     assert setting == ["search_path=ocw"] and "SET search_path TO ocw;" in block
     assert "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ocw TO alice;" in block
+
+
+def test_shares_names_the_owner_and_the_grantees_each_role_may_see(team):
+    """shares.py: `shares()` reads the owner and the grantees in name order, under the
+    policies; `share_session` shares by default (share=False takes it back)."""
+    a, b = _stores(team)
+    try:
+        sa = a.create_session(name="plan")
+        assert a.backend.shares(sa.id) == {"owner": team.alice, "grantees": []}
+        assert b.backend.shares(sa.id) == {"owner": None, "grantees": []}  # not shared: bob sees nothing
+        assert a.backend.share_session(sa.id, team.bob) is True  # the default shares
+        assert a.backend.shares(sa.id) == {"owner": team.alice, "grantees": [team.bob]}
+        assert b.backend.shares(sa.id) == {"owner": team.alice, "grantees": [team.bob]}
+        assert a.backend.share_session(sa.id, team.bob, share=False) is True
+        assert a.backend.shares(sa.id) == {"owner": team.alice, "grantees": []}
+    finally:
+        a.close()
+        b.close()

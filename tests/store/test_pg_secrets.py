@@ -286,3 +286,23 @@ def test_display_and_redact_pure():
 ])
 def test_is_url_tells_a_url_of_any_scheme_from_a_file_path(value, url):
     assert urls.is_url(value) is url
+
+
+@pytest.mark.parametrize("bad", ["postgresql://me:pw@localhost/my db", "postgresql://me@local host/db",
+                                 "postgresql://me@localhost/db\x00", "postgresql://me@localhost/db\tx"])
+def test_a_url_with_a_space_or_a_control_character_is_refused_in_one_line_before_any_connect(bad):
+    with pytest.raises(BadDatabasePath) as e:
+        ocw.Store(bad)
+    msg = e.value.user_message()
+    assert "the URL contains a space or a control character" in msg and "percent-encode it (%20)" in msg
+    assert "pw" not in msg and "\n" not in msg
+    assert urls.checked("postgresql://me@localhost/my%20db")  # percent-encoded: accepted
+
+
+def test_remember_keeps_only_a_checked_urls_secrets():
+    plain = "postgresql://remember-test@localhost/db"
+    urls.remember(plain)  # a plain string carries no secrets: nothing kept, nothing raised
+    urls.remember(urls.checked(plain))  # a checked URL with none: nothing kept
+    assert urls.checked(plain).secrets == {}
+    urls.remember(urls.checked("postgresql://remember-test:s3cret@localhost/db"))
+    assert [s.get() for s in urls.checked(plain).secrets.values()] == ["s3cret"]
