@@ -32,6 +32,8 @@ FORMS = [  # (sentence, {key: value})
     ("Set the number of workers to sixty-four.", {"number_of_workers": "sixty-four"}),
     ("Switch the optimizer to `adamw`.", {"optimizer": "`adamw`"}),
     ("Set the batch size to 64 and the timeout is 30 s.", {"batch_size": "64", "timeout": "30 s"}),
+    ("For the port, make it 8080 — the staging port is 8080 as well.", {"port": "8080"}),  # "it" names the port
+    ("Our batch size is too small: make it 64, the eval batch size of 64 works.", {"batch_size": "64"}),
     ("Set the axis to log.", {"axis": "log"}),  # a name ending in "is" keeps it: only a separate word is cut
     ("Make the redis 7.2.", {"redis": "7.2"}),
     # not settings: prose without a value, a value without a name
