@@ -182,3 +182,14 @@ def test_a_module_outside_the_layers_is_caught(tree):
 def test_nothing_imports_the_package_root_or_the_benchmark(tree):
     _plant(tree, "store/ids", "from ocw import __version__")
     assert any("ocw.store.ids" in v and "package root" in v for v in violations(tree))
+
+
+def test_every_test_file_name_is_unique():
+    """pytest imports test files by their base name (no packages under tests/): two files
+    of one name in two layers stop the whole run at collection. Modules of one name in two
+    layers (notebook/summarizer.py, conversation/summarizer.py) need mirrors of two names."""
+    from collections import Counter
+    from pathlib import Path
+
+    names = Counter(p.name for p in (Path(__file__).resolve().parent).rglob("test_*.py"))
+    assert [n for n, k in names.items() if k > 1] == []
