@@ -219,3 +219,18 @@ def test_a_branch_whose_parent_row_is_gone_ends_the_walk_instead_of_looping(long
     out = tail.ancestors(s.head)
     assert [n.id for n in out] == ids[:99:-1]  # head down to the 101st message; the 100th is gone
     assert tail.loaded_from == 0
+
+
+def test_clear_forgets_every_row_so_a_row_gone_from_the_file_is_not_served(long_chain):
+    """clear() (the session's history was rewritten elsewhere): nothing read before is served
+    again — a row deleted since is looked up afresh and found missing."""
+    from ocw.store.tail import TailRows
+
+    st, s, ids = long_chain
+    tail = TailRows(st.backend, s.id)
+    assert tail.get(ids[-1]) is not None and len(tail.rows) == 1
+    with st.db.connect() as con:
+        con.execute("DELETE FROM nodes WHERE id = ?", [ids[-1]])
+    tail.clear()
+    assert tail.rows == {} and tail.loaded_from is None and tail.loaded_to is None
+    assert tail.get(ids[-1]) is None
