@@ -34,8 +34,11 @@ def undo_compaction(session) -> dict:
         if active is None:
             raise OcwError(i18n_text("undo_nothing", lang),
                            hint=i18n_text("undo_nothing_hint", lang))
-        before = session.occupancy()["total"]
+        # What the undo rests on, read before anything else is: a change by another kernel
+        # after this point (even one the measuring below adopts, as PostgreSQL's listener
+        # may) makes the write refuse instead of undoing on top of it.
         head, generation = session.head, session.generation
+        before = session.occupancy()["total"]
         at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
         def change(row):
