@@ -160,11 +160,31 @@ def _place(text: str, lang: str = "") -> str:
     return f"\n{fence}{lang}\n{text.strip(chr(10))}\n{fence}\n"
 
 
+_KERNEL_CELL_FILE = re.compile(r"[/\\]ipykernel_\d+[/\\]\d+\.py$")
+
+
+def _cell_name(filename: str) -> str:
+    """A kernel cell's temporary file (`/tmp/ipykernel_<pid>/<hash>.py`) as IPython names it,
+    `Cell In[n]`: the path means nothing to the model, and its pid's length changed the
+    message's token count from one kernel to the next."""
+    if not _KERNEL_CELL_FILE.search(filename):
+        return filename
+    try:
+        from IPython import get_ipython
+
+        n = get_ipython().compile._filename_map.get(filename)
+    except Exception:  # not in a kernel, or IPython without the map: the name alone
+        n = None
+    return f"Cell In[{n}]" if n is not None else "Cell"
+
+
 def format_error(exc: BaseException) -> str:
     """The error as Python prints it, without IPython's own frames."""
     tbe = traceback.TracebackException.from_exception(exc)
-    tbe.stack = traceback.StackSummary.from_list(
-        [f for f in tbe.stack if "/IPython/" not in f.filename.replace("\\", "/")])
+    frames = [f for f in tbe.stack if "/IPython/" not in f.filename.replace("\\", "/")]
+    for f in frames:
+        f.filename = _cell_name(f.filename)
+    tbe.stack = traceback.StackSummary.from_list(frames)
     return "".join(tbe.format()).rstrip()
 
 

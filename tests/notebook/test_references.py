@@ -101,3 +101,18 @@ def test_err_after_a_syntax_error_is_that_error(ip, capsys):
     capsys.readouterr()
     text, _ = _sent(ip, "%%chat\nwhy {Err}", capsys)
     assert "SyntaxError" in text and "ZeroDivisionError" not in text
+
+
+def test_err_names_a_kernel_cell_not_its_temporary_file():
+    """{Err}'s traceback: a kernel cell's file (/tmp/ipykernel_<pid>/<hash>.py) is said as
+    IPython says it; the pid would change the message (and its token count) per kernel."""
+    from ocw.notebook.references import format_error
+
+    code = compile("def f():\n    return {}['nort']\nf()\n", "/tmp/ipykernel_123456/4102084939.py", "exec")
+    try:
+        exec(code, {})
+    except KeyError as e:
+        text = format_error(e)
+    assert "ipykernel_123456" not in text and "4102084939" not in text
+    assert 'File "Cell", line 3, in <module>' in text and 'File "Cell", line 2, in f' in text
+    assert text.endswith("KeyError: 'nort'")
