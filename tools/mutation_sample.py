@@ -139,7 +139,16 @@ def make_tree() -> Path:
             shutil.copy2(src, dst)
     if (ROOT / "js" / "node_modules").exists():
         os.symlink((ROOT / "js" / "node_modules").resolve(), tree / "js" / "node_modules")
+    # a checkout of its own, so the tests that clone the repository or ask git what it
+    # tracks (the demo's) see this tree's files, mutant included
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "--no-verify", "-m", "tree"]):
+        _git(tree, *args)
     return tree
+
+
+def _git(tree: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=mutation", "-c", "user.email=mutation@localhost", *args],
+                   cwd=tree, capture_output=True, check=True)
 
 
 _CHILDREN: set[int] = set()  # process groups of the tests running now (stopped with us)
@@ -372,6 +381,7 @@ def main() -> int:
             killed = 0
             for m in ms:
                 target.write_text(m.apply(original), "utf-8")
+                _git(tree, "commit", "-q", "-a", "--no-verify", "-m", "mutant")  # a clone carries it too
                 try:
                     chosen = select_tests(m, original, lines, tests) if lines else tests
                     failed = not run_tests(tree, chosen, 3 * clean + 20)[0]
@@ -380,6 +390,7 @@ def main() -> int:
                         failed = not run_tests(tree, tests, 3 * clean + 20)[0]
                 finally:
                     target.write_text(original, "utf-8")
+                    _git(tree, "reset", "-q", "HEAD~1")
                 killed += failed
                 log.write(json.dumps({"path": m.path, "line": m.line, "key": m.key(), "killed": failed,
                                       "retry": bool(args.retry), "tests": len(chosen)}) + "\n")
