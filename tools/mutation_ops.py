@@ -281,3 +281,70 @@ def js_mutants(path: str, text: str) -> list[Mutant]:
 
 def mutants(path: str, text: str) -> list[Mutant]:
     return js_mutants(path, text) if path.endswith(".js") else python_mutants(path, text)
+
+
+# -- provably equivalent ---------------------------------------------------------------------
+_FALSY = {"0", "''", '""', "False", "0.0"}
+
+
+def _truth_use(name: ast.Name, parent: ast.AST) -> bool:
+    """`name` is read only for whether it is true: None and any other falsy value behave alike."""
+    if isinstance(parent, ast.BoolOp):
+        return parent.values[-1] is not name  # the last operand's value is what the expression gives
+    if isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert)):
+        return parent.test is name
+    if isinstance(parent, ast.UnaryOp):
+        return isinstance(parent.op, ast.Not)
+    if isinstance(parent, ast.Call):
+        return isinstance(parent.func, ast.Name) and parent.func.id == "bool" and parent.args == [name]
+    return False
+
+
+def truth_only_default(m: Mutant, text: str) -> bool:
+    """A default `None` turned into a falsy literal (`None => 0`) where the function reads the
+    parameter only for its truth: every use is `p or …` / `p and …` (not the last operand), an
+    `if`/`while`/ternary/assert test, `not p` or `bool(p)` — or, after `p = p or …` at the top of
+    its body, the new value. No run of the program can tell the two defaults apart there, so the
+    mutant is equivalent by construction and is not a test's to kill (the table excludes it and
+    says so). Anything else — `p is None`, `p` passed on, returned, compared — is not proved."""
+    if m.op != "default" or m.old != "None" or m.new not in _FALSY or not m.path.endswith(".py"):
+        return False
+    f = _PyFinder(m.path, text)
+    for fn in ast.walk(ast.parse(text)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        a = fn.args
+        pos = [*a.posonlyargs, *a.args]
+        pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults)) + \
+            [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+        for param, d in pairs:
+            if f.span(d) == (m.start, m.end):
+                return _only_truth_reads(fn, param.arg)
+    return False
+
+
+def _only_truth_reads(fn: ast.AST, name: str) -> bool:
+    body = fn.body if isinstance(fn.body, list) else [fn.body]
+    rebound_at = None  # index of a top-level `name = name or …` (the later reads see its value)
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and stmt.targets[0].id == name:
+            v = stmt.value
+            if isinstance(v, ast.BoolOp) and isinstance(v.op, ast.Or) and isinstance(v.values[0], ast.Name) \
+                    and v.values[0].id == name and rebound_at is None:
+                rebound_at = i
+                continue
+            return False
+    parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+    scope = body if rebound_at is None else body[:rebound_at]
+    for stmt in scope:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and node.id == name:
+                if not isinstance(node.ctx, ast.Load) or not _truth_use(node, parents[id(node)]):
+                    return False
+    later = [] if rebound_at is None else body[rebound_at + 1:]
+    for stmt in later:  # a nested function or a second binding could read the parameter itself
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+                return False
+    return True
