@@ -35,32 +35,45 @@ def prepare_pg(url: str, sessions: list[str]) -> None:
             conn.execute("INSERT INTO floor_sessions (id) VALUES (%s) ON CONFLICT DO NOTHING", [sid])
 
 
+def timed_turns(start_at: float, turns: int, step, out: str) -> None:
+    """A writer process's timed loop, the same for ocw's writers and the floor's so the two
+    are timed alike: wait for the common start (every process has imported and opened by
+    then), run `step(i)` `turns` times — it returns the ids it wrote — timing each, counting
+    its errors rather than stopping (the acceptance wants none, and shows them), and write
+    what it did to `out` as JSON."""
+    times, ids, errors = [], [], []
+    while time.time() < start_at:
+        time.sleep(0.001)
+    began = time.time()
+    for i in range(turns):
+        t0 = time.perf_counter()
+        try:
+            ids += step(i)
+        except Exception as e:
+            errors.append(f"{type(e).__name__}: {e}")
+        times.append(time.perf_counter() - t0)
+    ended = time.time()
+    with open(out, "w") as f:
+        json.dump({"times": times, "ids": ids, "errors": errors, "began": began, "ended": ended}, f)
+
+
 def pg_worker(url: str, sid: str, writer: int, turns: int, start_at: float, out: str, text) -> None:
     """One floor writer process: `turns` raw transactions, timed like ocw's turns."""
     import psycopg
 
-    times, errors = [], []
     with psycopg.connect(url, autocommit=True) as conn:
-        while time.time() < start_at:
-            time.sleep(0.001)
-        began = time.time()
-        for i in range(turns):
-            t0 = time.perf_counter()
-            try:
-                with conn.transaction():  # BEGIN ... COMMIT
-                    (head,) = conn.execute("SELECT head FROM floor_sessions WHERE id = %s FOR UPDATE",
-                                           [sid]).fetchone()
-                    q, a = f"f{writer}-{i}-q", f"f{writer}-{i}-a"
-                    conn.execute("INSERT INTO floor_nodes (id, session_id, parent_id, content) VALUES"
-                                 " (%s, %s, %s, %s), (%s, %s, %s, %s)",
-                                 [q, sid, head, json.dumps(text(i, 30)), a, sid, q, json.dumps(text(i + 7, 60))])
-                    conn.execute("UPDATE floor_sessions SET head = %s, rev = rev + 1 WHERE id = %s", [a, sid])
-            except Exception as e:
-                errors.append(f"{type(e).__name__}: {e}")
-            times.append(time.perf_counter() - t0)
-        ended = time.time()
-    with open(out, "w") as f:
-        json.dump({"times": times, "ids": [], "errors": errors, "began": began, "ended": ended}, f)
+        def step(i: int) -> list:
+            with conn.transaction():  # BEGIN ... COMMIT
+                (head,) = conn.execute("SELECT head FROM floor_sessions WHERE id = %s FOR UPDATE",
+                                       [sid]).fetchone()
+                q, a = f"f{writer}-{i}-q", f"f{writer}-{i}-a"
+                conn.execute("INSERT INTO floor_nodes (id, session_id, parent_id, content) VALUES"
+                             " (%s, %s, %s, %s), (%s, %s, %s, %s)",
+                             [q, sid, head, json.dumps(text(i, 30)), a, sid, q, json.dumps(text(i + 7, 60))])
+                conn.execute("UPDATE floor_sessions SET head = %s, rev = rev + 1 WHERE id = %s", [a, sid])
+            return []
+
+        timed_turns(start_at, turns, step, out)
 
 
 def duckdb_floor(path: str, turns: int) -> dict:

@@ -50,30 +50,24 @@ def _text(i: int, n: int) -> str:
 def worker(db: str, writer: int, turns: int, start_at: float, out: str) -> None:
     """One writer process: wait for the common start, run its turns, write what it did."""
     import ocw
+    from ocw.bench.floor import timed_turns
+    from ocw.text.tokens import count_text
 
     store = ocw.Store(db)
     s = store.open_session(session_of(writer))
-    times, ids, errors = [], [], []
-    from ocw.text.tokens import count_text
-
     count_text("warm up", s.encoding.name)  # the tokenizer loads once per process (100-200 ms): not a turn
     s.occupancy()
-    while time.time() < start_at:
-        time.sleep(0.001)
-    began = time.time()
-    for i in range(turns):
-        t0 = time.perf_counter()
-        try:
-            ids += s.append_many([("user", f"w{writer} t{i} " + _text(i, 30)),
-                                  ("assistant", f"w{writer} r{i} " + _text(i + 7, 60))], usage=1000 + i)
-            s.occupancy()
-        except Exception as e:  # counted and shown: the acceptance wants none
-            errors.append(f"{type(e).__name__}: {e}")
-        times.append(time.perf_counter() - t0)
-    ended = time.time()
-    store.close()
-    with open(out, "w") as f:
-        json.dump({"times": times, "ids": ids, "errors": errors, "began": began, "ended": ended}, f)
+
+    def step(i: int) -> list:
+        ids = s.append_many([("user", f"w{writer} t{i} " + _text(i, 30)),
+                             ("assistant", f"w{writer} r{i} " + _text(i + 7, 60))], usage=1000 + i)
+        s.occupancy()
+        return ids
+
+    try:
+        timed_turns(start_at, turns, step, out)
+    finally:
+        store.close()
 
 
 def check(db: str, writers: int, results: list[dict]) -> dict:
