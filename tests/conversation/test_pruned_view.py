@@ -20,6 +20,13 @@ def tool_turns(s, n, start=0):
                        ("assistant", f"day {k} looks fine")])
 
 
+def pruned(store, window: int, turns: int = 6):
+    """A session of `turns` tool turns whose older results were pruned to keep 2,000 tokens."""
+    s = store.create_session(context_window=window)
+    tool_turns(s, turns)
+    return s, s.prune_tool_output(keep_tokens=2_000)
+
+
 def results(s) -> list[str]:
     return [b["content"] for m in s.rendered_history() for b in m["content"] if b.get("type") == "tool_result"]
 
@@ -63,9 +70,7 @@ def test_a_fresh_store_counts_the_pruned_figure_after_a_compaction_moved_the_bou
     """The figure stored with the mark is for the boundary it was made under; once a
     compaction moves the boundary (leaving the mark in the tail), a kernel that opens the
     file counts the stubs itself — reading their calls — before anything renders."""
-    s = store.create_session(context_window=32_000)
-    tool_turns(s, 10)
-    s.prune_tool_output(keep_tokens=2_000)
+    s, _ = pruned(store, 32_000, 10)
     hist = s.rendered_history()
     start = next(i for i, m in enumerate(hist) if m["role"] == "user" and "read day 3" in m["content"][0]["text"])
     keep = sum(m["tokens"] for m in hist[start:])  # fold turns 0-2, keep 3-9 (the mark is turn 8's result)
@@ -96,9 +101,7 @@ def test_a_kernel_counts_what_another_pruned_and_compacted_since_it_last_rendere
     """Kernel A rendered under the first mark; kernel B appends, prunes further and
     compacts (the stored figure no longer applies): A counts the newly pruned results
     itself, reading the calls just before them, to B's figure."""
-    s = store.create_session(context_window=32_000)
-    tool_turns(s, 6)
-    s.prune_tool_output(keep_tokens=2_000)
+    s, _ = pruned(store, 32_000)
     assert len(results(s)) == 6  # A has rendered (and made its stubs) under the first mark
     other = ocw.Store(store.path)
     try:
@@ -130,9 +133,7 @@ def test_after_undoing_the_compaction_a_prune_was_made_under_the_stubs_cover_the
 
 
 def test_a_compaction_that_folds_exactly_up_to_the_mark_ends_it(store, fake_summarizer):
-    s = store.create_session(context_window=32_000)
-    tool_turns(s, 6)
-    s.prune_tool_output(keep_tokens=2_000)
+    s, _ = pruned(store, 32_000)
     mark = s.prune_mark()
     hist = s.rendered_history()
     after_mark = next(k for k, m in enumerate(hist) if m.get("id") == mark.id) + 1
