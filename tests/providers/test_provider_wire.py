@@ -417,6 +417,22 @@ def test_make_provider_asks_for_the_model_named_else_the_providers_default(refse
     p.close()
 
 
+@pytest.mark.parametrize("name", ["openai", "anthropic"])
+def test_make_provider_leaves_the_window_unstated_unless_given(name):
+    """A provider's `context_window` is the window the notebook stated for it: None when
+    none was (the summarizer then plans with the session's), the number when one was;
+    the offline model, which has a window of its own, takes its 8,192 when none is stated."""
+    from ocw.providers import make_provider
+
+    p = make_provider(name, api_key="x")
+    q = make_provider(name, api_key="x", context_window=32_768)
+    assert p.context_window is None and q.context_window == 32_768
+    p.close()
+    q.close()
+    assert make_provider("offline").context_window == 8192
+    assert make_provider("offline", context_window=4096).context_window == 4096
+
+
 def test_warm_up_imports_the_providers_module_and_builds_the_tls_context_and_sends_nothing():
     """In a fresh interpreter (the modules a warm-up loads must not be loaded before it)."""
     import subprocess
