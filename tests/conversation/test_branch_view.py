@@ -105,3 +105,29 @@ def test_a_branch_left_behind_by_a_tokenizer_switch_is_recounted_when_checked_ou
     chat(fresh, 6, "b")
     assert [m["tokens"] for m in s.rendered_history()] == [m["tokens"] for m in fresh.rendered_history()]
     assert s.occupancy()["total"] == fresh.occupancy()["total"]
+
+
+def test_an_own_write_reads_nothing_back_and_another_kernels_write_is_read_once(store, monkeypatch):
+    """The turn path's reads: an append of ours moves the revision by exactly one, so the
+    view reads no rows back and looks for no new summary (only another kernel's write can
+    have brought either); after another kernel's write the view looks for summaries once,
+    and its message is the new head."""
+    s = store.create_session(name="reads")
+    chat(s, 4)
+    s.occupancy()
+    reads: list[str] = []
+    for name in ("summaries", "nodes_since"):
+        real = getattr(s.backend, name)
+        monkeypatch.setattr(s.backend, name, lambda *a, _n=name, _r=real, **k: (reads.append(_n), _r(*a, **k))[1])
+    for i in range(3):
+        s.append("user" if i % 2 == 0 else "assistant", f"own {i}")
+        s.occupancy()
+    assert reads == []
+    other = ocw.Store(store.path)
+    try:
+        other.open_session("reads").append("user", "from another kernel")
+    finally:
+        other.close()
+    s.sync()
+    assert reads.count("summaries") == 1
+    assert s.node(s.head)["content"] == [{"type": "text", "text": "from another kernel"}]

@@ -280,3 +280,44 @@ def test_a_404_naming_no_model_says_what_to_try_with_the_base_url_it_has(refserv
         assert ei.value.hint.startswith(hint.format(root=root)), ei.value.hint
     finally:
         p.close()
+
+
+@pytest.mark.parametrize("strip", ["event_lines", "data_types"])
+def test_an_event_is_known_by_its_data_type_else_by_its_event_name(refserver, provider, monkeypatch, strip):
+    """Each frame's kind is its data's `type`, else the SSE `event:` name. A relay that sends
+    `data:` lines only (SSE then names every event "message") and one whose data leaves
+    `type` out both give the same reply as Anthropic's own stream."""
+    import json as _json
+
+    frames_of = refserver._anthropic_frames
+
+    def rewritten(r):
+        out = []
+        for f in frames_of(r):
+            head, data = f.decode().split("\ndata: ", 1)
+            doc = _json.loads(data)
+            if strip == "event_lines":
+                out.append(f"data: {_json.dumps(doc)}\n\n".encode())
+            else:
+                doc.pop("type", None)
+                out.append(f"{head}\ndata: {_json.dumps(doc)}\n\n".encode())
+        return out
+
+    monkeypatch.setattr(refserver, "_anthropic_frames", rewritten)
+    refserver.script(text="one two three four")
+    events: list = []
+    reply = provider.stream([user("count")], on_event=events_into(events))
+    assert reply.text == "one two three four" and reply.stop_reason == "end_turn"
+    assert "".join(d for k, d in events if k == "text") == "one two three four"
+
+
+def test_an_error_object_sent_with_a_200_is_the_servers_typed_error(refserver, provider, sleeps, monkeypatch):
+    """A non-streamed reply whose body is Anthropic's error object (a relay answering 200)
+    raises the error it names, with the server's own words — not "no content list"."""
+    err = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded right now"}}
+    monkeypatch.setattr(refserver, "_anthropic_doc", lambda r: err)
+    refserver.script(text="unused")
+    with pytest.raises(ServerError) as ei:
+        provider.complete([user("sum up")])
+    assert type(ei.value) is ServerError and "Overloaded right now" in str(ei.value)
+    assert "no content list" not in str(ei.value)

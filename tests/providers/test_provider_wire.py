@@ -417,6 +417,22 @@ def test_make_provider_asks_for_the_model_named_else_the_providers_default(refse
     p.close()
 
 
+@pytest.mark.parametrize("name", ["openai", "anthropic"])
+def test_make_provider_leaves_the_window_unstated_unless_given(name):
+    """A provider's `context_window` is the window the notebook stated for it: None when
+    none was (the summarizer then plans with the session's), the number when one was;
+    the offline model, which has a window of its own, takes its 8,192 when none is stated."""
+    from ocw.providers import make_provider
+
+    p = make_provider(name, api_key="x")
+    q = make_provider(name, api_key="x", context_window=32_768)
+    assert p.context_window is None and q.context_window == 32_768
+    p.close()
+    q.close()
+    assert make_provider("offline").context_window == 8192
+    assert make_provider("offline", context_window=4096).context_window == 4096
+
+
 def test_warm_up_imports_the_providers_module_and_builds_the_tls_context_and_sends_nothing():
     """In a fresh interpreter (the modules a warm-up loads must not be loaded before it)."""
     import subprocess
@@ -443,3 +459,27 @@ def test_warm_up_of_the_offline_model_builds_no_tls_context():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True"]
+
+
+@pytest.mark.parametrize("method", ["stream", "complete", "probe_window"])
+def test_every_provider_keeps_the_protocols_parameters_and_defaults(method):
+    """`Provider` (ocw/providers/base.py) is the contract a caller codes against — a
+    custom provider, ocw's turn and summarizer: a call that leaves `system`, `tools`,
+    `max_tokens`, `on_event` out means "none" (None) and a probe without `timeout` waits
+    2.0 s. Every provider ocw ships accepts each of the Protocol's parameters by the same
+    name and kind with the same default, so the Protocol says what a call actually gets."""
+    import inspect
+
+    from ocw.providers import OfflineProvider
+    from ocw.providers.base import Provider
+
+    expected = {"stream": {"system": None, "tools": None, "max_tokens": None, "on_event": None},
+                "complete": {"system": None, "max_tokens": None},
+                "probe_window": {"timeout": 2.0}}[method]
+    contract = {n: p for n, p in inspect.signature(getattr(Provider, method)).parameters.items() if n != "self"}
+    assert {n: p.default for n, p in contract.items() if p.default is not inspect.Parameter.empty} == expected
+    for cls in (OpenAIProvider, AnthropicProvider, OfflineProvider):
+        own = inspect.signature(getattr(cls, method)).parameters
+        for name, p in contract.items():
+            assert name in own, f"{cls.__name__}.{method} lacks {name}"
+            assert (own[name].kind, own[name].default) == (p.kind, p.default), f"{cls.__name__}.{method}({name})"

@@ -217,6 +217,25 @@ def test_one_schema_version_ahead_is_refused_too(tmp_path, monkeypatch):
     ocw.Store(str(at)).close()  # at the version: opens
 
 
+@pytest.mark.parametrize("stated, opens", [("0", True), ("-1", False)])
+def test_a_marker_stating_schema_0_is_still_ocws_and_minus_1_is_unreadable(tmp_path, stated, opens):
+    """Boundary of marker_version's `version >= 0`, seen from the user: an ocw file whose
+    marker states schema 0 is still ocw's (its `schema_version` table decides the migrations)
+    and opens with its sessions; a marker stating -1 is not a version, so the file is judged
+    by its tables alone — not a layout ocw ever wrote — and refused untouched."""
+    db = tmp_path / f"stated{stated}.duckdb"
+    ocw.Store(str(db)).create_session(name="kept").store.close()
+    con = duckdb.connect(str(db), config=DUCKDB_CONFIG)
+    con.execute("UPDATE ocw_meta SET value = ? WHERE key = 'schema_version'", [stated])
+    con.close()
+    if opens:
+        st = ocw.Store(str(db))
+        assert [s["name"] for s in st.sessions()] == ["kept"]
+        st.close()
+    else:
+        refused(db, ForeignDatabase, "another application's DuckDB database")
+
+
 # -- paths --------------------------------------------------------------------------------------
 
 

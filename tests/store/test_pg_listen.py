@@ -195,3 +195,36 @@ def test_closing_the_store_ends_the_listener_and_its_connection(pg_url):
     store.close()
     assert wait_for(lambda: not thread.is_alive()), "the listener thread outlived its store"
     assert not listener.ready.is_set()  # it left its loop, not only its connection
+
+
+def test_stop_gives_a_stuck_refresh_2_seconds_then_returns(pg_url):
+    """A refresh that never returns (a callback blocked) must not hang the kernel's close:
+    stop() waits for the thread at most its default 2 s, then returns with the daemon thread
+    still alive. The wait bound is read off the real thread's join (a spy that calls through),
+    not from a clock, so load on the machine cannot change the verdict."""
+    from ocw.store.postgres.listen import Listener
+    from ocw.store.postgres.schema import NOTIFY_CHANNEL
+
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck(sid, rev, pid):
+        if sid == "s_stuck":
+            entered.set()
+            release.wait(30)
+
+    listener = Listener(pg_url, "the test database", stuck)
+    listener.start()
+    try:
+        assert wait_ready(listener), "the listener never started"
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f"NOTIFY {NOTIFY_CHANNEL}, 's_stuck 3'")
+        assert entered.wait(15), "the notification never reached the callback"
+        thread, joins = listener._thread, []
+        real_join = thread.join
+        thread.join = lambda timeout=None: (joins.append(timeout), real_join(timeout))[1]
+        listener.stop()
+        assert joins == [2.0]
+        assert thread.is_alive()  # stop gave up waiting; it did not hang on the stuck refresh
+    finally:
+        release.set()
+    assert wait_for(lambda: not thread.is_alive()), "the released thread did not end"
