@@ -284,8 +284,12 @@ def table(logs: list[str]) -> int:
             mine.setdefault(v["path"], []).append(v)
         for path, vs in mine.items():
             if vs and all(v.get("retry") for v in vs) and path in verdicts:  # a --retry: its verdicts replace those
-                again = {(v["line"], v["key"]): v for v in vs}  # of the same mutants
-                verdicts[path] = [again.get((v["line"], v["key"]), v) for v in verdicts[path]]
+                again: dict[tuple, list[dict]] = {}  # of the same mutants. Two mutants of one line can
+                for v in vs:  # share a key (`0 => 1` twice); a retry runs every mutant of a survivor's key,
+                    again.setdefault((v["line"], v["key"]), []).append(v)
+                for queue in again.values():  # so which verdict is whose is unknown: survivors' go first
+                    queue.sort(key=lambda v: v["killed"])  # (never a kill credited to the wrong mutant)
+                verdicts[path] = [_take(again, v) for v in verdicts[path]]
             else:
                 verdicts[path] = vs
     rows: dict[str, list[int]] = {}
@@ -308,6 +312,20 @@ def table(logs: list[str]) -> int:
     print(f"\nscore = killed / (sampled − proved equivalent); raw killed / sampled = "
           f"{100.0 * k / n if n else 0:.1f} %")
     return 0
+
+
+def _take(again: dict[tuple, list[dict]], v: dict) -> dict:
+    """The retry's verdict for the earlier verdict v (the next one of its line and key), or v.
+    A killed v keeps its verdict (a kill stays a kill: only the tests were added to)."""
+    if v["killed"]:
+        return v
+    queue = again.get((v["line"], v["key"]))
+    if queue and "start" in v:  # logs that say where each mutant is match exactly
+        exact = [w for w in queue if w.get("start") == v["start"]]
+        if exact:
+            queue.remove(exact[0])
+            return exact[0]
+    return queue.pop(0) if queue else v
 
 
 _SOURCES: dict[str, tuple[str, dict]] = {}
@@ -406,7 +424,7 @@ def main() -> int:
             for m in ms:
                 if truth_only_default(m, original):
                     proved += 1
-                    log.write(json.dumps({"path": m.path, "line": m.line, "key": m.key(), "killed": False,
+                    log.write(json.dumps({"path": m.path, "line": m.line, "start": m.start, "key": m.key(), "killed": False,
                                           "retry": bool(args.retry), "tests": 0, "equivalent": True}) + "\n")
                     continue
                 target.write_text(m.apply(original), "utf-8")
@@ -421,7 +439,7 @@ def main() -> int:
                     target.write_text(original, "utf-8")
                     _git(tree, "reset", "-q", "HEAD~1")
                 killed += failed
-                log.write(json.dumps({"path": m.path, "line": m.line, "key": m.key(), "killed": failed,
+                log.write(json.dumps({"path": m.path, "line": m.line, "start": m.start, "key": m.key(), "killed": failed,
                                       "retry": bool(args.retry), "tests": len(chosen)}) + "\n")
                 log.flush()
                 if not failed:
