@@ -121,6 +121,13 @@ def test_chat_magic_and_ocw_chat_open_one_widget_with_its_ring(ip, capsys):
     assert w.get_state()["ring"] == f"anywidget:{w.ring.model_id}"  # what host.getWidget resolves
     assert repr(w) == "<ocw chat: default, 2 messages on the branch>"
     assert w._repr_mimebundle_()[0]["text/plain"] == repr(w)
+    # A saved notebook shows the snapshot: the session's name, or "no session" without one.
+    assert "<b>ocw chat</b> · default" in w._repr_mimebundle_()[0]["text/html"]
+    empty = ChatWidget(rt)
+    try:
+        assert "<b>ocw chat</b> · no session" in empty._repr_mimebundle_()[0]["text/html"]
+    finally:
+        empty.close()
     res = ip.run_cell("%chat now")
     assert "%chat takes no arguments" in str(res.error_in_exec)
     w.close()
@@ -751,6 +758,7 @@ def test_language_switch_speaks_again_in_the_new_language(small, monkeypatch):
 def test_a_kernel_without_ocws_session_keeps_the_widget_empty(ip):
     w = ocw.chat()
     assert (w.session_id, w.messages, w.branches, w.summary) == ("", [], [], {})
+    assert invoke(w, "chat_older", {}) == {"ok": True, "count": 0}  # nothing to load, said so
     get_runtime().close()
     assert w.session_id == "" and w.notes == []
 
