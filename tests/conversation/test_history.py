@@ -105,3 +105,14 @@ def test_a_branch_that_only_answers_again_has_no_question_of_its_own(long):
     old = {b["id"]: b for b in s.branch_tree()}[ids[9]]
     assert (old["fork_depth"], old["last_user_id"]) == (8, ids[8])
     assert old["last_content"][0]["text"] == "m8"
+
+
+def test_the_module_page_without_before_ends_at_head(long):
+    """history.page(view): `before` left out is HEAD's page, as Session.page's is."""
+    from ocw.conversation import history
+
+    s, ids = long
+    rows, older = history.page(s, limit=3)
+    assert texts(rows) == ["m7", "m8", "m9"] and older is True
+    assert (rows, older) == s.page(limit=3)
+    assert texts(history.page(s)[0]) == [f"m{i}" for i in range(10)]
