@@ -317,3 +317,20 @@ def test_a_message_too_big_for_the_retry_is_said_to_be_the_message(sess, provide
                                                    r"the model's window of 2,000 tokens can take"):
         run_turn(sess, "Please read all of this: " + "tomatoes basil " * 300, provider)
     assert [r.status for r in refserver.requests[-1:]] == [400] and snapshot(sess) == before
+
+
+def test_usage_far_below_the_settled_calibration_is_stored_as_unverified_with_its_figures(sess, provider, refserver):
+    """A gateway's own count (0.9× where the model counted 2×): not a sample; the session
+    keeps how many, and the last report's measured and estimated figures, in that order."""
+    refserver.usage_scale = 2.0
+    turns(sess, provider, refserver, 3, reply_words=10, threshold=0)
+    settled = sess.metadata["calibration"]
+    assert sess.calibration > 1.5 and sess.occupancy()["basis"] == "measured"
+    refserver.usage_scale = 0.9
+    refserver.script(text="fine")
+    run_turn(sess, "And now? " + USER, provider, threshold=0)
+    measured = refserver.requests[-1].prompt_tokens
+    unverified = sess.metadata["usage_unverified"]
+    assert unverified["count"] == 1 and unverified["last"][0] == measured
+    assert measured < unverified["last"][1] < measured * 1.4  # ocw's estimate of what it sent: more than 0.9×
+    assert sess.metadata["calibration"] == settled and sess.occupancy()["basis"] == "estimated"
