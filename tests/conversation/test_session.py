@@ -330,6 +330,20 @@ def test_model_change_recounts(store):
     again.store.close()
 
 
+def test_compact_without_a_provider_uses_the_offline_summarizer_and_a_bad_one_is_refused(store):
+    """compact(provider=None): the session's own provider, else the offline summarizer — it
+    compacts. Something that cannot complete is refused before anything is written."""
+    s = store.create_session(model="gpt-4o", context_window=8000)
+    for i in range(6):
+        s.append_many([("user", f"question {i} about the loader " * 20), ("assistant", f"answer {i}: retry after 30 s " * 20)])
+    head, n = s.head, rows(store)
+    with pytest.raises(OcwError, match=r"provider takes a model provider \(ocw.providers.make_provider\(...\)\) or None"):
+        s.compact(keep_recent_tokens=100, provider="offline")
+    assert (s.head, rows(store), s.compaction_count) == (head, n, 0)
+    res = s.compact(keep_recent_tokens=100)
+    assert res.outcome == "succeeded" and s.compaction_count == 1 and s.active_summary() is not None
+
+
 def test_a_reset_without_arguments_keeps_the_model_and_clears_the_baseline(store):
     """reset_context(): the same model, window and counts; the usage baseline goes (the
     next sample is legitimately smaller), the compaction count stays."""
