@@ -458,6 +458,21 @@ describe("panel", () => {
     expect($(".ocw-count").textContent).toBe("3");
   });
 
+  it("keeps a dismissed tooltip dismissed until the pointer leaves its wrapper, not the button inside it", () => {
+    mount({ panel_open: true });
+    const info = $(".ocw-info");
+    const wrap = info.parentElement;
+    info.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
+    expect(wrap.classList.contains("ocw-tooltip-dismissed")).toBe(true);
+    // The pointer leaves the button for the tooltip beside it: still inside the wrapper.
+    info.dispatchEvent(new MouseEvent("mouseleave", { bubbles: false }));
+    expect(wrap.classList.contains("ocw-tooltip-dismissed")).toBe(true);
+    $(".ocw-tooltip").dispatchEvent(new MouseEvent("mouseleave", { bubbles: false }));
+    expect(wrap.classList.contains("ocw-tooltip-dismissed")).toBe(true);
+    wrap.dispatchEvent(new MouseEvent("mouseleave", { bubbles: false })); // out of the wrapper: hover shows it again
+    expect(wrap.classList.contains("ocw-tooltip-dismissed")).toBe(false);
+  });
+
   it("gives each view its own tooltip id", () => {
     mount();
     const other = document.createElement("div");
