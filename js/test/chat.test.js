@@ -588,6 +588,47 @@ describe("conversation", () => {
     expect(sinks).toEqual(["item.html", "note.html", 'summary.html || ""', "step.html", "html"]);
   });
 
+  it("marks a failed tool step as failed (data-status drives its red line), an ok one as ok", () => {
+    const failedStep = { ...ITEMS[3], tools: [{ ...ITEMS[3].tools[0], status: "error", result: "no such file" }] };
+    mount({ messages: [...ITEMS.slice(0, 3), failedStep] });
+    const tool = $(".ocw-thread details.ocw-tool");
+    expect(tool.dataset.status).toBe("error");
+    expect(tool.querySelector("summary").textContent).toBe('🔧 read_file({"path": "a.txt"}) → error');
+    expect(CSS).toMatch(/\.ocw-tool\[data-status="error"\] \.ocw-tool-line \{[^}]*color: var\(--ocw-red\)/);
+    cleanup();
+    mount();
+    expect($(".ocw-thread details.ocw-tool").dataset.status).toBe("ok");
+  });
+
+  it("Undo on a capsule still shown after the session went away says there is none and asks nothing", () => {
+    // session_id is ordinary state and the summary a change: a view can hold the capsule a moment longer
+    mount({ session_id: "", summary: { id: "n_s1", cover_count: 2, time: "10:05", html: "<p>text</p>" } });
+    type("a draft");
+    $(".ocw-thread button.ocw-summary-undo").click();
+    expect(invoke.calls).toEqual([]);
+    expect($(".ocw-chat-alert").textContent).toBe("Start a conversation first");
+    expect($(".ocw-chat-alert").hidden).toBe(false);
+    expect(input().value).toBe("a draft");
+    expect($(".ocw-chat-status").textContent).toBe("");
+  });
+
+  it("a running compaction's status counts the seconds on between its steps", () => {
+    vi.useFakeTimers();
+    const model = mount();
+    model.set("progress", { call: 2, calls: 5, elapsed: 3.1 });
+    expect($(".ocw-chat-status").textContent).toBe("Compacting… 2 of 5 · 3 s");
+    vi.advanceTimersByTime(2_000);
+    expect($(".ocw-chat-status").textContent).toBe("Compacting… 2 of 5 · 5 s");
+    // ten minutes on one step (a long history, a slow local model): the clock jumps, the next tick shows it
+    vi.setSystemTime(Date.now() + 597_500);
+    vi.advanceTimersByTime(500);
+    expect($(".ocw-chat-status").textContent).toBe("Compacting… 2 of 5 · 603 s");
+    model.set("progress", {});
+    expect($(".ocw-chat-status").textContent).toBe("");
+    vi.advanceTimersByTime(1_000);
+    expect($(".ocw-chat-status").textContent).toBe("");
+  });
+
   it("streams the reply as the kernel re-renders it", () => {
     const model = mount();
     model.set("pending", "tell me more");
@@ -736,6 +777,15 @@ describe("graph", () => {
     expect($$(".ocw-graph-row").map((r) => r.classList.contains("ocw-covered"))).toEqual([true, true, false, false]);
   });
 
+  it("marks the rows a superseded summary covered, up to and including its last message", () => {
+    // the active summary covers messages 1-2, a superseded one 1-3: row 3 is the boundary
+    mount({ capsules: [{ id: "n_s0", cover_count: 3, active: false }, { id: "n_s1", cover_count: 2, active: true }] });
+    const rows = $$(".ocw-graph-row");
+    expect(rows.map((r) => Number(r.dataset.depth))).toEqual([1, 2, 3, 5]);
+    expect(rows.map((r) => r.classList.contains("ocw-covered"))).toEqual([true, true, false, false]);
+    expect(rows.map((r) => r.classList.contains("ocw-covered-old"))).toEqual([false, false, true, false]);
+  });
+
   it("branches that leave alike show how each ends; a lone one shows no ending", () => {
     const alike = { fork_id: "n_a2", fork_depth: 2, first_id: "n_b3", current: false, leaf: true, length: 6, time: "09:40",
       preview: "Which retry policy?" };
@@ -851,6 +901,25 @@ describe("ring and lifecycle", () => {
     type("/compact");
     key("Enter");
     expect($(".ocw-chat-alert").textContent).toBe("请先开始对话");
+  });
+
+  it("a widget at revision 0: its first turn's changes apply after the snapshot answer, a patch without asking again", async () => {
+    const model = mount({ snapshot_revision: 0 });
+    expect(invoke.calls.map((c) => [c.name, c.msg])).toEqual([["chat_snapshot", { rev: 0 }]]);
+    invoke.answer(0, { ok: true, rev: 0 });
+    await flush();
+    const turn = [{ name: "head", value: "n_a7" },
+      { name: "messages", at: 4, remove: 0, items: [
+        { id: "n_a6", end_id: "n_a6", depth: 6, role: "user", time: "10:02", preview: "third", text: "third" },
+        { id: "n_a7", end_id: "n_a7", depth: 7, role: "assistant", time: "10:02", preview: "r", html: "<p>r</p>",
+          tools: [], thinking: "" }] }];
+    model.trigger("msg:custom", { kind: "ocw-changes", rev: 1, ops: turn }, []);
+    const ids = () => $$(".ocw-thread .ocw-msg").map((m) => m.dataset.id);
+    expect(ids()).toEqual(["n_a1", "n_a2", "n_a3", "n_a4", "n_a6", "n_a7"]);
+    model.trigger("msg:custom", { kind: "ocw-changes", rev: 2,
+      ops: [{ name: "messages", index: 5, set: { html: "<p>r, longer</p>" }, drop: [] }] }, []);
+    expect($('[data-id="n_a7"] .ocw-msg-html').innerHTML).toBe("<p>r, longer</p>");
+    expect(invoke.calls).toHaveLength(1); // never behind: no second snapshot
   });
 
   it("cleanup removes every listener and the DOM", () => {

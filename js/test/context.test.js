@@ -229,6 +229,22 @@ describe("ring", () => {
     expect(model.get("panel_open")).toBe(true);
   });
 
+  it("keeps the panel open for keys other than Escape pressed inside it; Escape there closes it", () => {
+    const model = mount({ panel_open: true });
+    const button = $(".ocw-compact");
+    for (const key of ["Tab", "ArrowDown", "a", "Enter"]) {
+      const ev = new KeyboardEvent("keydown", { key, bubbles: true, cancelable: true });
+      button.dispatchEvent(ev);
+      expect(model.get("panel_open")).toBe(true);
+      expect($(".ocw-panel").hidden).toBe(false);
+    }
+    const esc = new KeyboardEvent("keydown", { key: "Escape", bubbles: true, cancelable: true });
+    button.dispatchEvent(esc);
+    expect(model.get("panel_open")).toBe(false);
+    expect(esc.defaultPrevented).toBe(true);
+    expect(document.activeElement).toBe($(".ocw-ring"));
+  });
+
   it("ignores other keys", () => {
     const model = mount();
     $(".ocw-ring").dispatchEvent(new KeyboardEvent("keydown", { key: "a", bubbles: true }));
@@ -411,6 +427,16 @@ describe("panel", () => {
     expect($(".ocw-pruned").hidden).toBe(true);
   });
 
+  it("shows the pruned line from one pruned result on (0 hides it, 1 shows it)", () => {
+    const model = mount({ panel_open: true, pruned_results: 1, pruned_tokens: 412 });
+    expect($(".ocw-pruned").hidden).toBe(false);
+    expect($(".ocw-pruned-label").hidden).toBe(false);
+    expect($(".ocw-pruned").textContent).toBe("1 results, 412 tokens replaced by one-line stubs");
+    model.set("pruned_results", 0);
+    expect($(".ocw-pruned").hidden).toBe(true);
+    expect($(".ocw-pruned-label").hidden).toBe(true);
+  });
+
   it("shows the compaction count with an accessible info tooltip", () => {
     const model = mount({ panel_open: true, compaction_count: 2 });
     expect($(".ocw-count").textContent).toBe("2");
@@ -427,8 +453,24 @@ describe("panel", () => {
     info.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
     expect(info.parentElement.classList.contains("ocw-tooltip-open")).toBe(false);
     expect(info.parentElement.classList.contains("ocw-tooltip-dismissed")).toBe(true);
+    expect(model.get("panel_open")).toBe(true); // the tooltip's Escape is its own: the panel stays
     model.set("compaction_count", 3);
     expect($(".ocw-count").textContent).toBe("3");
+  });
+
+  it("keeps a dismissed tooltip dismissed until the pointer leaves its wrapper, not the button inside it", () => {
+    mount({ panel_open: true });
+    const info = $(".ocw-info");
+    const wrap = info.parentElement;
+    info.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
+    expect(wrap.classList.contains("ocw-tooltip-dismissed")).toBe(true);
+    // The pointer leaves the button for the tooltip beside it: still inside the wrapper.
+    info.dispatchEvent(new MouseEvent("mouseleave", { bubbles: false }));
+    expect(wrap.classList.contains("ocw-tooltip-dismissed")).toBe(true);
+    $(".ocw-tooltip").dispatchEvent(new MouseEvent("mouseleave", { bubbles: false }));
+    expect(wrap.classList.contains("ocw-tooltip-dismissed")).toBe(true);
+    wrap.dispatchEvent(new MouseEvent("mouseleave", { bubbles: false })); // out of the wrapper: hover shows it again
+    expect(wrap.classList.contains("ocw-tooltip-dismissed")).toBe(false);
   });
 
   it("gives each view its own tooltip id", () => {

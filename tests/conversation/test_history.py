@@ -86,3 +86,33 @@ def test_the_branch_tree_names_each_leaf_where_it_leaves_heads_path(long):
     assert tree[ids[3]]["current"] and not tree[ids[3]]["leaf"]
     assert tree[fork_a]["fork_id"] == ids[3] and tree[fork_a]["first_id"] == ids[4]
     assert tree[fork_a]["last_content"][0]["text"] == "asked again"
+
+
+def test_a_branch_that_only_answers_again_has_no_question_of_its_own(long):
+    """A reply regenerated at a user message: the branch left behind differs only in its
+    answer — its last question is the shared one at the fork, not one of its own."""
+    s, ids = long
+    s.rewind(ids[8])  # the user message m8 (depth 9): answer it again
+    again = s.append("assistant", "m9, answered again")
+    tree = {b["id"]: b for b in s.branch_tree()}
+    old = tree[ids[9]]
+    assert (old["fork_id"], old["fork_depth"], old["first_id"]) == (ids[8], 9, ids[9])
+    assert old["last_user_id"] is None and old["last_content"] is None
+    assert old["leaf_content"][0]["text"] == "m9" and tree[again]["current"]
+    # One message further up, the fork is an answer and the branch asks its own question.
+    s.rewind(ids[7])
+    s.append("user", "m8, asked differently")
+    old = {b["id"]: b for b in s.branch_tree()}[ids[9]]
+    assert (old["fork_depth"], old["last_user_id"]) == (8, ids[8])
+    assert old["last_content"][0]["text"] == "m8"
+
+
+def test_the_module_page_without_before_ends_at_head(long):
+    """history.page(view): `before` left out is HEAD's page, as Session.page's is."""
+    from ocw.conversation import history
+
+    s, ids = long
+    rows, older = history.page(s, limit=3)
+    assert texts(rows) == ["m7", "m8", "m9"] and older is True
+    assert (rows, older) == s.page(limit=3)
+    assert texts(history.page(s)[0]) == [f"m{i}" for i in range(10)]

@@ -104,6 +104,19 @@ def test_append_many_needs_a_non_empty_list(sess, messages):
         sess.append_many(messages)
     assert rows(sess.store) == n
 
+def test_append_many_takes_pairs_and_triples_only(sess):
+    """(role, content) and (role, content, name) are messages; one or four items is refused
+    whole — nothing of the list is written."""
+    ids = sess.append_many([("user", "q"), ("assistant", "a"), ("tool", "r", "read_file")])
+    assert [sess.node(i)["role"] for i in ids] == ["user", "assistant", "tool"]
+    assert sess.node(ids[2])["name"] == "read_file" and sess.node(ids[0])["name"] is None
+    n = rows(sess.store)
+    for bad in (("user",), ("user", "q", None, "extra")):
+        with pytest.raises(OcwError, match=r"messages\[1\] takes a \(role, content\[, name\]\) tuple"):
+            sess.append_many([("user", "fine"), bad])
+    assert rows(sess.store) == n and sess.head == ids[-1]
+
+
 def test_summary_nodes_cannot_be_appended(sess):
     with pytest.raises(OcwError):
         sess.append("llm", "fake summary", name="context/summary")
@@ -315,6 +328,36 @@ def test_model_change_recounts(store):
     again.tool_definitions = TOOLS
     assert again.occupancy()["total"] == occ["total"]
     again.store.close()
+
+
+def test_compact_without_a_provider_uses_the_offline_summarizer_and_a_bad_one_is_refused(store):
+    """compact(provider=None): the session's own provider, else the offline summarizer — it
+    compacts. Something that cannot complete is refused before anything is written."""
+    s = store.create_session(model="gpt-4o", context_window=8000)
+    for i in range(6):
+        s.append_many([("user", f"question {i} about the loader " * 20), ("assistant", f"answer {i}: retry after 30 s " * 20)])
+    head, n = s.head, rows(store)
+    with pytest.raises(OcwError, match=r"provider takes a model provider \(ocw.providers.make_provider\(...\)\) or None"):
+        s.compact(keep_recent_tokens=100, provider="offline")
+    assert (s.head, rows(store), s.compaction_count) == (head, n, 0)
+    res = s.compact(keep_recent_tokens=100)
+    assert res.outcome == "succeeded" and s.compaction_count == 1 and s.active_summary() is not None
+
+
+def test_a_reset_without_arguments_keeps_the_model_and_clears_the_baseline(store):
+    """reset_context(): the same model, window and counts; the usage baseline goes (the
+    next sample is legitimately smaller), the compaction count stays."""
+    s = store.create_session(model="gpt-4o", context_window=8000)
+    s.append_many([("user", "hello " * 50), ("assistant", "hi " * 50)])
+    s.record_usage(400)
+    assert s.occupancy()["basis"] == "measured"
+    total, count = s.occupancy(as_sent=False)["total"], s.compaction_count
+    s.reset_context()
+    occ = s.occupancy()
+    assert (s.model, s.context_window, occ["encoding"]) == ("gpt-4o", 8000, "o200k_base")
+    assert occ["basis"] == "estimated" and s.compaction_count == count
+    assert s.metadata.get("context_window") is None and occ["window"] == 8000  # the sample is gone
+    assert occ["total"] == total  # the calibration it taught stays: the same figure, now estimated
 
 
 def test_unknown_model_is_labelled_an_estimate(store):

@@ -7,6 +7,8 @@ once per turn; the provider's usage recorded against the HEAD it produced.
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ocw.text.errors import ContextOverflowError, ProviderConnectionError, ServerError
@@ -209,3 +211,126 @@ def test_snip_texts_in_both_languages(lang, compacted, text):
 
     n = 1 if compacted else 2
     assert i18n_text("snipped" if compacted else "snipped_uncompacted", lang, n=n, s="s" if n != 1 else "") == text
+
+
+# -- issue 26: what a turn says and sends around a refusal, a learned window, a prune ------------
+def test_a_window_is_announced_once_when_it_changes_what_ocw_plans_with(sess):
+    from ocw.conversation.turn import learn_window
+
+    assert sess.context_window == 2000
+    note = learn_window(sess, 1500, "stated in the server's error")
+    assert note == ("The model's context window is 1,500 tokens (stated in the server's error); ocw plans "
+                    "with it from now on (it assumed 2,000).")
+    assert sess.context_window == 1500
+    assert learn_window(sess, 1500, "stated in the server's error") is None  # said once: nothing changed
+    assert learn_window(sess, 1500, "stated in the server's error", lang="zh") is None
+    assert sess.context_window == 1500
+
+
+def test_a_turn_over_the_line_prunes_old_tool_output_first_and_says_so(store, provider, refserver):
+    """Old tool results over the threshold: stubbed (no summary request), and one line says
+    how many and the figures before and after."""
+    s = store.create_session(model="gpt-4o-mini", provider="openai", context_window=16_000, system_prompt=SYSTEM)
+    result = "\n".join(f"line {i}: GET /api/orders/{i} 200" for i in range(150))  # ~1.5k tokens
+    for k in range(6):
+        s.append_many([("user", f"read day {k}"),
+                       ("assistant", [{"type": "tool_use", "id": f"t{k}", "name": "read_log", "input": {"day": k}}]),
+                       ("tool", [{"type": "tool_result", "tool_use_id": f"t{k}", "content": result}]),
+                       ("assistant", f"day {k} looks fine")])
+    before = s.occupancy()["total"]
+    assert before / 16_000 >= 0.5
+    msgs = []
+    refserver.script(text="all six days look fine")
+    res = run_turn(s, "and the whole week?", provider, threshold=0.5, on_system=msgs.append)
+    assert res.text == "all six days look fine" and not res.compactions and not refserver.summary_requests()
+    [line] = msgs
+    m = re.fullmatch(r"Pruned old tool output: (\d+) results replaced by one-line stubs \(the store keeps them "
+                     r"whole\), ([\d,]+) → ([\d,]+) tokens", line)
+    assert m, line
+    n, said_before, said_after = int(m[1]), int(m[2].replace(",", "")), int(m[3].replace(",", ""))
+    assert 1 < n < 6 and said_before == before and said_after < before - 1_000 * n
+    assert "[old tool output pruned: read_log(" in str(refserver.requests[-1].messages)
+
+
+def test_a_retry_that_would_be_the_same_request_is_not_sent(sess, provider, refserver):
+    """Refused, with nothing to compact and nothing to leave out: the retry would be the
+    refused request again — the turn stops without sending it."""
+    turns(sess, provider, refserver, 1)
+    before = snapshot(sess)
+    refserver.model_window = 2000  # the refusal states a window: the retry must fit 80 % of it
+    refserver.script(overflow=True, times=3)
+    n = len(refserver.requests)
+    with pytest.raises(ContextOverflowError, match="after compacting once this turn"):
+        run_turn(sess, "and the roses?", provider)
+    assert [(r.status, r.is_summary) for r in refserver.requests[n:]] == [(400, False)]
+    assert snapshot(sess) == before and refserver.pending == 2
+
+
+def test_a_second_refusal_ends_the_turn_however_much_could_still_be_left_out(sess, provider, refserver):
+    """One reactive compaction and one retry per turn: the retry refused too, the turn
+    stops — even with older messages left that a smaller retry could leave out."""
+    for i in range(14):
+        refserver.script(text=f"Reply {i}: beans and peas.")
+        run_turn(sess, f"Turn {i}: where do the beans go?", provider, threshold=0.0)
+    before = snapshot(sess)
+    refserver.summary_text = "Summary: beans and peas."
+    refserver.script(overflow=True, times=6)
+    n = len(refserver.requests)
+    with pytest.raises(ContextOverflowError, match="after compacting once this turn"):
+        run_turn(sess, "ok?", provider, threshold=0.0)
+    chat = [r for r in refserver.requests[n:] if not r.is_summary]
+    assert [r.status for r in chat] == [400, 400]
+    assert len(chat[1].messages) < len(chat[0].messages)  # the retry was smaller, and still refused
+    assert refserver.pending == 4 and before[0] == snapshot(sess)[0]
+
+
+def test_a_refusal_that_states_the_prompt_size_sets_the_floor_for_later_usage(sess, provider, refserver):
+    """The prompt size a refusal states (a plausible ratio to ocw's estimate) is noted:
+    later usage far below it is not trusted. An implausible one (over 8×) is not."""
+    turns(sess, provider, refserver, 4)
+    refserver.model_window = 2000
+    refserver.summary_text = "Summary: garden."
+    refserver.script(overflow=True)
+    refserver.script(text="recovered")
+    res = run_turn(sess, "more", provider)
+    assert res.retried_after_overflow and res.text == "recovered"
+    floor = sess.metadata["usage_floor"]
+    assert floor["model"] == "gpt-4o-mini" and 0.35 <= floor["ratio"] <= 0.7  # 0.7 × (stated ÷ estimated)
+
+    other = sess.store.create_session(model="gpt-4o-mini", provider="openai", context_window=2000,
+                                      system_prompt=SYSTEM)
+    turns(other, provider, refserver, 4)
+    refserver.usage_scale = 10.0  # the server counts ten times ocw's estimate: not a tokenizer
+    refserver.script(overflow=True)
+    refserver.script(text="recovered")
+    assert run_turn(other, "more", provider).text == "recovered"
+    assert "usage_floor" not in other.metadata
+
+
+def test_a_message_too_big_for_the_retry_is_said_to_be_the_message(sess, provider, refserver):
+    """Refused without a stated size: the retry must fit half the refused request. A new
+    message bigger than that alone is named as the problem, not the history."""
+    turns(sess, provider, refserver, 1, reply_words=20)
+    before = snapshot(sess)
+    refserver.script(overflow=True)
+    with pytest.raises(ContextOverflowError, match=r"This message alone is about [\d,]+ tokens, more than "
+                                                   r"the model's window of 2,000 tokens can take"):
+        run_turn(sess, "Please read all of this: " + "tomatoes basil " * 300, provider)
+    assert [r.status for r in refserver.requests[-1:]] == [400] and snapshot(sess) == before
+
+
+def test_usage_far_below_the_settled_calibration_is_stored_as_unverified_with_its_figures(sess, provider, refserver):
+    """A gateway's own count (0.9× where the model counted 2×): not a sample; the session
+    keeps how many, and the last report's measured and estimated figures, in that order."""
+    refserver.usage_scale = 2.0
+    turns(sess, provider, refserver, 3, reply_words=10, threshold=0)
+    settled = sess.metadata["calibration"]
+    assert sess.calibration > 1.5 and sess.occupancy()["basis"] == "measured"
+    refserver.usage_scale = 0.9
+    refserver.script(text="fine")
+    run_turn(sess, "And now? " + USER, provider, threshold=0)
+    measured = refserver.requests[-1].prompt_tokens
+    unverified = sess.metadata["usage_unverified"]
+    assert unverified["count"] == 1 and unverified["last"][0] == measured
+    assert measured < unverified["last"][1] < measured * 1.4  # ocw's estimate of what it sent: more than 0.9×
+    assert sess.metadata["calibration"] == settled and sess.occupancy()["basis"] == "estimated"

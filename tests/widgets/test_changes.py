@@ -48,6 +48,31 @@ def test_value_ops_extend_strings_in_utf16_units_and_set_the_rest():
     assert value_ops("b", False, True) == [{"name": "b", "value": True}]
 
 
+def test_a_snapshot_asked_without_a_revision_is_the_whole_state_even_at_revision_0():
+    """A caller that holds no revision (`snapshot()`) gets the whole state, also from a
+    widget at revision 0 — only a view that names the current revision gets {rev} alone."""
+    import ipywidgets
+    import traitlets as t
+
+    from ocw.widgets.changes import Changes
+
+    class Listing(Changes, ipywidgets.DOMWidget):
+        _CHANGES = ("items",)
+        items = t.List([{"id": "a"}]).tag(sync=True)
+
+    w = Listing()
+    try:
+        assert w.snapshot_revision == 0
+        assert w.snapshot() == {"rev": 0, "state": {"items": [{"id": "a"}]}}
+        assert w.snapshot(0) == {"rev": 0}
+        w.items = [{"id": "a"}, {"id": "b"}]
+        assert w.snapshot_revision == 1
+        assert w.snapshot() == {"rev": 1, "state": {"items": [{"id": "a"}, {"id": "b"}]}}
+        assert w.snapshot(0)["state"]["items"][-1] == {"id": "b"} and w.snapshot(1) == {"rev": 1}
+    finally:
+        w.close()
+
+
 # -- a real widget on a recording comm -------------------------------------------------------------
 @pytest.fixture
 def open_chat(ip):

@@ -121,6 +121,13 @@ def test_chat_magic_and_ocw_chat_open_one_widget_with_its_ring(ip, capsys):
     assert w.get_state()["ring"] == f"anywidget:{w.ring.model_id}"  # what host.getWidget resolves
     assert repr(w) == "<ocw chat: default, 2 messages on the branch>"
     assert w._repr_mimebundle_()[0]["text/plain"] == repr(w)
+    # A saved notebook shows the snapshot: the session's name, or "no session" without one.
+    assert "<b>ocw chat</b> · default" in w._repr_mimebundle_()[0]["text/html"]
+    empty = ChatWidget(rt)
+    try:
+        assert "<b>ocw chat</b> · no session" in empty._repr_mimebundle_()[0]["text/html"]
+    finally:
+        empty.close()
     res = ip.run_cell("%chat now")
     assert "%chat takes no arguments" in str(res.error_in_exec)
     w.close()
@@ -169,6 +176,61 @@ def test_a_message_goes_the_chat_path_and_streams_as_sanitized_html(oip, refserv
     assert "<script" not in assistant["html"]
     assert refserver.requests[-1].messages[-1]["content"] in ("tell me <b>more</b>",
                                                               [{"type": "text", "text": "tell me <b>more</b>"}])
+
+
+def test_a_turn_with_tool_calls_keeps_the_text_said_before_each_call_above_it(oip, refserver, monkeypatch):
+    """While a turn runs, its finished steps are shown in order: the text the model wrote
+    before a tool call, then the call; a call with no text before it adds no empty step."""
+    chat(oip, "first")
+    oip.run_cell("import ocw\n@ocw.tool\ndef ping() -> str:\n    'Answer pong.'\n    return 'pong'")
+    try:
+        w = ocw.chat()
+        seen = []
+        w.observe(lambda ch: seen.append(ch["new"]), names=["stream_steps"])
+        refserver.script(text="Let me **check** first.", tool_calls=[{"name": "ping", "input": {}}])
+        refserver.script(tool_calls=[{"name": "ping", "input": {}}])
+        refserver.script(text="Both said pong.")
+        assert invoke(w, "chat_send", {"text": "ping twice"}, monkeypatch)["ok"] is True
+    finally:
+        ocw.conversation.tools._REGISTERED.pop("ping", None)  # no tool definition left for later tests
+    steps = [x for x in seen if x]
+    assert [[next(iter(step)) for step in x] for x in steps] == [["html", "tool"], ["html", "tool", "tool"]]
+    assert steps[-1][0] == {"html": markdown_html("Let me **check** first.")}
+    assert [(t["tool"]["name"], t["tool"]["status"], t["tool"]["result"]) for t in steps[-1][1:]] == \
+        [("ping", "ok", "pong")] * 2
+    assert seen[-1] == [] and w.messages[-1]["html"] == markdown_html("Both said pong.")
+
+
+def test_a_chat_widget_made_without_a_ring_has_none(ip):
+    """`ChatWidget(runtime)`: the ring is optional (a caller that shows its own) — None, not an error."""
+    chat(ip, "hello")
+    w = ChatWidget(get_runtime(), session=ocw.current_session())
+    try:
+        assert w.ring is None and w.get_state()["ring"] is None
+        assert [m["role"] for m in w.messages] == ["user", "assistant"]
+    finally:
+        w.close()
+
+
+def test_the_whole_reply_is_shown_before_the_turn_ends_when_its_last_piece_came_between_renders(
+        oip, refserver, monkeypatch):
+    """The throttle skips pieces; the turn's end renders the whole reply once more, so the
+    live reply is complete (and the stored message repeats what the browser holds)."""
+    import types
+
+    chat(oip, "first")
+    w = ocw.chat()
+    # A clock that stands still: after the first piece (shown at once) every piece falls between renders.
+    monkeypatch.setattr(chat_widget_module, "time", types.SimpleNamespace(monotonic=lambda: 100.0))
+    seen = []
+    w.observe(lambda ch: seen.append(ch["new"]), names=["streaming"])
+    reply = "The loader **retries** after 30 s. " + "It joins the orders table. " * 8
+    refserver.script(text=reply)
+    assert invoke(w, "chat_send", {"text": "what does the loader do?"}, monkeypatch)["ok"] is True
+    frames = [f for f in seen if f]
+    assert len(frames) == 2 and frames[0] != frames[1]  # the first piece, then the whole reply
+    assert frames[-1] == markdown_html(reply) and seen[-1] == ""
+    assert w.messages[-1]["html"] == markdown_html(reply)
 
 
 def test_the_stream_is_throttled_like_chat_cells(monkeypatch):
@@ -508,6 +570,37 @@ def test_notes_belong_to_the_branch_they_were_said_on(small, monkeypatch):
 
 
 
+def test_notes_are_numbered_from_one_in_the_order_said_and_carry_html_only_when_given(ip):
+    """A note is {id, kind, text, after}: ids 1, 2, … in the order said (the browser keys
+    each note's element by it), `html` only for a result with HTML (/summary)."""
+    chat(ip, "hello")
+    w = ocw.chat()
+    head = ocw.current_session().head
+    w.say("the first line")
+    w.say("the second line")
+    assert w.notes == [{"id": 1, "kind": "info", "text": "the first line", "after": head},
+                       {"id": 2, "kind": "info", "text": "the second line", "after": head}]
+    w._note("output", "a summary", html="<p>a summary</p>")
+    assert w.notes[-1] == {"id": 3, "kind": "output", "text": "a summary", "after": head, "html": "<p>a summary</p>"}
+
+
+def test_a_command_added_while_the_widget_is_shown_joins_its_slash_menu(ip):
+    """ocw.command after the widget is shown: its menu follows (issue 29; the commands'
+    own tests are tests/widgets/test_chat_commands.py)."""
+    from ocw.notebook import user_commands
+
+    user_commands.clear()
+    try:
+        w = ocw.chat()
+        builtin = [c["name"] for c in w.commands]
+        ocw.command("hello", lambda args: f"hello {args}", help="say hello")
+        assert [c["name"] for c in w.commands] == builtin + ["hello"]
+        user_commands.remove("hello")
+        assert [c["name"] for c in w.commands] == builtin
+    finally:
+        user_commands.clear()
+
+
 def test_a_summary_of_another_branch_is_not_shown_after_a_rewind(small, monkeypatch):
     """Rewound to before what a compaction covered, and forked there: the chat shows no
     summary capsule of the branch left behind; switching back shows it again."""
@@ -665,6 +758,7 @@ def test_language_switch_speaks_again_in_the_new_language(small, monkeypatch):
 def test_a_kernel_without_ocws_session_keeps_the_widget_empty(ip):
     w = ocw.chat()
     assert (w.session_id, w.messages, w.branches, w.summary) == ("", [], [], {})
+    assert invoke(w, "chat_older", {}) == {"ok": True, "count": 0}  # nothing to load, said so
     get_runtime().close()
     assert w.session_id == "" and w.notes == []
 

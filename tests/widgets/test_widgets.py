@@ -207,6 +207,42 @@ def test_compaction_events_drive_busy_and_message(session):
     assert w.message == "Context compaction failed: timeout"
 
 
+def test_compaction_progress_is_shown_once_there_is_more_than_one_call(session):
+    """"Compacting… 2 of 5 · 3.1 s" only when a compaction makes more than one summarizer
+    call (calls 1, or none said, leaves "Compacting context…"); it also marks the ring busy,
+    for a panel opened after the compaction started."""
+    w = ContextWidget(session)
+    session.events.emit(ev.COMPACTION_PROGRESS, {"call": 1, "calls": 1, "elapsed": 0.0})
+    assert (w.busy, w.message) == (False, "")
+    session.events.emit(ev.COMPACTION_STARTED, {})
+    session.events.emit(ev.COMPACTION_PROGRESS, {"call": 1, "elapsed": 0.2})  # no count: one call
+    assert (w.busy, w.message) == (True, "Compacting context…")
+    session.events.emit(ev.COMPACTION_PROGRESS, {"call": 1, "calls": 2, "elapsed": 0.4})
+    assert w.message == "Compacting… 1 of 2 · 0.4 s"
+    session.events.emit(ev.COMPACTION_PROGRESS, {"call": 2, "calls": 5, "elapsed": 3.14})
+    assert (w.busy, w.message) == (True, "Compacting… 2 of 5 · 3.1 s")
+    w.lang = "zh"
+    assert w.message == "正在压缩… 第 2 / 5 步 · 3.1 秒"
+    session.events.emit(ev.COMPACTION_FINISHED, {"no_op": True})
+    assert w.busy is False
+
+
+def test_the_events_that_say_head_moved_or_a_turn_finished_re_read_the_occupancy():
+    """The bus's HEAD_MOVED and TURN_FINISHED make the ring read the session again (a session
+    may say HEAD moved before it publishes anything); any other event name does not."""
+    s = FakeSession()
+    w = ContextWidget(s)
+    for i, name in enumerate((ev.HEAD_MOVED, ev.TURN_FINISHED)):
+        s.occ.update(s._occ(total=2000 + i, window=8000))  # changed, not published
+        assert w.total != 2000 + i
+        s.events.emit(name, {"head": "n_2"})
+        assert (w.total, w.ratio) == (2000 + i, (2000 + i) / 8000), name
+    s.occ.update(s._occ(total=3000, window=8000))
+    for other in ("pins_changed", ev.COMPACTION_PROGRESS):
+        s.events.emit(other, {"call": 1, "calls": 1})
+        assert w.total == 2001, other
+
+
 def test_finished_refreshes_the_count():
     s = FakeSession()
     w = ContextWidget(s)
