@@ -814,3 +814,139 @@ def test_ocw_help_in_a_notebook_is_a_table_whose_usages_never_break(ip):
         for (usage, helptext), c in zip(cells, COMMANDS):
             assert " " not in usage and _html.unescape(usage) == c.usage.replace(" ", "\u00a0")
             assert _html.unescape(helptext) == c.help[lang]
+
+
+# -- %ocw's words, the report sent, an interrupt before the reply, loading without widgets ----
+
+
+def test_ocw_commands_lists_each_added_command_once_after_the_built_ins(ip, capsys):
+    """`%ocw commands`: the built-ins, then a notebook's added commands marked by whom; an added
+    command a built-in shadows (/compact) is not listed a second time, and the user is told."""
+    from ocw.notebook import user_commands
+    from ocw.notebook.commands import slash_menu
+
+    user_commands.clear()
+    try:
+        res = ip.run_cell(textwrap.dedent('''
+            import ocw
+
+            @ocw.command("hello", help="say hello", args="[NAME]")
+            def hello(line):
+                return "hello " + (line or "world")
+
+            @ocw.command("compact", help="my own compact")
+            def compact():
+                return "mine"
+            '''))
+        assert res.error_in_exec is None, res.error_in_exec
+        told = capsys.readouterr().err  # said once, by the cell that added it
+        assert ("/compact is a built-in command: the built-in runs, not the /compact added by this notebook."
+                in told)
+        res, out, err = run(ip, "%ocw commands", capsys)
+        assert res.error_in_exec is None, err
+        table = out.splitlines()
+        assert [ln.split()[0] for ln in table] == [f"/{e['name']}" for e in slash_menu("en")] + ["/hello"]
+        assert table[-1].startswith("/hello [NAME]") and table[-1].endswith("say hello [added by this notebook]")
+        assert [ln for ln in table if ln.startswith("/compact ")][0].endswith("[built in]")
+        assert "my own compact" not in out
+        # A menu made from any list of added commands names each once: the first of a name stays.
+        hello, again = user_commands.get("hello"), user_commands.UserCommand("hello", print, "again", "", False, "pkg")
+        menu = slash_menu("en", [hello, again])
+        assert [e["name"] for e in menu].count("hello") == 1 and menu[-1]["help"] == "say hello"
+    finally:
+        user_commands.clear()
+
+
+def test_an_ocw_subcommand_without_arguments_refuses_extra_words(ip, capsys):
+    """`%ocw help now` is a typing mistake said in one line; doctor, run and export take words."""
+    for cell, got in (("%ocw help now", "'now'"), ("%ocw tools --all", "'--all'"), ("%ocw retry-save x", "'x'")):
+        res, out, err = run(ip, cell, capsys)
+        word = cell.split()[1]
+        assert one_line_usage_error(res, err, out) == (f"UsageError: %ocw {word} takes no further arguments "
+                                                       f"(got {got}); try %ocw help")
+    res, out, err = run(ip, "%ocw doctor --send", capsys)  # a word doctor takes: no session yet, said so
+    assert res.error_in_exec is None and out.strip() == MESSAGES["en"]["no_session"]
+
+
+def test_doctor_send_sends_the_report_to_the_model_as_a_turn(oip, openai_env, capsys):
+    """`%ocw doctor --send`: the report (no key in it) is the user message of a normal turn,
+    streamed below and stored."""
+    srv = openai_env
+    chat(oip, "hello", capsys)
+    s = session()
+    before = len(s.branch())
+    srv.script(text="Your setup looks fine.")
+    res, out, err = run(oip, "%ocw doctor --send", capsys)
+    assert res.error_in_exec is None, err
+    sent = srv.requests[-1].messages[-1]
+    assert sent["role"] == "user" and "provider:      openai" in str(sent["content"])
+    assert DUMMY_KEY not in str(srv.requests[-1].messages)
+    assert out.rstrip().endswith("Your setup looks fine.")
+    s.sync()
+    assert len(s.branch()) == before + 2 and s.node(s.head)["role"] == "assistant"
+
+
+def _interrupt_at_the_window_note(monkeypatch):
+    """Ctrl-C while the cell shows the server's window note: before the turn began."""
+    def on_system(self, text):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ocw.notebook.streaming.StreamView, "on_system", on_system)
+
+
+NOTHING_SAVED = "UsageError: Interrupted: nothing of this turn was saved; run the cell again to resend it."
+
+
+def test_an_interrupt_before_the_turn_began_says_nothing_was_saved(oip, refserver, monkeypatch, capsys):
+    """Stopped while the server's window (1,024 of the configured 2,000) is announced: no
+    tool step ran, and the line says nothing was saved — for %%chat and %ocw doctor --send."""
+    refserver.reported_window = 1024
+    _interrupt_at_the_window_note(monkeypatch)
+    res, out, err = run(oip, "%%chat\nhello", capsys)
+    assert one_line_usage_error(res, err, out) == NOTHING_SAVED
+    assert not refserver.requests
+
+
+def test_an_interrupted_doctor_send_says_nothing_was_saved(oip, refserver, monkeypatch, capsys):
+    refserver.reported_window = 1024
+    assert run(oip, "%new --name checkup", capsys)[0].error_in_exec is None  # a session, its window not asked yet
+    _interrupt_at_the_window_note(monkeypatch)
+    res, out, err = run(oip, "%ocw doctor --send", capsys)
+    assert one_line_usage_error(res, err, out) == NOTHING_SAVED
+    assert not refserver.requests and session().head is None
+
+
+def test_loaded_without_widgets_the_widget_commands_say_so_in_one_line(ocw_env, capsys):
+    """ocw's magics registered without a widget builder (`load_ipython_extension(shell)`):
+    `%chat` says widgets are not available here, in one line; the other commands work."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import conftest
+
+    shell = InteractiveShell.instance()
+    conftest._reset_ocw(shell)
+    ocw.notebook.magics.load_ipython_extension(shell)
+    try:
+        res, out, err = run(shell, "%chat", capsys)
+        assert one_line_usage_error(res, err, out) == ("UsageError: widgets are not available here — "
+                                                       "load ocw with %load_ext ocw")
+        assert run(shell, "%%chat\nhello", capsys)[0].error_in_exec is None
+    finally:
+        conftest._reset_ocw(shell)
+
+
+def test_unloading_takes_back_the_error_hook_and_closes_the_servers_connection(oip, openai_env, capsys):
+    """`%unload_ext ocw` leaves nothing of ocw running: its post_run_cell hook is gone and the
+    provider's keep-alive connection to the server is closed."""
+    from ocw.notebook.references import ErrorMemory
+
+    def hooks():
+        return [f for f in oip.events.callbacks["post_run_cell"] if isinstance(f, ErrorMemory)]
+
+    assert len(hooks()) == 1
+    chat(oip, "hello", capsys)
+    assert openai_env.open_connections >= 1
+    assert run(oip, "%unload_ext ocw", capsys)[0].error_in_exec is None
+    assert hooks() == []
+    assert openai_env.wait_closed(3.0), f"{openai_env.open_connections} connection(s) left open"
+    assert run(oip, "%load_ext ocw", capsys)[0].error_in_exec is None and len(hooks()) == 1
