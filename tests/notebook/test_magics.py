@@ -950,3 +950,26 @@ def test_unloading_takes_back_the_error_hook_and_closes_the_servers_connection(o
     assert hooks() == []
     assert openai_env.wait_closed(3.0), f"{openai_env.open_connections} connection(s) left open"
     assert run(oip, "%load_ext ocw", capsys)[0].error_in_exec is None and len(hooks()) == 1
+
+
+def test_the_quiet_status_line_follows_its_option(oip, openai_env, capsys):
+    """After each reply one quiet line with the context figure; `Ocw.status_line = False` drops it."""
+    openai_env.script(text="First reply.")
+    out = chat(oip, "hello", capsys)
+    last = out.rstrip().splitlines()[-1]
+    assert last.startswith("context ") and "/ 2,000 · auto-compact at 80 % · 0 compactions" in last
+    run(oip, "%config Ocw.status_line = False", capsys)
+    openai_env.script(text="Second reply.")
+    out = chat(oip, "again", capsys)
+    assert out.rstrip().splitlines()[-1].endswith("Second reply.") and "auto-compact at" not in out
+
+
+def test_a_bad_environment_value_is_refused_by_name_at_the_next_command(ip, monkeypatch, capsys):
+    """An OCW_* variable set wrong after %load_ext is refused, by name, at the next command
+    of any kind (not only when its option is first read); fixed, the command works again."""
+    monkeypatch.setenv("OCW_DEBUG", "maybe")
+    res, out, err = run(ip, "%ocw help", capsys)
+    assert one_line_usage_error(res, err, out).startswith("UsageError: OCW_DEBUG='maybe' is neither on nor off")
+    monkeypatch.setenv("OCW_DEBUG", "0")
+    res, out, err = run(ip, "%ocw help", capsys)
+    assert res.error_in_exec is None and out.startswith("%%chat ")
