@@ -973,3 +973,81 @@ def test_a_bad_environment_value_is_refused_by_name_at_the_next_command(ip, monk
     monkeypatch.setenv("OCW_DEBUG", "0")
     res, out, err = run(ip, "%ocw help", capsys)
     assert res.error_in_exec is None and out.startswith("%%chat ")
+
+
+# -- the actions' own words -----------------------------------------------------------------
+
+
+def test_commands_that_take_no_words_refuse_them_in_one_line(ip, capsys):
+    for cell, name, word in (("%chat now", "%chat", "now"), ("%pins 3", "%pins", "3")):
+        res, out, err = run(ip, cell, capsys)
+        assert one_line_usage_error(res, err, out) == f"UsageError: {name} takes no arguments (got {word!r})."
+    assert run(ip, "%pins", capsys)[0].error_in_exec is None
+
+
+def test_a_quoted_session_name_is_the_name_typed(ip, capsys):
+    """`--session 'my notes'` (IPython keeps the quotes) names the session my notes; a
+    name with one quote, or none, is kept as typed."""
+    for option, name in (("'my notes'", "my notes"), ('"q"', "q"), ("plain", "plain"), ("it's", "it's")):
+        chat(ip, "hello", capsys, f"--session {option}")
+        assert session().name == name, option
+
+
+def test_ocw_run_runs_an_added_command_with_its_words_and_refuses_no_name(ip, capsys):
+    from ocw.notebook import user_commands
+
+    user_commands.clear()
+    try:
+        res = ip.run_cell('import ocw\n@ocw.command("hello")\ndef hello(line):\n    return "hello " + line')
+        assert res.error_in_exec is None
+        capsys.readouterr()
+        res, out, err = run(ip, "%ocw run hello big world", capsys)
+        assert res.error_in_exec is None and out == "hello big world\n"
+        res, out, err = run(ip, "%ocw run /hello you", capsys)  # typed as in the chat widget
+        assert out == "hello you\n"
+        res, out, err = run(ip, "%ocw run", capsys)
+        assert one_line_usage_error(res, err, out).startswith(
+            "UsageError: %ocw run takes a command's name and its arguments, e.g. %ocw run hello world")
+        res, out, err = run(ip, "%ocw run run hello", capsys)
+        assert one_line_usage_error(res, err, out).startswith("UsageError: %ocw run runs another command")
+    finally:
+        user_commands.clear()
+
+
+def test_allow_code_offers_run_python_for_the_session_and_deny_code_takes_it_back(ip, capsys):
+    res, out, err = run(ip, "%ocw allow-code", capsys)
+    assert out.startswith("Code execution is ON for session 'default': the model can call run_python")
+    res, out, err = run(ip, "%ocw tools", capsys)
+    assert "  run_python(" in out and "Code execution is ON for session 'default' (%ocw deny-code)." in out
+    res, out, err = run(ip, "%ocw deny-code", capsys)
+    assert out.strip() == "Code execution is off for session 'default'."
+    res, out, err = run(ip, "%ocw tools", capsys)
+    assert "run_python" not in out and "Code execution is ON" not in out
+
+
+def test_compact_undo_says_what_it_undid_and_takes_nothing_else(oip, openai_env, capsys):
+    srv = openai_env
+    three_long_turns(oip, srv, capsys)
+    srv.script(text="Summary: garden.")
+    res, out, err = run(oip, "%compact", capsys)
+    assert res.error_in_exec is None and session().compaction_count == 1, err
+    for cell in ("%compact --undo now", "%compact --undo -- keep the plan"):
+        res, out, err = run(oip, cell, capsys)
+        assert one_line_usage_error(res, err, out) == (
+            "UsageError: %compact --undo takes nothing else: it undoes the active compaction.")
+    assert session().active_summary() is not None  # still compacted
+    res, out, err = run(oip, "%compact --undo", capsys)
+    assert res.error_in_exec is None, err
+    assert out.startswith("Undid compaction ") and "no summary is active now, the whole branch is read again" in out
+    assert session().active_summary() is None
+
+
+def test_context_text_in_a_notebook_is_the_table_and_without_it_the_widget(ip, capsys):
+    from ocw.notebook import actions
+
+    chat(ip, "hello", capsys)
+    rt = ocw.notebook.magics.get_runtime()
+    table = actions.run(rt, "context", "--text", rich=True)
+    assert table.widget is None and table.text.startswith("Context — session 'default'")
+    ring = actions.run(rt, "context", "", rich=True)
+    assert ring.widget is not None and ring.widget.session_id == session().id
