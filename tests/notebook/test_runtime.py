@@ -165,3 +165,27 @@ def test_the_widgets_on_screen_follow_the_session_a_command_makes_current(ip, ca
     assert now != first and ring.session_id == chat.session_id == now
     ip.run_line_magic("session", first)
     assert ring.session_id == chat.session_id == first
+
+
+def test_a_session_made_current_shows_its_compaction_progress_in_the_cell_once(ip, capsys):
+    """The session a command makes current is watched: a compaction of several calls shows
+    "Compacting… 1 of 2" in the running cell of a notebook (one display, updated in place) —
+    once, however often the session is made current again (a second watcher would show it twice)."""
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    from ocw.context import events as ev
+
+    rt = get_runtime()
+    rt.rich_cells = lambda: True  # a notebook's cells render display updates (set by the magics there)
+    _chat(ip, "hello")
+    s = ocw.current_session()
+    ip.run_line_magic("session", s.id)  # made current again: still watched once
+    old, ip.display_pub = ip.display_pub, CapturingDisplayPublisher(shell=ip)
+    try:
+        s.events.emit(ev.COMPACTION_PROGRESS, {"call": 1, "calls": 2, "elapsed": 1.0})
+        s.events.emit(ev.COMPACTION_PROGRESS, {"call": 2, "calls": 2, "elapsed": 2.0})
+        s.events.emit(ev.COMPACTION_FINISHED, {})
+        shown = [(o["data"].get("text/plain"), bool(o["update"])) for o in ip.display_pub.outputs]
+    finally:
+        ip.display_pub = old
+    assert shown == [("Compacting… 1 of 2 · 1.0 s", False), ("Compacting… 2 of 2 · 2.0 s", True), ("", True)]
