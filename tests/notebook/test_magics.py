@@ -1051,3 +1051,15 @@ def test_context_text_in_a_notebook_is_the_table_and_without_it_the_widget(ip, c
     assert table.widget is None and table.text.startswith("Context — session 'default'")
     ring = actions.run(rt, "context", "", rich=True)
     assert ring.widget is not None and ring.widget.session_id == session().id
+
+
+def test_a_pin_records_whether_it_came_from_a_variable(ip, capsys):
+    """`%pin {x}` is x's value, recorded as from {x}; `%pin {}` and other text are text (the
+    rows the chat widget's pin list is drawn from, stored with the session)."""
+    from ocw.notebook import actions
+
+    ip.run_cell("x = 5")
+    for cell in ("%pin {}", "%pin {x}", "%pin keep {x} in mind"):
+        assert run(ip, cell, capsys)[0].error_in_exec is None, cell
+    rows = actions.run(ocw.notebook.magics.get_runtime(), "pins", "").data["pins"]
+    assert [(r["text"], r["source"]) for r in rows] == [("{}", "text"), ("5", "{x}"), ("keep 5 in mind", "text")]
