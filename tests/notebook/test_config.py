@@ -131,6 +131,19 @@ def test_a_bounded_count_takes_both_ends_and_refuses_one_past_each(name, low, hi
         assert getattr(c, name) == before
 
 
+@pytest.mark.parametrize("name", ["model", "summary_model"])
+def test_a_model_name_with_a_space_is_refused_and_none_means_the_default(name, ocw_env):
+    """`%config Ocw.model = 'gpt-4o mini'` is a typo refused by name (the old value stays);
+    `= None` goes back to the default (the provider's model, or the chat model's)."""
+    c = Ocw()
+    setattr(c, name, "gpt-4o-mini")
+    with pytest.raises(TraitError, match=f"Ocw.{name} takes a model name without spaces"):
+        setattr(c, name, "gpt-4o mini")
+    assert getattr(c, name) == "gpt-4o-mini"
+    setattr(c, name, None)
+    assert getattr(c, name) is None
+
+
 @pytest.mark.parametrize("bad", ["sk-abc def", "sk-abc\n", "sk-ключ", ""])
 def test_a_key_no_server_would_take_is_refused_without_showing_it(bad, ocw_env):
     """A pasted key with a space, a line break or a non-ASCII letter (or nothing) is refused

@@ -792,7 +792,7 @@ def test_help_and_the_slash_menu_read_the_one_command_table(ip, capsys):
     assert names == ["compact", "summary", "context", "rewind", "branch", "new", "clear", "sessions", "export",
                      "session", "pin", "pins", "unpin", "memory", "help", "doctor"]
     # Every one runs on selection or Enter but those that need their argument (the menu fills the prefix).
-    assert [m["name"] for m in slash_menu() if m["required"]] == ["session", "pin", "unpin"]
+    assert [m["name"] for m in slash_menu("en") if m["required"]] == ["session", "pin", "unpin"]
     assert {c.name for c in COMMANDS if not c.slash} == {"chat", "chat-widget", "tools", "allow-code", "deny-code",
                                                           "retry-save", "commands", "run"}
 
@@ -1063,3 +1063,45 @@ def test_a_pin_records_whether_it_came_from_a_variable(ip, capsys):
         assert run(ip, cell, capsys)[0].error_in_exec is None, cell
     rows = actions.run(ocw.notebook.magics.get_runtime(), "pins", "").data["pins"]
     assert [(r["text"], r["source"]) for r in rows] == [("{}", "text"), ("5", "{x}"), ("keep 5 in mind", "text")]
+
+
+def test_a_mistyped_option_names_the_command_and_its_usage(ip, capsys):
+    """Every command that takes options says, in its one line, which command and what to type."""
+    for cell, usage in (("%context --txt", "%context [--text]"), ("%summary --every", "%summary [--all]"),
+                        ("%memory --forgot 2", "%memory [--all] [--forget N]")):
+        res, out, err = run(ip, cell, capsys)
+        line = one_line_usage_error(res, err, out)
+        assert line.startswith(f"UsageError: {cell.split()[0]}: ") and line.endswith(f"(usage: {usage})"), line
+
+
+def test_the_words_a_command_is_given_are_checked(ip, capsys):
+    """`%compact --` with nothing after it, `%session` with no name, `%ocw doctor` with a word it
+    does not take, `%unpin` with no number: each one line that says what to type; the right
+    words work."""
+    chat(ip, "hello", capsys)
+    s = session()
+    for cell, said in (
+            ("%compact --", "UsageError: Nothing after --: write what the summary must keep, e.g. "
+                            "%compact -- keep the list of file paths"),
+            ("%session", "UsageError: %session takes the name or id of a stored session (see %sessions)."),
+            ("%session  ''", "UsageError: %session takes the name or id of a stored session (see %sessions)."),
+            ("%ocw doctor --sent", "UsageError: %ocw doctor takes only --send (got '--sent'): %ocw doctor [--send]"),
+            ("%unpin", "UsageError: %unpin takes the number %pins shows, e.g. %unpin 1.")):
+        res, out, err = run(ip, cell, capsys)
+        assert one_line_usage_error(res, err, out) == said, cell
+    res, out, err = run(ip, f"%session {s.name}", capsys)
+    assert out.startswith(f"Session 'default' ({s.id}) is current: 2 messages on its branch")
+    run(ip, "%pin the amounts are in cents", capsys)
+    res, out, err = run(ip, "%unpin 1", capsys)
+    assert res.error_in_exec is None and out.startswith("Unpinned 1"), out
+
+
+def test_a_command_run_without_words_is_run_as_typed_bare(ip, capsys):
+    """`actions.run(rt, name)` — what the chat widget sends for `/pins` or `/doctor` — runs the
+    command with no words, as `%pins` does."""
+    from ocw.notebook import actions
+
+    chat(ip, "hello", capsys)
+    rt = ocw.notebook.magics.get_runtime()
+    assert actions.run(rt, "pins").text == run(ip, "%pins", capsys)[1].rstrip("\n")
+    assert actions.run(rt, "doctor").text.startswith("ocw doctor")
