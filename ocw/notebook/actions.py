@@ -56,12 +56,13 @@ def split_focus(line: str) -> tuple[str, str | None]:
     return head, focus
 
 
-def parse(fn: Callable, line: str, usage: str | None = None):
-    """The options of `line` by `fn`'s @argument list; a mistake is one CommandUsage."""
+def parse(fn: Callable, line: str, usage: str):
+    """The options of `line` by `fn`'s @argument list; a mistake is one CommandUsage that names
+    the command and shows its usage (what to type instead)."""
     try:
         return parse_argstring(fn, line)
     except UsageError as e:
-        raise CommandUsage(f"{usage.split()[0]}: {e} (usage: {usage})" if usage else str(e)) from None
+        raise CommandUsage(f"{usage.split()[0]}: {e} (usage: {usage})") from None
 
 
 def no_arguments(name: str, line: str) -> None:
@@ -102,7 +103,7 @@ def compact(rt, line: str, rich: bool) -> Result:
 @argument("--text", action="store_true", help="plain-text table instead of the widget")
 def context(rt, line: str, rich: bool) -> Result:
     """%context — the ring and breakdown panel (a text table in a terminal)."""
-    args = parse(context, line)
+    args = parse(context, line, "%context [--text]")
     s = rt.current_session()
     if rich and not args.text:
         w = rt.context_widget()

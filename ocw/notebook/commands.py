@@ -129,7 +129,7 @@ def _added_rows(added, lang: str) -> list[tuple[str, str]]:
     return [(f"/{c.name}{' ' + c.args if c.args else ''}", f"{c.help} ({c.by(lang)})".lstrip()) for c in added]
 
 
-def help_lines(lang: str | None = None, added=()) -> list[str]:
+def help_lines(lang: str | None, added=()) -> list[str]:
     """`%ocw help`: one line per command, usage then what it does; the added ones last."""
     lang = normalize_lang(lang)
     rows = [(c.usage, c.help[lang]) for c in COMMANDS] + _added_rows(added, lang)
@@ -140,7 +140,7 @@ def help_lines(lang: str | None = None, added=()) -> list[str]:
 NBSP = "\u00a0"
 
 
-def help_html(lang: str | None = None, added=()) -> str:
+def help_html(lang: str | None, added=()) -> str:
     """`%ocw help` in a notebook: a table, so a narrow output wraps the help between
     words while each usage stays on one line (JupyterLab breaks long plain-text lines
     anywhere, mid-word included)."""
@@ -154,7 +154,7 @@ def help_html(lang: str | None = None, added=()) -> str:
     return f"<table><tbody>{rows}</tbody></table>"
 
 
-def slash_menu(lang: str | None = None, added=()) -> list[dict]:
+def slash_menu(lang: str | None, added=()) -> list[dict]:
     """The chat widget's slash menu: name, arguments, whether one is required, help; then
     the added commands (which no built-in shadows), each marked `by` who added it."""
     lang = normalize_lang(lang)

@@ -409,8 +409,9 @@ class Ocw(Configurable):
 
         return self.model or info(self.provider).default_model
 
-    def resolved_window(self, model: str | None = None) -> int:
-        return self.context_window or known_context_window(model or self.resolved_model())
+    def resolved_window(self, model: str) -> int:
+        """The window a session of `model` gets: Ocw.context_window when set, else the model's known one."""
+        return self.context_window or known_context_window(model)
 
     def own_summarizer(self) -> bool:
         """Whether compactions call a summarizer of its own (any of the three summary_* set)."""

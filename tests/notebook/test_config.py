@@ -115,6 +115,55 @@ def test_traits_validate(ocw_env):
         assert getattr(c, name) == before
 
 
+@pytest.mark.parametrize("name, low, high", [("max_tool_steps", 1, 1000), ("max_retries", 0, 10)])
+def test_a_bounded_count_takes_both_ends_and_refuses_one_past_each(name, low, high, ocw_env):
+    """`%config Ocw.max_tool_steps` is 1 to 1000, `Ocw.max_retries` 0 to 10 (their help says so):
+    both ends are taken, one past either is refused by name and the old value stays."""
+    c = Ocw()
+    before = getattr(c, name)
+    for ok in (low, high):
+        setattr(c, name, ok)
+        assert getattr(c, name) == ok
+    setattr(c, name, before)
+    for bad in (low - 1, high + 1):
+        with pytest.raises(TraitError, match=f"Ocw.{name} takes a whole number from {low} to {high}, not {bad}"):
+            setattr(c, name, bad)
+        assert getattr(c, name) == before
+
+
+@pytest.mark.parametrize("name", ["model", "summary_model"])
+def test_a_model_name_with_a_space_is_refused_and_none_means_the_default(name, ocw_env):
+    """`%config Ocw.model = 'gpt-4o mini'` is a typo refused by name (the old value stays);
+    `= None` goes back to the default (the provider's model, or the chat model's)."""
+    c = Ocw()
+    setattr(c, name, "gpt-4o-mini")
+    with pytest.raises(TraitError, match=f"Ocw.{name} takes a model name without spaces"):
+        setattr(c, name, "gpt-4o mini")
+    assert getattr(c, name) == "gpt-4o-mini"
+    setattr(c, name, None)
+    assert getattr(c, name) is None
+
+
+@pytest.mark.parametrize("bad", ["sk-abc def", "sk-abc\n", "sk-ключ", ""])
+def test_a_key_no_server_would_take_is_refused_without_showing_it(bad, ocw_env):
+    """A pasted key with a space, a line break or a non-ASCII letter (or nothing) is refused
+    at `%config Ocw.api_key = …`, the message never shows it, and the key set before stays."""
+    c = Ocw(api_key="sk-good-0123456789")
+    with pytest.raises(TraitError, match="Ocw.api_key") as e:
+        c.api_key = bad
+    assert (bad.strip() or "sk-") not in str(e.value)
+    assert c.api_key == "sk-good-0123456789"
+
+
+def test_an_options_help_without_an_instance_is_the_class_default(ocw_env):
+    """traitlets asks a class for one option's help without an instance (an Application's
+    alias help: `class_get_trait_help(trait, helptext=…)`): the class default, not an error."""
+    trait = Ocw.class_traits()["max_retries"]
+    assert Ocw.class_get_trait_help(trait).splitlines()[-1].strip() == "Default: 2"
+    assert "retry the server" in Ocw.class_get_trait_help(trait, helptext="retry the server")
+    assert "Current: 7" in Ocw.class_get_trait_help(trait, Ocw(max_retries=7))
+
+
 # -- keys ---------------------------------------------------------------------------------------
 
 
@@ -200,6 +249,22 @@ def test_base_url_follows_the_environment_until_something_configures_it(ocw_env,
     e = Ocw()
     with pytest.raises(ConfigError, match="OCW_BASE_URL"):
         e.check_environment()
+
+
+def test_peeking_keeps_a_set_value_and_fixes_no_default(ocw_env, tmp_path, monkeypatch):
+    """The warm-up's look (`peek`) before the first command: a value `%config` set stays set
+    after it; a default from the environment is not fixed by it (OCW_DB changed after the
+    look still counts at the first command)."""
+    mine = str(tmp_path / "mine.duckdb")
+    c = Ocw()
+    c.db = mine
+    assert c.peek("db") == mine
+    assert c.db == mine  # not dropped back to OCW_DB's file
+    d = Ocw()
+    assert d.peek("db") == str(ocw_env)
+    later = str(tmp_path / "later.duckdb")
+    monkeypatch.setenv("OCW_DB", later)
+    assert d.db == later
 
 
 def test_env_magic_changes_the_server_of_the_next_cell(ip, openai_env, refserver, monkeypatch):

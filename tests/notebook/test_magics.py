@@ -792,7 +792,7 @@ def test_help_and_the_slash_menu_read_the_one_command_table(ip, capsys):
     assert names == ["compact", "summary", "context", "rewind", "branch", "new", "clear", "sessions", "export",
                      "session", "pin", "pins", "unpin", "memory", "help", "doctor"]
     # Every one runs on selection or Enter but those that need their argument (the menu fills the prefix).
-    assert [m["name"] for m in slash_menu() if m["required"]] == ["session", "pin", "unpin"]
+    assert [m["name"] for m in slash_menu("en") if m["required"]] == ["session", "pin", "unpin"]
     assert {c.name for c in COMMANDS if not c.slash} == {"chat", "chat-widget", "tools", "allow-code", "deny-code",
                                                           "retry-save", "commands", "run"}
 
@@ -814,3 +814,294 @@ def test_ocw_help_in_a_notebook_is_a_table_whose_usages_never_break(ip):
         for (usage, helptext), c in zip(cells, COMMANDS):
             assert " " not in usage and _html.unescape(usage) == c.usage.replace(" ", "\u00a0")
             assert _html.unescape(helptext) == c.help[lang]
+
+
+# -- %ocw's words, the report sent, an interrupt before the reply, loading without widgets ----
+
+
+def test_ocw_commands_lists_each_added_command_once_after_the_built_ins(ip, capsys):
+    """`%ocw commands`: the built-ins, then a notebook's added commands marked by whom; an added
+    command a built-in shadows (/compact) is not listed a second time, and the user is told."""
+    from ocw.notebook import user_commands
+    from ocw.notebook.commands import slash_menu
+
+    user_commands.clear()
+    try:
+        res = ip.run_cell(textwrap.dedent('''
+            import ocw
+
+            @ocw.command("hello", help="say hello", args="[NAME]")
+            def hello(line):
+                return "hello " + (line or "world")
+
+            @ocw.command("compact", help="my own compact")
+            def compact():
+                return "mine"
+            '''))
+        assert res.error_in_exec is None, res.error_in_exec
+        told = capsys.readouterr().err  # said once, by the cell that added it
+        assert ("/compact is a built-in command: the built-in runs, not the /compact added by this notebook."
+                in told)
+        res, out, err = run(ip, "%ocw commands", capsys)
+        assert res.error_in_exec is None, err
+        table = out.splitlines()
+        assert [ln.split()[0] for ln in table] == [f"/{e['name']}" for e in slash_menu("en")] + ["/hello"]
+        assert table[-1].startswith("/hello [NAME]") and table[-1].endswith("say hello [added by this notebook]")
+        assert [ln for ln in table if ln.startswith("/compact ")][0].endswith("[built in]")
+        assert "my own compact" not in out
+        # A menu made from any list of added commands names each once: the first of a name stays.
+        hello, again = user_commands.get("hello"), user_commands.UserCommand("hello", print, "again", "", False, "pkg")
+        menu = slash_menu("en", [hello, again])
+        assert [e["name"] for e in menu].count("hello") == 1 and menu[-1]["help"] == "say hello"
+    finally:
+        user_commands.clear()
+
+
+def test_an_ocw_subcommand_without_arguments_refuses_extra_words(ip, capsys):
+    """`%ocw help now` is a typing mistake said in one line; doctor, run and export take words."""
+    for cell, got in (("%ocw help now", "'now'"), ("%ocw tools --all", "'--all'"), ("%ocw retry-save x", "'x'")):
+        res, out, err = run(ip, cell, capsys)
+        word = cell.split()[1]
+        assert one_line_usage_error(res, err, out) == (f"UsageError: %ocw {word} takes no further arguments "
+                                                       f"(got {got}); try %ocw help")
+    res, out, err = run(ip, "%ocw doctor --send", capsys)  # a word doctor takes: no session yet, said so
+    assert res.error_in_exec is None and out.strip() == MESSAGES["en"]["no_session"]
+
+
+def test_doctor_send_sends_the_report_to_the_model_as_a_turn(oip, openai_env, capsys):
+    """`%ocw doctor --send`: the report (no key in it) is the user message of a normal turn,
+    streamed below and stored."""
+    srv = openai_env
+    chat(oip, "hello", capsys)
+    s = session()
+    before = len(s.branch())
+    srv.script(text="Your setup looks fine.")
+    res, out, err = run(oip, "%ocw doctor --send", capsys)
+    assert res.error_in_exec is None, err
+    sent = srv.requests[-1].messages[-1]
+    assert sent["role"] == "user" and "provider:      openai" in str(sent["content"])
+    assert DUMMY_KEY not in str(srv.requests[-1].messages)
+    assert out.rstrip().endswith("Your setup looks fine.")
+    s.sync()
+    assert len(s.branch()) == before + 2 and s.node(s.head)["role"] == "assistant"
+
+
+def _interrupt_at_the_window_note(monkeypatch):
+    """Ctrl-C while the cell shows the server's window note: before the turn began."""
+    def on_system(self, text):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ocw.notebook.streaming.StreamView, "on_system", on_system)
+
+
+NOTHING_SAVED = "UsageError: Interrupted: nothing of this turn was saved; run the cell again to resend it."
+
+
+def test_an_interrupt_before_the_turn_began_says_nothing_was_saved(oip, refserver, monkeypatch, capsys):
+    """Stopped while the server's window (1,024 of the configured 2,000) is announced: no
+    tool step ran, and the line says nothing was saved — for %%chat and %ocw doctor --send."""
+    refserver.reported_window = 1024
+    _interrupt_at_the_window_note(monkeypatch)
+    res, out, err = run(oip, "%%chat\nhello", capsys)
+    assert one_line_usage_error(res, err, out) == NOTHING_SAVED
+    assert not refserver.requests
+
+
+def test_an_interrupted_doctor_send_says_nothing_was_saved(oip, refserver, monkeypatch, capsys):
+    refserver.reported_window = 1024
+    assert run(oip, "%new --name checkup", capsys)[0].error_in_exec is None  # a session, its window not asked yet
+    _interrupt_at_the_window_note(monkeypatch)
+    res, out, err = run(oip, "%ocw doctor --send", capsys)
+    assert one_line_usage_error(res, err, out) == NOTHING_SAVED
+    assert not refserver.requests and session().head is None
+
+
+def test_loaded_without_widgets_the_widget_commands_say_so_in_one_line(ocw_env, capsys):
+    """ocw's magics registered without a widget builder (`load_ipython_extension(shell)`):
+    `%chat` says widgets are not available here, in one line; the other commands work."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import conftest
+
+    shell = InteractiveShell.instance()
+    conftest._reset_ocw(shell)
+    ocw.notebook.magics.load_ipython_extension(shell)
+    try:
+        res, out, err = run(shell, "%chat", capsys)
+        assert one_line_usage_error(res, err, out) == ("UsageError: widgets are not available here — "
+                                                       "load ocw with %load_ext ocw")
+        assert run(shell, "%%chat\nhello", capsys)[0].error_in_exec is None
+    finally:
+        conftest._reset_ocw(shell)
+
+
+def test_unloading_takes_back_the_error_hook_and_closes_the_servers_connection(oip, openai_env, capsys):
+    """`%unload_ext ocw` leaves nothing of ocw running: its post_run_cell hook is gone and the
+    provider's keep-alive connection to the server is closed."""
+    from ocw.notebook.references import ErrorMemory
+
+    def hooks():
+        return [f for f in oip.events.callbacks["post_run_cell"] if isinstance(f, ErrorMemory)]
+
+    assert len(hooks()) == 1
+    chat(oip, "hello", capsys)
+    assert openai_env.open_connections >= 1
+    assert run(oip, "%unload_ext ocw", capsys)[0].error_in_exec is None
+    assert hooks() == []
+    assert openai_env.wait_closed(3.0), f"{openai_env.open_connections} connection(s) left open"
+    assert run(oip, "%load_ext ocw", capsys)[0].error_in_exec is None and len(hooks()) == 1
+
+
+def test_the_quiet_status_line_follows_its_option(oip, openai_env, capsys):
+    """After each reply one quiet line with the context figure; `Ocw.status_line = False` drops it."""
+    openai_env.script(text="First reply.")
+    out = chat(oip, "hello", capsys)
+    last = out.rstrip().splitlines()[-1]
+    assert last.startswith("context ") and "/ 2,000 · auto-compact at 80 % · 0 compactions" in last
+    run(oip, "%config Ocw.status_line = False", capsys)
+    openai_env.script(text="Second reply.")
+    out = chat(oip, "again", capsys)
+    assert out.rstrip().splitlines()[-1].endswith("Second reply.") and "auto-compact at" not in out
+
+
+def test_a_bad_environment_value_is_refused_by_name_at_the_next_command(ip, monkeypatch, capsys):
+    """An OCW_* variable set wrong after %load_ext is refused, by name, at the next command
+    of any kind (not only when its option is first read); fixed, the command works again."""
+    monkeypatch.setenv("OCW_DEBUG", "maybe")
+    res, out, err = run(ip, "%ocw help", capsys)
+    assert one_line_usage_error(res, err, out).startswith("UsageError: OCW_DEBUG='maybe' is neither on nor off")
+    monkeypatch.setenv("OCW_DEBUG", "0")
+    res, out, err = run(ip, "%ocw help", capsys)
+    assert res.error_in_exec is None and out.startswith("%%chat ")
+
+
+# -- the actions' own words -----------------------------------------------------------------
+
+
+def test_commands_that_take_no_words_refuse_them_in_one_line(ip, capsys):
+    for cell, name, word in (("%chat now", "%chat", "now"), ("%pins 3", "%pins", "3")):
+        res, out, err = run(ip, cell, capsys)
+        assert one_line_usage_error(res, err, out) == f"UsageError: {name} takes no arguments (got {word!r})."
+    assert run(ip, "%pins", capsys)[0].error_in_exec is None
+
+
+def test_a_quoted_session_name_is_the_name_typed(ip, capsys):
+    """`--session 'my notes'` (IPython keeps the quotes) names the session my notes; a
+    name with one quote, or none, is kept as typed."""
+    for option, name in (("'my notes'", "my notes"), ('"q"', "q"), ("plain", "plain"), ("it's", "it's")):
+        chat(ip, "hello", capsys, f"--session {option}")
+        assert session().name == name, option
+
+
+def test_ocw_run_runs_an_added_command_with_its_words_and_refuses_no_name(ip, capsys):
+    from ocw.notebook import user_commands
+
+    user_commands.clear()
+    try:
+        res = ip.run_cell('import ocw\n@ocw.command("hello")\ndef hello(line):\n    return "hello " + line')
+        assert res.error_in_exec is None
+        capsys.readouterr()
+        res, out, err = run(ip, "%ocw run hello big world", capsys)
+        assert res.error_in_exec is None and out == "hello big world\n"
+        res, out, err = run(ip, "%ocw run /hello you", capsys)  # typed as in the chat widget
+        assert out == "hello you\n"
+        res, out, err = run(ip, "%ocw run", capsys)
+        assert one_line_usage_error(res, err, out).startswith(
+            "UsageError: %ocw run takes a command's name and its arguments, e.g. %ocw run hello world")
+        res, out, err = run(ip, "%ocw run run hello", capsys)
+        assert one_line_usage_error(res, err, out).startswith("UsageError: %ocw run runs another command")
+    finally:
+        user_commands.clear()
+
+
+def test_allow_code_offers_run_python_for_the_session_and_deny_code_takes_it_back(ip, capsys):
+    res, out, err = run(ip, "%ocw allow-code", capsys)
+    assert out.startswith("Code execution is ON for session 'default': the model can call run_python")
+    res, out, err = run(ip, "%ocw tools", capsys)
+    assert "  run_python(" in out and "Code execution is ON for session 'default' (%ocw deny-code)." in out
+    res, out, err = run(ip, "%ocw deny-code", capsys)
+    assert out.strip() == "Code execution is off for session 'default'."
+    res, out, err = run(ip, "%ocw tools", capsys)
+    assert "run_python" not in out and "Code execution is ON" not in out
+
+
+def test_compact_undo_says_what_it_undid_and_takes_nothing_else(oip, openai_env, capsys):
+    srv = openai_env
+    three_long_turns(oip, srv, capsys)
+    srv.script(text="Summary: garden.")
+    res, out, err = run(oip, "%compact", capsys)
+    assert res.error_in_exec is None and session().compaction_count == 1, err
+    for cell in ("%compact --undo now", "%compact --undo -- keep the plan"):
+        res, out, err = run(oip, cell, capsys)
+        assert one_line_usage_error(res, err, out) == (
+            "UsageError: %compact --undo takes nothing else: it undoes the active compaction.")
+    assert session().active_summary() is not None  # still compacted
+    res, out, err = run(oip, "%compact --undo", capsys)
+    assert res.error_in_exec is None, err
+    assert out.startswith("Undid compaction ") and "no summary is active now, the whole branch is read again" in out
+    assert session().active_summary() is None
+
+
+def test_context_text_in_a_notebook_is_the_table_and_without_it_the_widget(ip, capsys):
+    from ocw.notebook import actions
+
+    chat(ip, "hello", capsys)
+    rt = ocw.notebook.magics.get_runtime()
+    table = actions.run(rt, "context", "--text", rich=True)
+    assert table.widget is None and table.text.startswith("Context — session 'default'")
+    ring = actions.run(rt, "context", "", rich=True)
+    assert ring.widget is not None and ring.widget.session_id == session().id
+
+
+def test_a_pin_records_whether_it_came_from_a_variable(ip, capsys):
+    """`%pin {x}` is x's value, recorded as from {x}; `%pin {}` and other text are text (the
+    rows the chat widget's pin list is drawn from, stored with the session)."""
+    from ocw.notebook import actions
+
+    ip.run_cell("x = 5")
+    for cell in ("%pin {}", "%pin {x}", "%pin keep {x} in mind"):
+        assert run(ip, cell, capsys)[0].error_in_exec is None, cell
+    rows = actions.run(ocw.notebook.magics.get_runtime(), "pins", "").data["pins"]
+    assert [(r["text"], r["source"]) for r in rows] == [("{}", "text"), ("5", "{x}"), ("keep 5 in mind", "text")]
+
+
+def test_a_mistyped_option_names_the_command_and_its_usage(ip, capsys):
+    """Every command that takes options says, in its one line, which command and what to type."""
+    for cell, usage in (("%context --txt", "%context [--text]"), ("%summary --every", "%summary [--all]"),
+                        ("%memory --forgot 2", "%memory [--all] [--forget N]")):
+        res, out, err = run(ip, cell, capsys)
+        line = one_line_usage_error(res, err, out)
+        assert line.startswith(f"UsageError: {cell.split()[0]}: ") and line.endswith(f"(usage: {usage})"), line
+
+
+def test_the_words_a_command_is_given_are_checked(ip, capsys):
+    """`%compact --` with nothing after it, `%session` with no name, `%ocw doctor` with a word it
+    does not take, `%unpin` with no number: each one line that says what to type; the right
+    words work."""
+    chat(ip, "hello", capsys)
+    s = session()
+    for cell, said in (
+            ("%compact --", "UsageError: Nothing after --: write what the summary must keep, e.g. "
+                            "%compact -- keep the list of file paths"),
+            ("%session", "UsageError: %session takes the name or id of a stored session (see %sessions)."),
+            ("%session  ''", "UsageError: %session takes the name or id of a stored session (see %sessions)."),
+            ("%ocw doctor --sent", "UsageError: %ocw doctor takes only --send (got '--sent'): %ocw doctor [--send]"),
+            ("%unpin", "UsageError: %unpin takes the number %pins shows, e.g. %unpin 1.")):
+        res, out, err = run(ip, cell, capsys)
+        assert one_line_usage_error(res, err, out) == said, cell
+    res, out, err = run(ip, f"%session {s.name}", capsys)
+    assert out.startswith(f"Session 'default' ({s.id}) is current: 2 messages on its branch")
+    run(ip, "%pin the amounts are in cents", capsys)
+    res, out, err = run(ip, "%unpin 1", capsys)
+    assert res.error_in_exec is None and out.startswith("Unpinned 1"), out
+
+
+def test_a_command_run_without_words_is_run_as_typed_bare(ip, capsys):
+    """`actions.run(rt, name)` — what the chat widget sends for `/pins` or `/doctor` — runs the
+    command with no words, as `%pins` does."""
+    from ocw.notebook import actions
+
+    chat(ip, "hello", capsys)
+    rt = ocw.notebook.magics.get_runtime()
+    assert actions.run(rt, "pins").text == run(ip, "%pins", capsys)[1].rstrip("\n")
+    assert actions.run(rt, "doctor").text.startswith("ocw doctor")

@@ -111,3 +111,81 @@ def test_the_server_is_asked_its_window_once_and_again_after_a_cell_that_was_tak
     assert oip.run_cell("%%chat\nthird").error_in_exec is None
     assert len(refserver.probes) == asked  # and not again
     capsys.readouterr()
+
+
+def test_a_runtime_without_a_widget_builder_says_widgets_are_not_available(ip, capsys):
+    """A Runtime made by hand (no `make_widget`): asking for a widget is one OcwError that says
+    what to do, not a TypeError."""
+    from ocw.notebook.config import Ocw
+    from ocw.notebook.runtime import Runtime
+    from ocw.text.errors import OcwError
+
+    rt = Runtime(ip, Ocw())
+    try:
+        for ask in (rt.chat_widget, rt.context_widget):
+            with pytest.raises(OcwError) as e:
+                ask()
+            assert e.value.user_message() == "widgets are not available here — load ocw with %load_ext ocw"
+    finally:
+        rt.close()
+
+
+def test_a_new_session_without_a_name_is_the_notebooks(ip, capsys):
+    rt = get_runtime()
+    _chat(ip, "first")
+    first = ocw.current_session()
+    s = rt.new_session()
+    assert s.name == first.name == "default" and s.id != first.id and ocw.current_session().id == s.id
+
+
+@pytest.mark.parametrize("kwargs, said", [
+    ({"text": " \n\t "}, "the %%chat cell is empty — write your message below the %%chat line"),
+    ({"text": "hi", "provider": "gemini"}, "--provider takes one of offline, openai, anthropic, not 'gemini'"),
+])
+def test_a_chat_the_runtime_refuses_changes_nothing(kwargs, said, ip, capsys):
+    """The chat widget calls Runtime.chat directly (no magic checked the words first): an empty
+    message or an unknown provider is one line, and no session is made."""
+    from ocw.text.errors import OcwError
+
+    rt = get_runtime()
+    with pytest.raises(OcwError) as e:
+        rt.chat(**kwargs)
+    assert e.value.user_message().startswith(said)
+    assert ocw.current_session() is None and rt.store.sessions() == []
+
+
+def test_the_widgets_on_screen_follow_the_session_a_command_makes_current(ip, capsys):
+    rt = get_runtime()
+    _chat(ip, "hello")
+    ring, chat = rt.context_widget(), rt.chat_widget()
+    first = ocw.current_session().id
+    assert ring.session_id == chat.session_id == first
+    ip.run_line_magic("new", "--name elsewhere")
+    now = ocw.current_session().id
+    assert now != first and ring.session_id == chat.session_id == now
+    ip.run_line_magic("session", first)
+    assert ring.session_id == chat.session_id == first
+
+
+def test_a_session_made_current_shows_its_compaction_progress_in_the_cell_once(ip, capsys):
+    """The session a command makes current is watched: a compaction of several calls shows
+    "Compacting… 1 of 2" in the running cell of a notebook (one display, updated in place) —
+    once, however often the session is made current again (a second watcher would show it twice)."""
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    from ocw.context import events as ev
+
+    rt = get_runtime()
+    rt.rich_cells = lambda: True  # a notebook's cells render display updates (set by the magics there)
+    _chat(ip, "hello")
+    s = ocw.current_session()
+    ip.run_line_magic("session", s.id)  # made current again: still watched once
+    old, ip.display_pub = ip.display_pub, CapturingDisplayPublisher(shell=ip)
+    try:
+        s.events.emit(ev.COMPACTION_PROGRESS, {"call": 1, "calls": 2, "elapsed": 1.0})
+        s.events.emit(ev.COMPACTION_PROGRESS, {"call": 2, "calls": 2, "elapsed": 2.0})
+        s.events.emit(ev.COMPACTION_FINISHED, {})
+        shown = [(o["data"].get("text/plain"), bool(o["update"])) for o in ip.display_pub.outputs]
+    finally:
+        ip.display_pub = old
+    assert shown == [("Compacting… 1 of 2 · 1.0 s", False), ("Compacting… 2 of 2 · 2.0 s", True), ("", True)]

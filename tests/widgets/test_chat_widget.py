@@ -99,7 +99,7 @@ def test_every_command_has_one_action_that_its_magic_and_its_slash_command_run(i
     # A slash command runs in the widget as its action: /doctor says what %ocw doctor says.
     assert ACTIONS["doctor"].__doc__.startswith("%ocw doctor")
     # Which commands need a session (the widget says "Start a conversation first" for them).
-    assert {m["name"] for m in slash_menu() if m["needs_session"]} == {"compact", "summary", "rewind", "branch",
+    assert {m["name"] for m in slash_menu("en") if m["needs_session"]} == {"compact", "summary", "rewind", "branch",
                                                                         "export"}
 
 
