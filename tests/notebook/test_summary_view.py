@@ -107,3 +107,12 @@ def test_a_continued_session_says_where_and_when_it_came_from(tmp_path, fake_sum
     assert summary_text(new).splitlines()[-1] == (
         f"Continued from session {s.name!r} ({s.id}) on ?: no summary and the last 2 turns.")
     store.close()
+
+
+def test_the_notebook_view_shows_only_the_active_summary_unless_asked_for_all(tmp_path, fake_summarizer):
+    store, s = compacted_twice(tmp_path, fake_summarizer, "Done.")
+    one = summary_bundle(s)
+    assert one["text/html"].count("<blockquote>") == 1 and "[active]" in one["text/html"]
+    assert "[superseded]" not in one["text/html"] and "[superseded]" not in one["text/plain"]
+    assert summary_bundle(s, True)["text/html"].count("<blockquote>") == 2
+    store.close()
