@@ -159,3 +159,14 @@ def test_the_error_memory_keeps_a_cells_error_and_not_a_usage_error():
     assert mem.last is syntax
     mem(result())
     assert mem.last is syntax  # a later good cell does not forget it
+
+
+def test_a_name_that_is_not_defined_is_one_line_and_nothing_is_sent(ip, capsys):
+    ip.run_cell("%%chat\nhello")
+    before = len(ocw.current_session().branch())
+    ip.run_cell("%%chat\nsee {nope}")
+    out, err = capsys.readouterr()
+    assert ("{nope}: no variable 'nope' in this notebook — define it first, or write {{nope}} to send the braces "
+            "as they are") in out + err
+    assert "Traceback" not in out + err and "KeyError" not in out + err
+    assert len(ocw.current_session().branch()) == before
