@@ -93,3 +93,23 @@ def test_a_mistyped_command_is_one_line_and_status_2(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["import", "--to", "x.duckdb"])  # --from is required for import
     assert e.value.code == 2 and "required: --from" in capsys.readouterr().err
+
+
+def test_db_init_then_grant_on_a_real_server(pg_cluster, pg_url, capsys, monkeypatch):
+    """`ocw db init URL` then `ocw db grant URL ROLE` against the test server: one line per
+    change on stdout, nothing on stderr, status 0."""
+    import os
+    import time
+
+    for k in ("PGPASSWORD", "PGSERVICE", "OCW_DB"):
+        monkeypatch.delenv(k, raising=False)
+    role = f"cli_{os.getpid()}_{int(time.time() * 1000) % 100000}"
+    with pg_cluster.admin() as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+    assert cli.main(["db", "init", pg_url]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "ocw db init: created ocw's tables (schema version " in out, (out, err)
+    assert all(ln.startswith("ocw db init: ") for ln in out.splitlines())
+    assert cli.main(["db", "grant", pg_url, role]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and out.startswith(f"ocw db grant: granted {role} the use of schema ocw "), (out, err)
