@@ -113,3 +113,19 @@ def test_db_init_then_grant_on_a_real_server(pg_cluster, pg_url, capsys, monkeyp
     assert cli.main(["db", "grant", pg_url, role]) == 0
     out, err = capsys.readouterr()
     assert err == "" and out.startswith(f"ocw db grant: granted {role} the use of schema ocw "), (out, err)
+
+
+def test_help_names_the_default_database_only_where_there_is_one(capsys):
+    def help_of(command: str) -> str:
+        with pytest.raises(SystemExit) as e:
+            cli.main([command, "--help"])
+        assert e.value.code == 0
+        return " ".join(capsys.readouterr().out.split())
+
+    export, import_ = help_of("export"), help_of("import")
+    assert "--from DB where the sessions are: a DuckDB file or a postgresql:// URL (default: OCW_DB or the default file)" \
+        in export
+    assert "--to DB where they go: a DuckDB file (created if new) or a postgresql:// URL --session" in export
+    assert "--from DB where the sessions are: a DuckDB file or a postgresql:// URL --to" in import_
+    assert "--to DB where they go: a DuckDB file (created if new) or a postgresql:// URL (default: OCW_DB or the " \
+           "default file)" in import_
