@@ -61,3 +61,23 @@ def test_doctor_before_any_session_names_the_configured_model(ip, capsys):
     assert "  provider:      offline (built in, no network, no key)" in out
     assert "  API key:       not needed" in out and "  session:" not in out
     assert "CODE EXECUTION" not in out
+
+
+def test_a_tool_call_is_a_printed_line_in_a_terminal_and_a_display_in_a_notebook(capsys):
+    from IPython.core.displaypub import CapturingDisplayPublisher
+    from IPython.core.interactiveshell import InteractiveShell
+
+    call, result = {"name": "grep", "input": {"q": "<b>x</b>"}}, {"content": "found <i>it</i>", "is_error": True}
+    shell = InteractiveShell.instance()
+    old, shell.display_pub = shell.display_pub, CapturingDisplayPublisher(shell=shell)
+    try:
+        report.show_tool_call(call, result, rich=False)
+        assert capsys.readouterr().out == '🔧 grep({"q": "<b>x</b>"}) → error: found <i>it</i>\n'
+        assert shell.display_pub.outputs == []
+        report.show_tool_call(call, result, rich=True)
+        assert capsys.readouterr().out == ""
+        (shown,) = shell.display_pub.outputs
+        assert shown["data"]["text/plain"].startswith('🔧 grep({"q": "<b>x</b>"}) → error: found <i>it</i>')
+        assert "<i>it</i>" not in shown["data"]["text/html"] and "&lt;i&gt;it&lt;/i&gt;" in shown["data"]["text/html"]
+    finally:
+        shell.display_pub = old
