@@ -133,6 +133,15 @@ def test_a_screen_opens_the_browser_and_no_screen_prints_the_url_only(monkeypatc
     assert "--no-browser" in demo.lab_command(8899, tmp_path, "t", "a.ipynb")  # a server: the URL is printed
 
 
+def test_only_root_gets_allow_root(monkeypatch, tmp_path):
+    """JupyterLab refuses root without --allow-root, and a user's JupyterLab need not be told:
+    the flag follows the effective uid. (This machine runs as root: a user's uid is stood in.)"""
+    monkeypatch.setattr(demo.os, "geteuid", lambda: 1000)
+    assert "--allow-root" not in demo.lab_command(8899, tmp_path, "t", "a.ipynb")
+    monkeypatch.setattr(demo.os, "geteuid", lambda: 0)
+    assert "--allow-root" in demo.lab_command(8899, tmp_path, "t", "a.ipynb")
+
+
 def test_the_copy_drops_saved_widget_state(monkeypatch, tmp_path):
     nb = nbformat.read(demo.NOTEBOOK, as_version=4)
     nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {"m1": {}}}}
