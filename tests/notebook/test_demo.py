@@ -121,6 +121,58 @@ def test_the_copy_is_output_free_and_the_database_is_the_demos_unless_ocw_db_is_
     assert env == {"OCW_DB": "/x/demo.duckdb", "OCW_PROVIDER": "offline", "OCW_LANG": "zh", "PATH": "/bin"}
 
 
+def test_a_screen_opens_the_browser_and_no_screen_prints_the_url_only(monkeypatch, tmp_path):
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.setattr(demo.sys, "platform", "linux")
+    monkeypatch.setenv("DISPLAY", ":0")
+    assert "--no-browser" not in demo.lab_command(8899, tmp_path, "t", "a.ipynb")  # X11: JupyterLab opens it
+    monkeypatch.delenv("DISPLAY")
+    monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
+    assert "--no-browser" not in demo.lab_command(8899, tmp_path, "t", "a.ipynb")
+    monkeypatch.delenv("WAYLAND_DISPLAY")
+    assert "--no-browser" in demo.lab_command(8899, tmp_path, "t", "a.ipynb")  # a server: the URL is printed
+
+
+def test_only_root_gets_allow_root(monkeypatch, tmp_path):
+    """JupyterLab refuses root without --allow-root, and a user's JupyterLab need not be told:
+    the flag follows the effective uid. (This machine runs as root: a user's uid is stood in.)"""
+    monkeypatch.setattr(demo.os, "geteuid", lambda: 1000)
+    assert "--allow-root" not in demo.lab_command(8899, tmp_path, "t", "a.ipynb")
+    monkeypatch.setattr(demo.os, "geteuid", lambda: 0)
+    assert "--allow-root" in demo.lab_command(8899, tmp_path, "t", "a.ipynb")
+
+
+def test_the_copy_drops_saved_widget_state(monkeypatch, tmp_path):
+    nb = nbformat.read(demo.NOTEBOOK, as_version=4)
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {"m1": {}}}}
+    saved = tmp_path / "01-quickstart.ipynb"
+    nbformat.write(nb, saved)
+    monkeypatch.setattr(demo, "NOTEBOOK", saved)  # a notebook saved with its widgets' state
+    copy = nbformat.read(demo.output_free_copy(tmp_path / "d"), as_version=4)
+    assert "widgets" not in copy.metadata and "widgets" in nbformat.read(saved, as_version=4).metadata
+
+
+def test_a_taken_port_is_replaced_by_a_free_one():
+    import socket
+
+    port = demo.free_port()
+    assert 1024 <= port <= 65535 and demo.port_is_free(port)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", port))
+        held.listen()
+        assert not demo.port_is_free(port)
+        other = demo.free_port()  # while `port` is held, another one is given
+        assert other != port and demo.port_is_free(other)
+
+
+def test_help_says_what_the_demo_does(capsys):
+    with pytest.raises(SystemExit) as e:
+        demo.main(["--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and out.startswith("usage: python -m ocw.notebook.demo")
+    assert "`make demo`: open the quickstart notebook in JupyterLab on the offline model," in " ".join(out.split())
+
+
 def git(*args, cwd) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
 

@@ -108,3 +108,39 @@ def test_a_summary_is_marked_with_its_figures_and_focus_and_json_says_what_is_on
     on = {n["id"] for n in doc["nodes"] if n["on_branch"]}
     assert on == set(s.branch()) and old_leaf not in on and old_leaf in {n["id"] for n in doc["nodes"]}
     capsys.readouterr()
+
+
+def test_a_json_export_reads_what_another_kernel_wrote_since(tmp_db):
+    import json
+
+    import ocw
+    from ocw.notebook.export import session_json
+
+    mine, theirs = ocw.Store(tmp_db), ocw.Store(tmp_db)  # two kernels on one file
+    try:
+        s = mine.create_session(name="two kernels")
+        s.append("user", "first")
+        theirs.open_session(s.id).append("assistant", "second, from the other kernel")
+        doc = json.loads(session_json(s)[0])
+        assert [(n["role"], n["on_branch"]) for n in doc["nodes"]] == [("user", True), ("assistant", True)]
+        assert doc["nodes"][1]["content"] == [{"type": "text", "text": "second, from the other kernel"}]
+    finally:
+        mine.close()
+        theirs.close()
+
+
+def test_the_magics_words_pick_the_format_force_and_path():
+    from ocw.notebook.export import ExportError, parse_line
+
+    assert parse_line("") == ("md", False, None)
+    assert parse_line("chat.md") == ("md", False, "chat.md")
+    assert parse_line("--format json out.json") == ("json", False, "out.json")
+    assert parse_line("-f json --force out.json") == ("json", True, "out.json")
+    assert parse_line("--format=json 'my chat.json'") == ("json", False, "my chat.json")
+    for bad, says in (("--format pdf x", "%ocw export takes --format md or --format json and at most one path"),
+                      ("a.md b.md", "%ocw export takes --format md or --format json and at most one path"),
+                      ("--forse x", "%ocw export: unknown option '--forse'"),
+                      ("'open", "%ocw export: No closing quotation")):
+        with pytest.raises(ExportError) as e:
+            parse_line(bad)
+        assert str(e.value).startswith(says), str(e.value)

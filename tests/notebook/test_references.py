@@ -116,3 +116,57 @@ def test_err_names_a_kernel_cell_not_its_temporary_file():
     assert "ipykernel_123456" not in text and "4102084939" not in text
     assert 'File "Cell", line 3, in <module>' in text and 'File "Cell", line 2, in f' in text
     assert text.endswith("KeyError: 'nort'")
+
+
+def test_only_a_kernel_cells_file_is_renamed_in_err():
+    """IPython's kernel names a cell's file /tmp/ipykernel_<pid>/<number>.py; a path that only
+    looks like it (no pid, or not a number) is a real file of the user's and keeps its name."""
+    from ocw.notebook.references import format_error
+
+    def said(filename: str) -> str:
+        try:
+            exec(compile("1/0\n", filename, "exec"), {})
+        except ZeroDivisionError as e:
+            return format_error(e)
+
+    assert 'File "Cell", line 1' in said("/tmp/ipykernel_7/12.py")  # the shortest a kernel's can be
+    assert 'File "/tmp/ipykernel_/12.py", line 1' in said("/tmp/ipykernel_/12.py")
+    assert 'File "/tmp/ipykernel_7/x12.py", line 1' in said("/tmp/ipykernel_7/x12.py")
+    assert 'File "/srv/app/12.py", line 1' in said("/srv/app/12.py")
+
+
+def test_the_error_memory_keeps_a_cells_error_and_not_a_usage_error():
+    from IPython.core.error import UsageError
+    from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult
+
+    from ocw.notebook.references import ErrorMemory
+
+    def result(in_exec=None, before_exec=None) -> ExecutionResult:
+        r = ExecutionResult(ExecutionInfo("x", False, False, True, None))
+        r.error_in_exec, r.error_before_exec = in_exec, before_exec
+        return r
+
+    mem = ErrorMemory()
+    mem(result())  # a cell that ran fine: nothing kept, nothing raised
+    assert mem.last is None
+    boom = ZeroDivisionError("division by zero")
+    mem(result(in_exec=boom))
+    assert mem.last is boom
+    mem(result(in_exec=UsageError("%%chat takes --model NAME")))  # ocw's own one line: not the {Err} meant
+    assert mem.last is boom
+    syntax = SyntaxError("invalid syntax")
+    mem(result(before_exec=syntax))
+    assert mem.last is syntax
+    mem(result())
+    assert mem.last is syntax  # a later good cell does not forget it
+
+
+def test_a_name_that_is_not_defined_is_one_line_and_nothing_is_sent(ip, capsys):
+    ip.run_cell("%%chat\nhello")
+    before = len(ocw.current_session().branch())
+    ip.run_cell("%%chat\nsee {nope}")
+    out, err = capsys.readouterr()
+    assert ("{nope}: no variable 'nope' in this notebook — define it first, or write {{nope}} to send the braces "
+            "as they are") in out + err
+    assert "Traceback" not in out + err and "KeyError" not in out + err
+    assert len(ocw.current_session().branch()) == before

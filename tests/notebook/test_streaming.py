@@ -51,10 +51,12 @@ def test_interrupted_says_what_was_kept():
 
 def test_updates_wait_more_than_50_ms(cell):
     clock, shown = cell
+    clock.now = 0.08  # 0.08 + 0.05 - 0.08 is exactly 0.05 in floats (100.05 - 100 is 0.0499…)
     v = StreamView(rich=True)
     v.on_text("Hello")
     v.on_text(" there")  # the first update: nothing to wait for yet
     clock.now += 0.05
+    assert clock.now - 0.08 == 0.05
     v.on_text(",")  # exactly 50 ms after it: not yet
     assert shown() == [("Hello", False), ("Hello there", True)]
     clock.now += 0.001
@@ -118,3 +120,12 @@ def test_in_a_notebook_a_tool_call_closes_the_text_above_it(cell):
     out = shown()
     assert out[1:3] == [("Let me look", True), ("Let me look closer", True)]  # the text so far, whole, above the call
     assert out[3][0].startswith("🔧 read({}) → ok: fine") and out[4] == ("Done", False)  # then a display of its own
+
+
+def test_in_a_notebook_a_tool_call_before_any_text_shows_only_the_call(cell):
+    clock, shown = cell
+    v = StreamView(rich=True)
+    v.on_tool({"name": "read", "input": {}}, {"content": "fine"})  # the reply opens with a call: no text to close
+    v.on_text("Done")
+    out = shown()
+    assert len(out) == 2 and out[0][0].startswith("🔧 read({}) → ok: fine") and out[1] == ("Done", False)

@@ -174,3 +174,27 @@ def test_it_leaves_the_first_turns_imports_tls_and_encoding_ready(ocw_env, monke
     assert got["modules"][:2] == ["ocw.providers.anthropic", "psycopg"]  # the configured database's driver
     monkeypatch.setenv("OCW_PROVIDER", "offline")
     assert _warm(monkeypatch)["tls"] is False  # no HTTP provider: no TLS context built
+
+
+def test_a_store_opened_after_unload_is_closed_at_once_and_the_thread_ends_cleanly(ocw_env, monkeypatch):
+    """%unload_ext before the thread opened the file: what it opens then is closed, not
+    left holding the file; and a thread whose store was taken ends without an error
+    (an exception in it would print a traceback into the user's notebook)."""
+    db = _existing(ocw_env)
+    opened = []
+    real = warmup._open_existing
+    monkeypatch.setattr(warmup, "_open_existing", lambda *a: opened.append(real(*a)) or opened[-1])
+    late = warmup.WarmUp("offline", "x", db, 5.0)
+    late.close()  # unloaded first
+    late.run()  # the thread's body, here: it raises what the thread would
+    assert opened[0] is not None and opened[0].backend.db._con is None  # opened, then closed at once
+    assert late._store is None
+    kept = warmup.WarmUp("offline", "x", db, 5.0)
+    errors = []
+    monkeypatch.setattr(warmup.threading, "excepthook", errors.append)
+    kept.start()
+    _join(kept)
+    assert errors == []  # the thread ended without an exception
+    store = kept.take(db)
+    assert store is opened[1] and store.backend.db._con is not None
+    store.close()
