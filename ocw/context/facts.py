@@ -20,6 +20,8 @@ Rules (issue 22, item 4), and why they hold:
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
 
 from ocw.text.tokens import count_text
@@ -53,13 +55,49 @@ _RX = re.compile("|".join(f"(?:{p})" for p in _PATTERNS[:3]) + r"|\b(?:" +
                  "|".join(f"(?:{_PATTERNS[i][2:]})" for i in _BOUNDED) + f")|(?:{_PATTERNS[11]})")
 
 FACTS_HEADER = "Key identifiers:"
+assert _RX.groups == 0  # findall gives whole matches
+
+# No match takes in a newline but a quantity whose `\s?` is one ("250\nms"); every other
+# pattern's classes exclude it, none starts with it, and `\b` / `(?![\w])` read a newline
+# as they read the text's ends. So, where this finds nothing, the matches of a text are
+# its lines' matches in order, and a line read once is not matched again.
+_CROSS_LINE = re.compile(r"\d\n" + _PATTERNS[12].split(r"\s?", 1)[1])
+_lines_memo: contextvars.ContextVar[dict | None] = contextvars.ContextVar("ocw_ident_lines", default=None)
+
+
+@contextlib.contextmanager
+def extracting_once():
+    """A scope (nested scopes share the outer one) where `extract_identifiers` remembers each
+    line's matches: a compaction reads the folded turns for the facts pass and again for
+    what was lost, as two texts that share nearly all their lines. Dropped when it ends."""
+    if _lines_memo.get() is not None:
+        yield
+        return
+    token = _lines_memo.set({})
+    try:
+        yield
+    finally:
+        _lines_memo.reset(token)
+
+
+def _matches(text: str) -> list[str]:
+    memo = _lines_memo.get()
+    if memo is None or _CROSS_LINE.search(text):
+        return _RX.findall(text)
+    out: list[str] = []
+    for line in text.split("\n"):
+        found = memo.get(line)
+        if found is None:
+            found = memo[line] = _RX.findall(line)
+        out += found
+    return out
 
 
 def extract_identifiers(text: str) -> list[str]:
     """Identifiers in order of first appearance, deduplicated."""
     seen: dict[str, None] = {}
-    for m in _RX.finditer(text):
-        ident = m.group(0).rstrip(".,;:")
+    for match in _matches(text):
+        ident = match.rstrip(".,;:")
         if len(ident) >= 3 and ident not in seen:
             seen[ident] = None
     # A path inside a URL or a backticked name adds nothing; "0 ms" inside "10 ms" does.

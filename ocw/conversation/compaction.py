@@ -23,6 +23,7 @@ import time
 from ocw.context import events as ev
 from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, finish, memory_turns,
                                 plan_compaction, prepare, summarize, summary_blocks)
+from ocw.context.facts import extracting_once
 from ocw.context.graph import SUMMARY_NAME
 from ocw.context.landing import landing_tail_room
 from ocw.context.memory_model import events_of
@@ -67,7 +68,8 @@ def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "m
     if not session.compact_lock.acquire(blocking=False):
         raise CompactionInProgress(i18n_text("busy", getattr(session, "lang", None)))
     try:
-        with counting_once():  # each long text tokenized once per compaction (ocw/text/tokens.py)
+        # Each long text tokenized once, each line's identifiers matched once, per compaction.
+        with counting_once(), extracting_once():
             return _compact_locked(session, keep_recent_tokens, trigger, provider, focus, incoming,
                                    own_summarizer and provider is not None)
     finally:

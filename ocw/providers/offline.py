@@ -78,7 +78,7 @@ def _sentences(text: str) -> list[str]:
 
 
 def _terms(text: str) -> list[str]:
-    return [w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if len(w) > 2 and w not in _STOP]
+    return [w for w in map(str.lower, _WORD.findall(text)) if len(w) > 2 and w not in _STOP]
 
 
 # What any identifier above holds: a backtick, a slash (URLs, paths), a digit (numbers with
@@ -88,15 +88,34 @@ def _terms(text: str) -> list[str]:
 _IDENT_HINT = re.compile(r"[`/\d]|\.[A-Za-z]|Error|Exception|Warning")
 
 
+_EXT_DOT = re.compile(_IDENT_PATTERNS[1].pattern.rsplit("[\\w-]+", 1)[1])  # r"\.(?:py|…)\b"
+_DIGIT = re.compile(r"\d")
+# What each pattern cannot match without (searched in the text the pattern reads, the URLs
+# blanked): a backtick; a slash or a file extension after a dot; a digit; an error
+# name's ending; a ticket id's dash. A pattern whose need is absent finds nothing, so
+# skipping it changes no answer, and most sentences lack most of them.
+_IDENT_NEEDS = (
+    lambda t: "`" in t,
+    lambda t: "/" in t or _EXT_DOT.search(t) is not None,
+    lambda t: _DIGIT.search(t) is not None,
+    lambda t: "Error" in t or "Exception" in t or "Warning" in t,
+    lambda t: "-" in t,
+)
+
+
 def identifiers(text: str) -> list[str]:
     """Identifiers worth keeping verbatim, in order of first appearance, no duplicates."""
     if not _IDENT_HINT.search(text):
         return []
     found: list[tuple[int, str]] = []
-    for m in _URL.finditer(text):
-        found.append((m.start(), m.group(0).rstrip(".,;:!?")))
-    rest = _URL.sub(lambda m: " " * len(m.group(0)), text)  # paths inside URLs are not paths
-    for pat in _IDENT_PATTERNS:
+    rest = text
+    if "http" in text:
+        for m in _URL.finditer(text):
+            found.append((m.start(), m.group(0).rstrip(".,;:!?")))
+        rest = _URL.sub(lambda m: " " * len(m.group(0)), text)  # paths inside URLs are not paths
+    for pat, needs in zip(_IDENT_PATTERNS, _IDENT_NEEDS):
+        if not needs(rest):
+            continue
         for m in pat.finditer(rest):
             tok = m.group(0).rstrip(".,;:!?") if not m.group(0).startswith("`") else m.group(0)
             if tok.strip("`").strip():
