@@ -22,7 +22,7 @@ from collections import Counter
 
 from ocw.text.errors import ContextOverflowError
 from ocw.text.tokens import (count_message, count_text, encoding_for_model, line_pieces, render_block,
-                              truncate_to_tokens)
+                              tokens_at_least, truncate_to_tokens)
 from ocw.text import focus as focus_rules
 from ocw.providers.base import Reply, StreamCallback, Usage
 from ocw.text.prompts import (FOCUS_CLOSE, FOCUS_OPEN, PRUNED_STUB_OPEN, SUMMARY_MARKER, SUMMARY_PREFIX,
@@ -103,6 +103,22 @@ _IDENT_NEEDS = (
 )
 
 
+_QUANTITY = _IDENT_PATTERNS[2]
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    """(offset, line) of each line of `text`. A match of every pattern but the quantities'
+    (whose `\s?` may be a newline) lies within one line, and searching a line as
+    `finditer(text, start, end)` reads its edges as the whole text does (a lookbehind
+    sees the newline before, `\b` at the end sees what a newline gives), so a pattern's
+    matches are its matches in the lines that hold what it needs."""
+    out, at = [], 0
+    for line in text.split("\n"):
+        out.append((at, line))
+        at += len(line) + 1
+    return out
+
+
 def identifiers(text: str) -> list[str]:
     """Identifiers worth keeping verbatim, in order of first appearance, no duplicates."""
     if not _IDENT_HINT.search(text):
@@ -113,10 +129,15 @@ def identifiers(text: str) -> list[str]:
         for m in _URL.finditer(text):
             found.append((m.start(), m.group(0).rstrip(".,;:!?")))
         rest = _URL.sub(lambda m: " " * len(m.group(0)), text)  # paths inside URLs are not paths
+    lines = _lines(rest) if "\n" in rest else None
     for pat, needs in zip(_IDENT_PATTERNS, _IDENT_NEEDS):
         if not needs(rest):
             continue
-        for m in pat.finditer(rest):
+        if lines is None or pat is _QUANTITY:
+            matches = pat.finditer(rest)
+        else:  # only the lines that hold what the pattern needs (the same matches: see _lines)
+            matches = (m for start, line in lines if needs(line) for m in pat.finditer(rest, start, start + len(line)))
+        for m in matches:
             tok = m.group(0).rstrip(".,;:!?") if not m.group(0).startswith("`") else m.group(0)
             if tok.strip("`").strip():
                 found.append((m.start(), tok))
@@ -380,17 +401,26 @@ class OfflineProvider:
                 c = counted[s] = count_text(s, enc)
             return c
 
+        def fits(i: int, room: int) -> bool:
+            """cost(sents[i]) + 2 <= room; a sentence whose lower bound is over the room
+            is not tokenized (once the summary is nearly full, most are not)."""
+            return tokens_at_least(sents[i], enc) + 2 <= room and cost(sents[i]) + 2 <= room
+
         target = min(budget, max(64, cost(text) // 2))
         used = cost(HEADER) + 8  # labels and separators
         # Keep room for identifiers: what a summary loses most easily and the
         # model needs most exactly (paths, ids, error names).
-        reserve = min(sum(cost(t) + 1 for t in idents), target // (2 if wanted else 3))
+        reserve_cap, reserve = target // (2 if wanted else 3), 0
+        for t in idents:  # their sum, counted only until it reaches the cap
+            reserve += cost(t) + 1
+            if reserve >= reserve_cap:
+                break
+        reserve = min(reserve, reserve_cap)
         chosen: set[int] = set()
         for i in order:
-            c = cost(sents[i]) + 2
-            if used + c + reserve <= target:
+            if fits(i, target - used - reserve):
                 chosen.add(i)
-                used += c
+                used += cost(sents[i]) + 2
         covered = "\n".join(sents[i] for i in chosen)
         kept_ids: list[str] = []
         for tok in idents:
@@ -400,10 +430,9 @@ class OfflineProvider:
                 kept_ids.append(tok)
                 used += cost(tok) + 1
         for i in order:  # room left under the target: more sentences
-            c = cost(sents[i]) + 2
-            if i not in chosen and used + c <= target:
+            if i not in chosen and fits(i, target - used):
                 chosen.add(i)
-                used += c
+                used += cost(sents[i]) + 2
 
         def render() -> str:
             out = [HEADER]
