@@ -118,6 +118,10 @@ def _item(key: str, val: str, turn: int) -> Item | None:
 # a digit, a backtick or a number word. A sentence with none of them is read by the first
 # rule alone; the others could find nothing in it.
 _VALUE_HINT = re.compile(rf"[\d`]|{_TENS}|{_UNITS_WORDS}|zero|dozen|hundred|thousand", re.I)
+# Two rules cost most, each trying a key of up to four words at every word: the copula's
+# (its copula and value must follow one another, the same `\b` before) and the "=" one.
+_COPULA_HINT = re.compile(rf"\b{_COPULA}\s*(?P<val>{_VAL})", re.I)
+_NEEDS = {RULES[5]: _COPULA_HINT.search, RULES[7]: lambda s: "=" in s}
 
 
 def settings(s: str, turn: int) -> list[Item]:
@@ -127,6 +131,8 @@ def settings(s: str, turn: int) -> list[Item]:
     by_value: dict[str, Item] = {}
     locked: set[str] = set()
     for rx in (PRONOUN, *RULES) if _VALUE_HINT.search(s) else RULES[:1]:
+        if rx in _NEEDS and not _NEEDS[rx](s):
+            continue
         for m in rx.finditer(s):
             it = _item(_clean_key(m.group("key")), m.group("val"), turn)
             if it is None or it.value in locked:
