@@ -152,6 +152,7 @@ def _occurs(bare: str, text: str) -> bool:
 _QUANTITY = re.compile(r"^\d")
 _NAME_BEFORE = re.compile(r"(?<![\w.-])([A-Za-z_][\w.-]*(?: [A-Za-z_][\w.-]*){0,2})\s*(?:\bis now\b|\bis\b|\bwas\b|=|:|"
                           r"\bof\b|\bat\b|\bto\b)\s*$")
+_CONNECTOR_ENDS = ("is now", "is", "was", "=", ":", "of", "at", "to")
 _NOT_A_NAME = frozenset("and also or but the a an it this that please remember took takes about around only just "
                         "was is to of at".split())
 
@@ -163,7 +164,12 @@ def _named(ident: str, source: str, at: int | None = None) -> str:
         return ident
     at = source.rfind(ident) if at is None else at
     line_start = source.rfind("\n", 0, at) + 1
-    m = _NAME_BEFORE.search(source[max(line_start, at - 60):at])
+    before = source[max(line_start, at - 60):at]
+    # The pattern ends with its connector and `\s*$` (no newline in `before`): without one
+    # at the end, it cannot match and its search (costly: a name tried at every word) is skipped.
+    if not before.rstrip().endswith(_CONNECTOR_ENDS):
+        return ident
+    m = _NAME_BEFORE.search(before)
     if not m:
         return ident
     # Only a name written just before the value, with nothing ocw-like in it.
