@@ -45,3 +45,14 @@ def test_the_events_of_hinted_sentences_are_those_of_the_full_search(monkeypatch
     monkeypatch.setattr(mr, "_CLOSE_HINT", always)
     full = mr.events(turns)
     assert len(full) > 30 and fast == full
+
+
+def test_the_working_sets_needs_never_change_the_items(monkeypatch):
+    """A working-set pattern runs only where what it needs occurs (issue 28, item 3)."""
+    texts = _sentences() + ["df.shape is (3, 4)", "df has columns a, b", "see https://x.io/a", "deadbeef42 landed",
+                            "KeyError: 'x'", "open notes/a.md", "read plan.md now", "Exception raised", "x.pyc"]
+    fast = [mr.working_items(t, 1) for t in texts]
+    monkeypatch.setattr(mr, "_WORKING_NEEDS", {kind: (lambda t: True) for kind, _ in mr._WORKING})
+    assert fast == [mr.working_items(t, 1) for t in texts]
+    kinds = {i.detail.split()[-1] for items in fast for i in items}
+    assert {"url", "commit", "error", "shape", "columns", "file"} <= kinds

@@ -215,3 +215,52 @@ def test_the_identifier_hint_never_hides_an_identifier(monkeypatch):
     monkeypatch.undo()
     assert sum(not offline._IDENT_HINT.search(t) for t in texts) >= 500  # ... and many texts skipped the search
     assert offline.identifiers("Ünïcode ٣ ms") == ["٣ ms"]  # a digit of any script
+
+
+def _generated_texts(seeds=range(6)):
+    from ocw.bench.quality_gen import generate
+
+    return ["\n".join(st.text for st in generate(seed, 40, "ABC"[seed % 3]).steps) for seed in seeds]
+
+
+def test_the_patterns_needs_and_lines_never_change_the_identifiers(monkeypatch):
+    """Issue 28: a pattern runs only where what it needs occurs, and the body's patterns (all
+    but the quantities) only in the lines holding it; the answers are those of every pattern
+    over the whole text."""
+    from ocw.providers import offline
+
+    edge = ["a.pyhttp://x.io/y", "see http://a.b/c.py and a/b", "took 4\nms", "x\nDataWarning\nAB-12 `q`\n/a/b",
+            "line.md\nnext", "Error-1 ZZ-9\n-", "a/\nb", "`a\nb`", "run 5\n\n ms"]
+    texts = edge + _generated_texts() + [offline._sentences(t)[0] for t in _generated_texts()]
+    fast = [offline.identifiers(t) for t in texts]
+    monkeypatch.setattr(offline, "_IDENT_NEEDS", tuple(lambda t: True for _ in offline._IDENT_NEEDS))
+    monkeypatch.setattr(offline, "_lines", lambda text: None)
+    assert fast == [offline.identifiers(t) for t in texts]
+    assert fast[0] == ["a.py", "http://x.io/y"] and fast[2] == ["4\nms"] and fast[3] == ["DataWarning", "AB-12", "`q`"]
+    assert sum(len(f) for f in fast) > 40
+
+
+def test_the_count_bound_never_changes_a_summary_and_spares_counts(monkeypatch):
+    from ocw.providers import offline
+    from ocw.text import tokens
+
+    p = OfflineProvider(context_window=200_000)
+    counted: list[str] = []
+    real = tokens.get_encoding
+
+    class Spy:  # the encoding, recording what it tokenizes
+        def __init__(self, enc):
+            self.enc = enc
+
+        def encode_ordinary(self, text):
+            counted.append(text)
+            return self.enc.encode_ordinary(text)
+
+    monkeypatch.setattr(offline, "count_text", lambda t, e="cl100k_base": len(Spy(real(e)).encode_ordinary(t)) if t else 0)
+    texts = _generated_texts() + [TRANSCRIPT]
+    fast = [summarize(p, b, t).text for t in texts for b in (120, 600)]
+    spared = len(counted)
+    monkeypatch.setattr(offline, "tokens_at_least", lambda text, encoding: 0)
+    counted.clear()
+    assert fast == [summarize(p, b, t).text for t in texts for b in (120, 600)]
+    assert spared < len(counted) * 3 // 4  # the bound left a quarter of the counts or more untaken
