@@ -18,7 +18,8 @@ import pytest
 import ocw
 from ocw.bench.build import build_session
 from ocw.bench.quality_gen import generate
-from ocw.conversation import compaction
+from ocw.context.render import block_text
+from ocw.conversation import compaction, pinning
 from ocw.providers.offline import OfflineProvider
 
 
@@ -97,3 +98,32 @@ def test_a_failing_summarizer_is_a_failed_result_and_a_stop_still_stops(sess, fa
     assert (sess.head, sess.generation, sess.compaction_count) == state and sess.active_summary() is None
     assert not sess.compaction_running and sess.compact_lock.acquire(blocking=False)
     sess.compact_lock.release()
+
+
+def test_a_fact_in_a_pruned_tool_output_reaches_the_memory_and_one_unpruned_reads_the_same(store):
+    """The memory pass reads a folded tool result as the model first read it: a stub left by a
+    prune is replaced by the result itself (read again); with no prune nothing is read again,
+    and the memory is the same."""
+    log = "\n".join([f"line {i}: GET /api/orders/{i} 200" for i in range(150)]
+                    + ["see https://ci.example.com/runs/4242 and commit deadbeef42"])
+
+    def session():
+        s = store.create_session(context_window=16_000)
+        for k in range(6):
+            s.append_many([("user", f"read day {k} of the order service logs; " + "we look for slow requests. " * 20),
+                           ("assistant", [{"type": "tool_use", "id": f"t{k}", "name": "read_log", "input": {"day": k}}]),
+                           ("tool", [{"type": "tool_result", "tool_use_id": f"t{k}", "content": log if k == 0 else "ok"}]),
+                           ("assistant", f"day {k} looks fine")])
+        return s
+
+    def memory_values(s):
+        res = s.compact(provider=OfflineProvider(context_window=16_000), keep_recent_tokens=200)
+        assert res.outcome == "succeeded", res.reason
+        return {i.value for i in pinning.memory(s).items}
+
+    pruned, plain = session(), session()
+    assert pruned.prune_tool_output(keep_tokens=100)["results"] >= 1
+    assert not any("ci.example.com" in block_text(m["content"]) for m in pruned.rendered_history())  # a stub now
+    values = memory_values(pruned)
+    assert {"https://ci.example.com/runs/4242", "deadbeef42"} <= values
+    assert memory_values(plain) == values
