@@ -264,3 +264,52 @@ def test_the_count_bound_never_changes_a_summary_and_spares_counts(monkeypatch):
     counted.clear()
     assert fast == [summarize(p, b, t).text for t in texts for b in (120, 600)]
     assert spared < len(counted) * 3 // 4  # the bound left a quarter of the counts or more untaken
+
+
+def test_an_identifier_is_listed_once_with_or_without_its_backticks():
+    assert identifiers("edit foo.py then `foo.py` again") == ["foo.py"]
+    assert identifiers("edit `foo.py` then foo.py again") == ["`foo.py`"]
+
+
+def test_the_digest_answers_the_users_words_not_the_summary_before_them():
+    from ocw.text.prompts import SUMMARY_PREFIX
+
+    summary = {"type": "text", "text": SUMMARY_PREFIX + " Earlier: the team chose polars over pandas."}
+    reply = OfflineProvider().stream([{"role": "user", "content": [summary, {"type": "text", "text": "How big is orders.csv?"}]}])
+    assert "begins \u201cHow big is orders.csv?\u201d" in reply.text and "polars" not in reply.text
+    assert reply.text.endswith("\u2014 keywords: big, orders.csv.")  # the digest's keywords close it
+
+
+def test_ocw_s_own_digest_lines_are_never_summarized_with_or_without_the_role_mark():
+    p = OfflineProvider()
+    own = ("It is 812 tokens long and begins \u201cquux frobnicates\u201d\n"
+           "[assistant] It is 95 tokens long and begins \u201czap\u201d\n"
+           "user: The loader reads data/sales_2023.csv and took 30 s.")
+    text = summarize(p, 300, own).text
+    assert "data/sales_2023.csv" in text and "30 s" in text
+    assert "tokens long" not in text and "812" not in text and "frobnicates" not in text
+
+
+def test_a_lone_quote_is_an_argument_value_of_its_own():
+    p = OfflineProvider()
+    reply = p.stream([user("please call read_file with path=' now")], tools=TOOLS)
+    assert reply.content[-1]["input"] == {"path": "'"}
+    reply = p.stream([user('please call read_file with path=" now')], tools=TOOLS)
+    assert reply.content[-1]["input"] == {"path": '"'}
+
+
+def test_identifiers_are_dropped_last_when_the_joined_summary_is_over_budget(monkeypatch):
+    """Joins can count more than their parts: here every character is a token, so the ", "
+    between identifiers costs two where one was planned. The summary is trimmed, sentences
+    first, then identifiers, until it fits."""
+    from ocw.providers import offline
+
+    monkeypatch.setattr(offline, "count_text", lambda text, encoding="cl100k_base": len(text))
+    filler = "and then the job went on with the next batch of rows " * 10  # no sentence fits the summary
+    lines = [f"Step {k} wrote out/part_{k}.parquet and logs/run_{k}.log {filler}." for k in range(40)]
+    text = OfflineProvider(context_window=200_000).summarize([user("\n".join(lines))], 400)
+    assert len(text) <= 400
+    assert offline.LABELS[0] not in text  # no sentence fits ...
+    listed = text.split(offline.LABELS[1] + " ")[1].split(", ")
+    assert 5 < len(listed) < 120  # ... then identifiers, from the end, until it fit
+    assert listed[0] == "out/part_0.parquet"
