@@ -205,3 +205,15 @@ def test_a_summarizer_of_its_own_plans_with_its_window_and_learns_a_smaller_one(
     res = compaction.compact(s, provider=as_chat)  # the chat's model: its overflow is not learned here
     assert res.outcome == "failed" and "too long" in res.error
     assert own_rules.KEY not in s.metadata and (s.head, s.generation) == state and len(as_chat.sizes) == 1
+
+
+def test_a_pre_compact_hook_reads_no_focus_when_none_was_given(sess, fake_summarizer):
+    from ocw.conversation import hooks
+
+    seen = []
+    hook = hooks.on("pre_compact", lambda info: seen.append(info.focus))
+    try:
+        assert compaction.compact(sess, provider=fake_summarizer("Summary.")).outcome == "succeeded"
+    finally:
+        hooks.off("pre_compact", hook)
+    assert seen == [None]
