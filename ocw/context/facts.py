@@ -152,6 +152,7 @@ def _occurs(bare: str, text: str) -> bool:
 _QUANTITY = re.compile(r"^\d")
 _NAME_BEFORE = re.compile(r"(?<![\w.-])([A-Za-z_][\w.-]*(?: [A-Za-z_][\w.-]*){0,2})\s*(?:\bis now\b|\bis\b|\bwas\b|=|:|"
                           r"\bof\b|\bat\b|\bto\b)\s*$")
+_CHUNK = re.compile(r"\S+")
 _CONNECTOR_ENDS = ("is now", "is", "was", "=", ":", "of", "at", "to")
 _NOT_A_NAME = frozenset("and also or but the a an it this that please remember took takes about around only just "
                         "was is to of at".split())
@@ -169,7 +170,11 @@ def _named(ident: str, source: str, at: int | None = None) -> str:
     # at the end, it cannot match and its search (costly: a name tried at every word) is skipped.
     if not before.rstrip().endswith(_CONNECTOR_ENDS):
         return ident
-    m = _NAME_BEFORE.search(before)
+    # A match is a name of at most three words, a connector of at most two and whitespace, so it
+    # starts within the last five whitespace-separated chunks: the search starts there (its
+    # lookbehind still reads the character before, and `$` the end).
+    starts = [c.start() for c in _CHUNK.finditer(before)]
+    m = _NAME_BEFORE.search(before, starts[-5] if len(starts) > 5 else 0)
     if not m:
         return ident
     # Only a name written just before the value, with nothing ocw-like in it.

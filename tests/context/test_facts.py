@@ -359,6 +359,10 @@ def test_extracting_once_gives_the_same_identifiers_and_matches_a_line_once(monk
     ("latency:", "latency: 741 ms"), ("latency =\t", "latency: 741 ms"), ("warm-up took of", "741 ms"),
     ("the budget was", "budget: 741 ms"), ("capped at", "capped: 741 ms"), ("raised to", "raised: 741 ms"),
     ("latency isn't", "741 ms"), ("latency ist", "741 ms"), ("latency", "741 ms"), ("latency is.", "741 ms"),
+    # the name is found among many words before it (a search from the last five chunks on)
+    ("so after all of that we saw the p95 read latency is now", "p95 read latency: 741 ms"),
+    ("one two three four five six seven eight cold_start=", "seven eight cold_start: 741 ms"),
+    ("one two three (warm cache) hit ratio at", "hit ratio: 741 ms"),
 ])
 def test_a_quantity_is_named_only_after_a_connector(before, named):
     from ocw.context.facts import _named
