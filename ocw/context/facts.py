@@ -61,7 +61,15 @@ assert _RX.groups == 0  # findall gives whole matches
 # pattern's classes exclude it, none starts with it, and `\b` / `(?![\w])` read a newline
 # as they read the text's ends. So, where this finds nothing, the matches of a text are
 # its lines' matches in order, and a line read once is not matched again.
-_CROSS_LINE = re.compile(r"\d\n" + _PATTERNS[12].split(r"\s?", 1)[1])
+_UNIT_LINE = re.compile(r"\n" + _PATTERNS[12].split(r"\s?", 1)[1])  # a line that starts with a unit
+_DIGIT = re.compile(r"\d")
+
+
+def _crosses_lines(text: str) -> bool:
+    """A digit, a newline, a unit: searched from the newlines (a literal the scan skips to)."""
+    return any(m.start() and _DIGIT.match(text, m.start() - 1) for m in _UNIT_LINE.finditer(text))
+
+
 _lines_memo: contextvars.ContextVar[dict | None] = contextvars.ContextVar("ocw_ident_lines", default=None)
 
 
@@ -82,7 +90,7 @@ def extracting_once():
 
 def _matches(text: str) -> list[str]:
     memo = _lines_memo.get()
-    if memo is None or _CROSS_LINE.search(text):
+    if memo is None or _crosses_lines(text):
         return _RX.findall(text)
     out: list[str] = []
     for line in text.split("\n"):

@@ -351,7 +351,11 @@ def test_extracting_once_gives_the_same_identifiers_and_matches_a_line_once(monk
     assert counting.seen == ["src/app.py\nsrc/app.py"]
     with facts.extracting_once():
         extract_identifiers("took 250\nms")  # a quantity across the newline: the whole text
-    assert counting.seen[-1] == "took 250\nms"
+        assert counting.seen[-1] == "took 250\nms"
+        extract_identifiers("\nms then\n٣\nms")  # a digit of any script before the newline
+        assert counting.seen[-1] == "\nms then\n٣\nms"
+        extract_identifiers("\nms at the start\nx\nms")  # a unit line after no digit: line by line
+        assert counting.seen[-4:] == ["", "ms at the start", "x", "ms"]
 
 
 @pytest.mark.parametrize("before, named", [
