@@ -20,6 +20,8 @@ Rules (issue 22, item 4), and why they hold:
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
 
 from ocw.text.tokens import count_text
@@ -53,13 +55,57 @@ _RX = re.compile("|".join(f"(?:{p})" for p in _PATTERNS[:3]) + r"|\b(?:" +
                  "|".join(f"(?:{_PATTERNS[i][2:]})" for i in _BOUNDED) + f")|(?:{_PATTERNS[11]})")
 
 FACTS_HEADER = "Key identifiers:"
+assert _RX.groups == 0  # findall gives whole matches
+
+# No match takes in a newline but a quantity whose `\s?` is one ("250\nms"); every other
+# pattern's classes exclude it, none starts with it, and `\b` / `(?![\w])` read a newline
+# as they read the text's ends. So, where this finds nothing, the matches of a text are
+# its lines' matches in order, and a line read once is not matched again.
+_UNIT_LINE = re.compile(r"\n" + _PATTERNS[12].split(r"\s?", 1)[1])  # a line that starts with a unit
+_DIGIT = re.compile(r"\d")
+
+
+def _crosses_lines(text: str) -> bool:
+    """A digit, a newline, a unit: searched from the newlines (a literal the scan skips to)."""
+    return any(m.start() and _DIGIT.match(text, m.start() - 1) for m in _UNIT_LINE.finditer(text))
+
+
+_lines_memo: contextvars.ContextVar[dict | None] = contextvars.ContextVar("ocw_ident_lines", default=None)
+
+
+@contextlib.contextmanager
+def extracting_once():
+    """A scope (nested scopes share the outer one) where `extract_identifiers` remembers each
+    line's matches: a compaction reads the folded turns for the facts pass and again for
+    what was lost, as two texts that share nearly all their lines. Dropped when it ends."""
+    if _lines_memo.get() is not None:
+        yield
+        return
+    token = _lines_memo.set({})
+    try:
+        yield
+    finally:
+        _lines_memo.reset(token)
+
+
+def _matches(text: str) -> list[str]:
+    memo = _lines_memo.get()
+    if memo is None or _crosses_lines(text):
+        return _RX.findall(text)
+    out: list[str] = []
+    for line in text.split("\n"):
+        found = memo.get(line)
+        if found is None:
+            found = memo[line] = _RX.findall(line)
+        out += found
+    return out
 
 
 def extract_identifiers(text: str) -> list[str]:
     """Identifiers in order of first appearance, deduplicated."""
     seen: dict[str, None] = {}
-    for m in _RX.finditer(text):
-        ident = m.group(0).rstrip(".,;:")
+    for match in _matches(text):
+        ident = match.rstrip(".,;:")
         if len(ident) >= 3 and ident not in seen:
             seen[ident] = None
     # A path inside a URL or a backticked name adds nothing; "0 ms" inside "10 ms" does.
@@ -114,6 +160,8 @@ def _occurs(bare: str, text: str) -> bool:
 _QUANTITY = re.compile(r"^\d")
 _NAME_BEFORE = re.compile(r"(?<![\w.-])([A-Za-z_][\w.-]*(?: [A-Za-z_][\w.-]*){0,2})\s*(?:\bis now\b|\bis\b|\bwas\b|=|:|"
                           r"\bof\b|\bat\b|\bto\b)\s*$")
+_CHUNK = re.compile(r"\S+")
+_CONNECTOR_ENDS = ("is now", "is", "was", "=", ":", "of", "at", "to")
 _NOT_A_NAME = frozenset("and also or but the a an it this that please remember took takes about around only just "
                         "was is to of at".split())
 
@@ -125,7 +173,16 @@ def _named(ident: str, source: str, at: int | None = None) -> str:
         return ident
     at = source.rfind(ident) if at is None else at
     line_start = source.rfind("\n", 0, at) + 1
-    m = _NAME_BEFORE.search(source[max(line_start, at - 60):at])
+    before = source[max(line_start, at - 60):at]
+    # The pattern ends with its connector and `\s*$` (no newline in `before`): without one
+    # at the end, it cannot match and its search (costly: a name tried at every word) is skipped.
+    if not before.rstrip().endswith(_CONNECTOR_ENDS):
+        return ident
+    # A match is a name of at most three words, a connector of at most two and whitespace, so it
+    # starts within the last five whitespace-separated chunks: the search starts there (its
+    # lookbehind still reads the character before, and `$` the end).
+    starts = [c.start() for c in _CHUNK.finditer(before)]
+    m = _NAME_BEFORE.search(before, starts[-5] if len(starts) > 5 else 0)
     if not m:
         return ident
     # Only a name written just before the value, with nothing ocw-like in it.

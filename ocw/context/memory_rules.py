@@ -111,6 +111,19 @@ _WORKING = [
                         r"csv|tsv|parquet|yaml|yml|toml|sql|sh|md|txt|log|duckdb|db|html)\b")),
 ]
 _SENT = re.compile(r"(?<=[.!?])\s+|\n+")
+_DIGIT = re.compile(r"\d")
+_FILE_EXT = re.compile(dict(_WORKING)["file"].pattern.rsplit("[\\w-]+", 1)[1])  # r"\.(?:py|…)\b"
+# What each working-set pattern cannot match without: "http"; a digit; an error name's
+# ending; "shape"; "column"; a slash or a file extension after a dot. A text without it
+# has no match of that kind, so its search is skipped and the items are the same.
+_WORKING_NEEDS = {
+    "url": lambda t: "http" in t,
+    "commit": lambda t: _DIGIT.search(t) is not None,
+    "error": lambda t: "Error" in t or "Exception" in t,
+    "shape": lambda t: "shape" in t,
+    "columns": lambda t: "column" in t,
+    "file": lambda t: "/" in t or _FILE_EXT.search(t) is not None,
+}
 
 
 def sentences(text: str) -> list[str]:
@@ -144,6 +157,8 @@ def working_items(text: str, turn: int) -> list[Item]:
     seen: set[str] = set()
     taken: list[tuple[int, int]] = []
     for kind, rx in _WORKING:
+        if not _WORKING_NEEDS[kind](text):
+            continue
         for m in rx.finditer(text):
             if any(a <= m.start() < b for a, b in taken):
                 continue  # a path inside a URL, a hash inside a commit line already taken

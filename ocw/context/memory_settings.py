@@ -114,13 +114,25 @@ def _item(key: str, val: str, turn: int) -> Item | None:
     return Item("setting", key, val, turn)
 
 
+# Every rule but the first (whose value is any token) ends in a number or a `code` span:
+# a digit, a backtick or a number word. A sentence with none of them is read by the first
+# rule alone; the others could find nothing in it.
+_VALUE_HINT = re.compile(rf"[\d`]|{_TENS}|{_UNITS_WORDS}|zero|dozen|hundred|thousand", re.I)
+# Two rules cost most, each trying a key of up to four words at every word: the copula's
+# (its copula and value must follow one another, the same `\b` before) and the "=" one.
+_COPULA_HINT = re.compile(rf"\b{_COPULA}\s*(?P<val>{_VAL})", re.I)
+_NEEDS = {RULES[5]: _COPULA_HINT.search, RULES[7]: lambda s: "=" in s}
+
+
 def settings(s: str, turn: int) -> list[Item]:
     """The settings a sentence states: one per value, named by the pronoun's setting if
     one names it, else by the longest key any rule reads for it (a shorter one is a
     name cut short); one value per key (the first)."""
     by_value: dict[str, Item] = {}
     locked: set[str] = set()
-    for rx in (PRONOUN, *RULES):
+    for rx in (PRONOUN, *RULES) if _VALUE_HINT.search(s) else RULES[:1]:
+        if rx in _NEEDS and not _NEEDS[rx](s):
+            continue
         for m in rx.finditer(s):
             it = _item(_clean_key(m.group("key")), m.group("val"), turn)
             if it is None or it.value in locked:

@@ -23,6 +23,7 @@ import time
 from ocw.context import events as ev
 from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, finish, memory_turns,
                                 plan_compaction, prepare, summarize, summary_blocks)
+from ocw.context.facts import extracting_once
 from ocw.context.graph import SUMMARY_NAME
 from ocw.context.landing import landing_tail_room
 from ocw.context.memory_model import events_of
@@ -67,7 +68,8 @@ def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "m
     if not session.compact_lock.acquire(blocking=False):
         raise CompactionInProgress(i18n_text("busy", getattr(session, "lang", None)))
     try:
-        with counting_once():  # each long text tokenized once per compaction (ocw/text/tokens.py)
+        # Each long text tokenized once, each line's identifiers matched once, per compaction.
+        with counting_once(), extracting_once():
             return _compact_locked(session, keep_recent_tokens, trigger, provider, focus, incoming,
                                    own_summarizer and provider is not None)
     finally:
@@ -78,7 +80,10 @@ def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "m
 def _unpruned(session, plan) -> dict[str, list]:
     """The folded tool results as the model first read them (capped, not the prune
     stubs): pruning runs before an automatic compaction, and a fact in a tool output
-    must reach the memory before the output leaves the context."""
+    must reach the memory before the output leaves the context. With no prune mark nothing
+    is a stub: the plan's messages are what the model read, and nothing is read again."""
+    if session.prune_mark() is None:
+        return {}
     nodes = [n for n in (session._rows.get(m.get("id")) for m in plan.new_messages if m["role"] == "tool")
              if n is not None]
     contents = session._contents(nodes) if nodes else {}
@@ -105,11 +110,14 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
         parts = session.occupancy_parts()
         max_tail = landing_tail_room(session.context_window, incoming=incoming,
                                      fixed=(parts["system"] + parts["tools"]) * session.calibration)
-    plan = plan_compaction(session.rendered_history(), session.context_window, keep_recent_tokens,
+    # Read once: the plan, a wider fold and what was lost all read this history (a change to
+    # the session meanwhile moves HEAD or the generation, and the one write then refuses).
+    history = session.rendered_history()
+    plan = plan_compaction(history, session.context_window, keep_recent_tokens,
                            session.calibration, first_turn=(active.cover_count if active else 0) + 1,
                            max_tail=max_tail)
     if not isinstance(plan, tuple) and keep_recent_tokens is None and plan.replaced_tokens < MIN_SUMMARIZER_INPUT:
-        plan = _fold_enough(session, plan, active)
+        plan = _fold_enough(session, plan, active, history)
     if isinstance(plan, tuple):  # decided before any LLM call: no compaction_started, no summarizer call
         kind, reason = plan
         payload = {"no_op": True, "no_op_kind": kind, "reason": reason, "trigger": trigger,
@@ -183,7 +191,7 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
         memory = apply_forgets(memory, forgets(session.metadata))
         text = summary_blocks(finish(prep, text, memory), memory)
         record = {"trigger": trigger, "before": tokens_before, "folded": len(plan.new_messages),
-                  "focus": prep.focus or None, "lost": _lost(session, plan, text, memory),
+                  "focus": prep.focus or None, "lost": _lost(plan, text, memory, history),
                   "summarizer": own_rules.name_of(provider), "own_summarizer": own}
         summary_id = session._persist_summary(text, plan.boundary_id, head, generation,
                                               usage_samples=prep.usage_samples, record=record,
@@ -226,12 +234,11 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
                             summarizer_calls=prep.calls, payload=payload)
 
 
-def _fold_enough(session, plan, active):
+def _fold_enough(session, plan, active, history):
     """Too little older than the tail for any summary to come out smaller (a high
     calibration on a small window can leave a few dozen tokens there, and a summary
     node has framing of its own): fold just enough more of the tail that what is
     replaced reaches MIN_SUMMARIZER_INPUT, so %compact makes progress."""
-    history = session.rendered_history()
     tail = [m for m in history if m.get("id") and m.get("name") != SUMMARY_NAME]
     kept = sum(m["tokens"] for m in tail) - sum(m["tokens"] for m in plan.new_messages)
     keep = max(0, kept - (MIN_SUMMARIZER_INPUT - plan.replaced_tokens))
@@ -240,13 +247,12 @@ def _fold_enough(session, plan, active):
     return plan if isinstance(wider, tuple) else wider
 
 
-def _lost(session, plan, blocks: list[dict], memory) -> dict:
+def _lost(plan, blocks: list[dict], memory, history: list[dict]) -> dict:
     """What the folded turns had and the new context (new summary + kept turns) does not."""
     from ocw.context.lost import lost
     from ocw.context.render import block_text
 
     folded = {m.get("id") for m in plan.new_messages}
-    history = session.rendered_history()
     last = max((i for i, m in enumerate(history) if m.get("id") in folded), default=-1)
     kept = "\n".join(block_text(m["content"]) for m in history[last + 1:])
     source = plan.old_summary_text + "\n" + "\n".join(block_text(m["content"]) for m in plan.new_messages)

@@ -22,7 +22,7 @@ from collections import Counter
 
 from ocw.text.errors import ContextOverflowError
 from ocw.text.tokens import (count_message, count_text, encoding_for_model, line_pieces, render_block,
-                              truncate_to_tokens)
+                              tokens_at_least, truncate_to_tokens)
 from ocw.text import focus as focus_rules
 from ocw.providers.base import Reply, StreamCallback, Usage
 from ocw.text.prompts import (FOCUS_CLOSE, FOCUS_OPEN, PRUNED_STUB_OPEN, SUMMARY_MARKER, SUMMARY_PREFIX,
@@ -78,7 +78,7 @@ def _sentences(text: str) -> list[str]:
 
 
 def _terms(text: str) -> list[str]:
-    return [w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if len(w) > 2 and w not in _STOP]
+    return [w for w in map(str.lower, _WORD.findall(text)) if len(w) > 2 and w not in _STOP]
 
 
 # What any identifier above holds: a backtick, a slash (URLs, paths), a digit (numbers with
@@ -88,16 +88,56 @@ def _terms(text: str) -> list[str]:
 _IDENT_HINT = re.compile(r"[`/\d]|\.[A-Za-z]|Error|Exception|Warning")
 
 
+_EXT_DOT = re.compile(_IDENT_PATTERNS[1].pattern.rsplit("[\\w-]+", 1)[1])  # r"\.(?:py|…)\b"
+_DIGIT = re.compile(r"\d")
+# What each pattern cannot match without (searched in the text the pattern reads, the URLs
+# blanked): a backtick; a slash or a file extension after a dot; a digit; an error
+# name's ending; a ticket id's dash. A pattern whose need is absent finds nothing, so
+# skipping it changes no answer, and most sentences lack most of them.
+_IDENT_NEEDS = (
+    lambda t: "`" in t,
+    lambda t: "/" in t or _EXT_DOT.search(t) is not None,
+    lambda t: _DIGIT.search(t) is not None,
+    lambda t: "Error" in t or "Exception" in t or "Warning" in t,
+    lambda t: "-" in t,
+)
+
+
+_QUANTITY = _IDENT_PATTERNS[2]
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    """(offset, line) of each line of `text`. A match of every pattern but the quantities'
+    (whose `\s?` may be a newline) lies within one line, and searching a line as
+    `finditer(text, start, end)` reads its edges as the whole text does (a lookbehind
+    sees the newline before, `\b` at the end sees what a newline gives), so a pattern's
+    matches are its matches in the lines that hold what it needs."""
+    out, at = [], 0
+    for line in text.split("\n"):
+        out.append((at, line))
+        at += len(line) + 1
+    return out
+
+
 def identifiers(text: str) -> list[str]:
     """Identifiers worth keeping verbatim, in order of first appearance, no duplicates."""
     if not _IDENT_HINT.search(text):
         return []
     found: list[tuple[int, str]] = []
-    for m in _URL.finditer(text):
-        found.append((m.start(), m.group(0).rstrip(".,;:!?")))
-    rest = _URL.sub(lambda m: " " * len(m.group(0)), text)  # paths inside URLs are not paths
-    for pat in _IDENT_PATTERNS:
-        for m in pat.finditer(rest):
+    rest = text
+    if "http" in text:
+        for m in _URL.finditer(text):
+            found.append((m.start(), m.group(0).rstrip(".,;:!?")))
+        rest = _URL.sub(lambda m: " " * len(m.group(0)), text)  # paths inside URLs are not paths
+    lines = _lines(rest) if "\n" in rest else None
+    for pat, needs in zip(_IDENT_PATTERNS, _IDENT_NEEDS):
+        if not needs(rest):
+            continue
+        if lines is None or pat is _QUANTITY:
+            matches = pat.finditer(rest)
+        else:  # only the lines that hold what the pattern needs (the same matches: see _lines)
+            matches = (m for start, line in lines if needs(line) for m in pat.finditer(rest, start, start + len(line)))
+        for m in matches:
             tok = m.group(0).rstrip(".,;:!?") if not m.group(0).startswith("`") else m.group(0)
             if tok.strip("`").strip():
                 found.append((m.start(), tok))
@@ -361,17 +401,26 @@ class OfflineProvider:
                 c = counted[s] = count_text(s, enc)
             return c
 
+        def fits(i: int, room: int) -> bool:
+            """cost(sents[i]) + 2 <= room; a sentence whose lower bound is over the room
+            is not tokenized (once the summary is nearly full, most are not)."""
+            return tokens_at_least(sents[i], enc) + 2 <= room and cost(sents[i]) + 2 <= room
+
         target = min(budget, max(64, cost(text) // 2))
         used = cost(HEADER) + 8  # labels and separators
         # Keep room for identifiers: what a summary loses most easily and the
         # model needs most exactly (paths, ids, error names).
-        reserve = min(sum(cost(t) + 1 for t in idents), target // (2 if wanted else 3))
+        reserve_cap, reserve = target // (2 if wanted else 3), 0
+        for t in idents:  # their sum, counted only until it reaches the cap
+            reserve += cost(t) + 1
+            if reserve >= reserve_cap:
+                break
+        reserve = min(reserve, reserve_cap)
         chosen: set[int] = set()
         for i in order:
-            c = cost(sents[i]) + 2
-            if used + c + reserve <= target:
+            if fits(i, target - used - reserve):
                 chosen.add(i)
-                used += c
+                used += cost(sents[i]) + 2
         covered = "\n".join(sents[i] for i in chosen)
         kept_ids: list[str] = []
         for tok in idents:
@@ -381,10 +430,9 @@ class OfflineProvider:
                 kept_ids.append(tok)
                 used += cost(tok) + 1
         for i in order:  # room left under the target: more sentences
-            c = cost(sents[i]) + 2
-            if i not in chosen and used + c <= target:
+            if i not in chosen and fits(i, target - used):
                 chosen.add(i)
-                used += c
+                used += cost(sents[i]) + 2
 
         def render() -> str:
             out = [HEADER]

@@ -274,6 +274,22 @@ def line_pieces(text: str, encoding: str) -> list[str]:
     return out
 
 
+# Unicode's White_Space, which the tokenizers' `\s` is (Python's `\s` adds U+001C-U+001F).
+_RUN = re.compile(r"[^\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
+
+
+def tokens_at_least(text: str, encoding: str) -> int:
+    r"""A lower bound of `count_text(text, encoding)` without tokenizing: the runs of
+    non-whitespace characters, for an encoding with a stock pattern (else 0). Why it holds:
+    a pattern piece is whitespace only, or holds whitespace only as its first character or
+    as newlines after a punctuation run (followed by slashes in o200k's), so outside "\n/"
+    no piece reaches from one run into the next, and every piece is at least one token.
+    A text with "\n/" or "\r/" gets no bound (0)."""
+    if "\n/" in text or "\r/" in text or get_encoding(encoding)._pat_str not in (_CL100K_PAT, _O200K_PAT):
+        return 0
+    return len(_RUN.findall(text))
+
+
 def count_message(role: str, blocks: list[dict], encoding: str, name: str | None = None) -> int:
     r"""Tokens of one message in its rendered form, framing included. Inside
     `counting_once()` a long body is counted apart from its "role\n" head (exactly

@@ -313,3 +313,62 @@ def test_stale_phrases_take_their_identifiers_with_them():
         f"S.\n\n{FACTS_HEADER} /srv/c/d.csv"
     assert append_facts("S.", source, 100, ENC, exclude=["the file /srv/a/b.csvx is gone"]) == \
         f"S.\n\n{FACTS_HEADER} /srv/a/b.csv; /srv/c/d.csv"
+
+
+# -- each line matched once per compaction (issue 28, item 3) ----------------------------------
+def test_extracting_once_gives_the_same_identifiers_and_matches_a_line_once(monkeypatch):
+    import random
+
+    from ocw.context import facts
+
+    rng = random.Random(7)
+    words = _ORACLE_TEXT.split(" ") + ["\n", "\n", "250", "ms", "\n\n"]
+    texts = [_ORACLE_TEXT, "a 250\nms b", "x\n250 ms\ny", "5\n\nms run_1"] + \
+            [" ".join(rng.choice(words) for _ in range(50)) for _ in range(150)]
+    plain = [extract_identifiers(t) for t in texts]
+    assert "250\nms" in plain[1] and "250 ms" in plain[2]  # a quantity across one newline is still one
+    with facts.extracting_once():
+        assert [extract_identifiers(t) for t in texts] == plain
+        assert [extract_identifiers(t) for t in texts] == plain  # read again from the lines' memo
+
+    real = facts._RX
+
+    class Counting:  # the matcher, counting the texts it is given
+        seen: list[str] = []
+
+        def findall(self, text):
+            self.seen.append(text)
+            return real.findall(text)
+
+    counting = Counting()
+    monkeypatch.setattr(facts, "_RX", counting)
+    with facts.extracting_once():
+        extract_identifiers("run_1 here\nsrc/app.py\nrun_1 here")
+        extract_identifiers("other\nsrc/app.py")
+    assert counting.seen == ["run_1 here", "src/app.py", "other"]
+    counting.seen.clear()
+    extract_identifiers("src/app.py\nsrc/app.py")  # no scope: the whole text, each time
+    assert counting.seen == ["src/app.py\nsrc/app.py"]
+    with facts.extracting_once():
+        extract_identifiers("took 250\nms")  # a quantity across the newline: the whole text
+        assert counting.seen[-1] == "took 250\nms"
+        extract_identifiers("\nms then\n٣\nms")  # a digit of any script before the newline
+        assert counting.seen[-1] == "\nms then\n٣\nms"
+        extract_identifiers("\nms at the start\nx\nms")  # a unit line after no digit: line by line
+        assert counting.seen[-4:] == ["", "ms at the start", "x", "ms"]
+
+
+@pytest.mark.parametrize("before, named", [
+    ("p95 latency is", "p95 latency: 741 ms"), ("p95 latency is now  ", "p95 latency: 741 ms"),
+    ("latency:", "latency: 741 ms"), ("latency =\t", "latency: 741 ms"), ("warm-up took of", "741 ms"),
+    ("the budget was", "budget: 741 ms"), ("capped at", "capped: 741 ms"), ("raised to", "raised: 741 ms"),
+    ("latency isn't", "741 ms"), ("latency ist", "741 ms"), ("latency", "741 ms"), ("latency is.", "741 ms"),
+    # the name is found among many words before it (a search from the last five chunks on)
+    ("so after all of that we saw the p95 read latency is now", "p95 read latency: 741 ms"),
+    ("one two three four five six seven eight cold_start=", "seven eight cold_start: 741 ms"),
+    ("one two three (warm cache) hit ratio at", "hit ratio: 741 ms"),
+])
+def test_a_quantity_is_named_only_after_a_connector(before, named):
+    from ocw.context.facts import _named
+
+    assert _named("741 ms", f"{before} 741 ms") == named

@@ -45,3 +45,52 @@ def test_the_events_of_hinted_sentences_are_those_of_the_full_search(monkeypatch
     monkeypatch.setattr(mr, "_CLOSE_HINT", always)
     full = mr.events(turns)
     assert len(full) > 30 and fast == full
+
+
+def test_the_working_sets_needs_never_change_the_items(monkeypatch):
+    """A working-set pattern runs only where what it needs occurs (issue 28, item 3)."""
+    texts = _sentences() + ["df.shape is (3, 4)", "df has columns a, b", "see https://x.io/a", "deadbeef42 landed",
+                            "KeyError: 'x'", "open notes/a.md", "read plan.md now", "Exception raised", "x.pyc"]
+    fast = [mr.working_items(t, 1) for t in texts]
+    monkeypatch.setattr(mr, "_WORKING_NEEDS", {kind: (lambda t: True) for kind, _ in mr._WORKING})
+    assert fast == [mr.working_items(t, 1) for t in texts]
+    kinds = {i.detail.split()[-1] for items in fast for i in items}
+    assert {"url", "commit", "error", "shape", "columns", "file"} <= kinds
+
+
+def test_an_identifier_list_is_ocw_s_own_text_unless_kept():
+    assert mr.own_text("  Key identifiers: data/a.csv, run_7") and mr.own_text("Identifiers: x.py")
+    assert not mr.own_text("Key identifiers: data/a.csv", keep_lists=True)
+    assert mr.own_text("(offline model) It is 5 tokens long", keep_lists=True)
+    assert mr.clean("Key identifiers: a.csv\nreal line") == "real line"
+    assert mr.clean("Key identifiers: a.csv\nreal line", keep_lists=True) == "Key identifiers: a.csv\nreal line"
+
+
+@pytest.mark.parametrize("text, shape", [("df.shape=(3, 4)", "(3, 4)"), ("df.shape (120, 7)", "(120, 7)"),
+                                         ("df.shape: (5,2)", "(5,2)"), ("orders has shape (10, 3)", "(10, 3)")])
+def test_a_shape_is_read_with_or_without_space_after_it(text, shape):
+    items = [i for i in mr.working_items(text, 1) if i.detail.endswith("shape")]
+    assert [i.value for i in items] == [shape]
+
+
+def test_a_sentence_is_three_characters_or_more():
+    assert mr.sentences("ok\nno\nfine. Go\n  hi  \nyes. run it!") == ["fine.", "yes.", "run it!"]
+
+
+@pytest.mark.parametrize("sentence, decision", [("polars, not pandas", ("polars", "pandas")),
+                                                 ("it, not pandas", None), ("polars, not it", None),
+                                                 ("prefer duckdb to sqlite", ("duckdb", "sqlite"))])
+def test_a_choice_names_two_things(sentence, decision):
+    evs = [e for e in mr.events([(1, "user", sentence)]) if e.item is not None and e.item.kind == "decision"]
+    assert [(e.item.value, e.item.detail) for e in evs] == ([decision] if decision else [])
+
+
+def test_a_value_named_twice_is_one_working_item():
+    items = mr.working_items("read data/a.csv, then data/a.csv again, and data/b.csv", 4)
+    assert [(i.value, i.turn) for i in items] == [("data/a.csv", 4), ("data/b.csv", 4)]
+
+
+def test_a_bare_answer_to_the_question_before_is_a_setting_of_its_turn():
+    evs = mr.events([(1, "assistant", "What batch size should we use?"), (2, "user", "64, please.")])
+    assert [(e.action, e.turn, e.item.kind, e.item.key, e.item.value) for e in evs] == \
+        [("add", 2, "setting", "batch_size", "64")]

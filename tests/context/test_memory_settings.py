@@ -87,3 +87,23 @@ def test_a_setting_name_is_at_most_48_characters():
     k48, k49 = base + "x" * 10, base + "x" * 11
     assert [(i.key, i.value) for i in settings(f"set {k48} to 64", 1)] == [(k48, "64")]
     assert settings(f"set {k49} to 64", 1) == []
+
+
+def test_the_rules_hints_never_change_the_settings(monkeypatch):
+    """Issue 28: without a value's hint only the first rule reads a sentence, and the copula
+    and "=" rules run only where a copula before a value or "=" occurs."""
+    from ocw.bench.quality_gen import generate
+    from ocw.context import memory_settings as ms
+    from ocw.context.memory_rules import clean, sentences
+
+    texts = [s for s, _ in FORMS] + ["x = 5", "lr=3e-4", "the batch isten", "often it is", "set the mode to fast",
+                                     "the limit is `big`", "batch size: sixty", "it weighs eight"]
+    for seed in range(3):
+        texts += [s for st in generate(seed, 40, "ABC"[seed]).steps for s in sentences(clean(st.text))]
+    fast = [ms.settings(s, 1) for s in texts]
+    monkeypatch.setattr(ms, "_VALUE_HINT", type("Always", (), {"search": staticmethod(lambda s: True)}))
+    monkeypatch.setattr(ms, "_NEEDS", {})
+    assert fast == [ms.settings(s, 1) for s in texts]
+    assert sum(bool(f) for f in fast) > 40
+    found = {(i.key, i.value) for f in fast for i in f}
+    assert {("x", "5"), ("lr", "3e-4"), ("mode", "fast"), ("limit", "`big`"), ("batch_size", "sixty")} <= found

@@ -18,7 +18,8 @@ import pytest
 import ocw
 from ocw.bench.build import build_session
 from ocw.bench.quality_gen import generate
-from ocw.conversation import compaction
+from ocw.context.render import block_text
+from ocw.conversation import compaction, pinning
 from ocw.providers.offline import OfflineProvider
 
 
@@ -97,3 +98,122 @@ def test_a_failing_summarizer_is_a_failed_result_and_a_stop_still_stops(sess, fa
     assert (sess.head, sess.generation, sess.compaction_count) == state and sess.active_summary() is None
     assert not sess.compaction_running and sess.compact_lock.acquire(blocking=False)
     sess.compact_lock.release()
+
+
+def test_a_fact_in_a_pruned_tool_output_reaches_the_memory_and_one_unpruned_reads_the_same(store):
+    """The memory pass reads a folded tool result as the model first read it: a stub left by a
+    prune is replaced by the result itself (read again); with no prune nothing is read again,
+    and the memory is the same."""
+    log = "\n".join([f"line {i}: GET /api/orders/{i} 200" for i in range(150)]
+                    + ["see https://ci.example.com/runs/4242 and commit deadbeef42"])
+
+    def session():
+        s = store.create_session(context_window=16_000)
+        for k in range(6):
+            s.append_many([("user", f"read day {k} of the order service logs; " + "we look for slow requests. " * 20),
+                           ("assistant", [{"type": "tool_use", "id": f"t{k}", "name": "read_log", "input": {"day": k}}]),
+                           ("tool", [{"type": "tool_result", "tool_use_id": f"t{k}", "content": log if k == 0 else "ok"}]),
+                           ("assistant", f"day {k} looks fine")])
+        return s
+
+    def memory_values(s):
+        res = s.compact(provider=OfflineProvider(context_window=16_000), keep_recent_tokens=200)
+        assert res.outcome == "succeeded", res.reason
+        return {i.value for i in pinning.memory(s).items}
+
+    pruned, plain = session(), session()
+    assert pruned.prune_tool_output(keep_tokens=100)["results"] >= 1
+    assert not any("ci.example.com" in block_text(m["content"]) for m in pruned.rendered_history())  # a stub now
+    values = memory_values(pruned)
+    assert {"https://ci.example.com/runs/4242", "deadbeef42"} <= values
+    assert memory_values(plain) == values
+
+
+@pytest.mark.parametrize("bad", [-1, True, 2.5, "200"])
+def test_a_keep_that_is_not_a_whole_number_is_refused_before_anything(sess, fake_summarizer, bad):
+    fake, state = fake_summarizer("Summary."), (sess.head, sess.generation)
+    with pytest.raises(ocw.OcwError, match=r"^keep_recent_tokens must be a whole number ≥ 0, not "):
+        compaction.compact(sess, keep_recent_tokens=bad, provider=fake)
+    assert fake.calls == [] and (sess.head, sess.generation) == state and sess.compact_lock.acquire(blocking=False)
+
+
+def test_the_defaults_a_manual_compaction_without_a_provider(store, sess):
+    """No provider: the offline model, as the chat's (not a summarizer of its own, even if asked),
+    no focus, and no landing room (`incoming` is an automatic compaction's)."""
+    wide = compaction.compact(sess, own_summarizer=True)
+    entry = sess.metadata["compactions"][-1]
+    assert wide.outcome == "succeeded" and entry["own_summarizer"] is False and entry["focus"] is None
+    assert entry["summarizer"] == "offline/ocw-offline"
+
+    def prompted():  # a long system prompt leaves the landing room under the default tail
+        s = store.create_session(context_window=16_000, system_prompt="Be terse. " * 1_000)
+        s.append_many([("user" if i % 2 == 0 else "assistant", f"turn {i} " + "words " * 400) for i in range(40)])
+        return s
+
+    plain, landed = compaction.compact(prompted()), compaction.compact(prompted(), incoming=0)
+    assert landed.summarised_count > plain.summarised_count  # landing well under the line folds more
+
+
+class _OverflowingSummarizer:
+    """A summarizer of its own whose server takes less than its stated window: a call over
+    `limit` tokens is refused with the limit stated, as a real server does."""
+
+    name, model, offline = "own", "own-model", True
+
+    def __init__(self, context_window: int, limit: int):
+        self.context_window, self.limit, self.sizes = context_window, limit, []
+        self.inner = OfflineProvider(context_window=context_window)
+
+    def complete(self, messages, system=None, max_tokens=None):
+        from ocw.text.errors import ContextOverflowError
+
+        used = self.inner.prompt_tokens(messages, system)
+        self.sizes.append(used)
+        if used > self.limit:
+            raise ContextOverflowError("own: HTTP 400: too long", status=400, limit=self.limit, prompt_tokens=used)
+        return self.inner.complete(messages, system=system, max_tokens=max_tokens)
+
+
+def test_a_summarizer_of_its_own_plans_with_its_window_and_learns_a_smaller_one(store):
+    from ocw.conversation import summarizer as own_rules
+
+    made = iter(range(100))
+
+    def session():
+        k = next(made)
+        return build_session(store, 120, window=16_000, verify=2, name=f"own-{k}", id_salt=f"own{k}_")
+
+    big = _OverflowingSummarizer(context_window=64_000, limit=1_000_000)
+    s = session()
+    res = compaction.compact(s, provider=big, own_summarizer=True)
+    assert res.outcome == "succeeded" and res.summarizer_calls == 1  # its own 64k window: one call
+    assert max(big.sizes) > 16_000  # more than the chat's window holds
+    chat = _OverflowingSummarizer(context_window=64_000, limit=1_000_000)
+    assert compaction.compact(session(), provider=chat).summarizer_calls >= 2  # the chat's: min(64k, 16k)
+
+    small = _OverflowingSummarizer(context_window=64_000, limit=8_000)  # its server takes 8k
+    s = session()
+    res = compaction.compact(s, provider=small, own_summarizer=True)
+    assert res.outcome == "succeeded", (res.error, small.sizes)
+    assert res.summarizer_calls >= 2 and small.sizes[0] > 8_000
+    assert all(n <= 8_000 for n in small.sizes[1:])
+    assert own_rules.window(s, small) == 8_000
+
+    as_chat = _OverflowingSummarizer(context_window=64_000, limit=8_000)
+    s = session()
+    state = (s.head, s.generation)
+    res = compaction.compact(s, provider=as_chat)  # the chat's model: its overflow is not learned here
+    assert res.outcome == "failed" and "too long" in res.error
+    assert own_rules.KEY not in s.metadata and (s.head, s.generation) == state and len(as_chat.sizes) == 1
+
+
+def test_a_pre_compact_hook_reads_no_focus_when_none_was_given(sess, fake_summarizer):
+    from ocw.conversation import hooks
+
+    seen = []
+    hook = hooks.on("pre_compact", lambda info: seen.append(info.focus))
+    try:
+        assert compaction.compact(sess, provider=fake_summarizer("Summary.")).outcome == "succeeded"
+    finally:
+        hooks.off("pre_compact", hook)
+    assert seen == [None]

@@ -215,3 +215,101 @@ def test_the_identifier_hint_never_hides_an_identifier(monkeypatch):
     monkeypatch.undo()
     assert sum(not offline._IDENT_HINT.search(t) for t in texts) >= 500  # ... and many texts skipped the search
     assert offline.identifiers("Ünïcode ٣ ms") == ["٣ ms"]  # a digit of any script
+
+
+def _generated_texts(seeds=range(6)):
+    from ocw.bench.quality_gen import generate
+
+    return ["\n".join(st.text for st in generate(seed, 40, "ABC"[seed % 3]).steps) for seed in seeds]
+
+
+def test_the_patterns_needs_and_lines_never_change_the_identifiers(monkeypatch):
+    """Issue 28: a pattern runs only where what it needs occurs, and the body's patterns (all
+    but the quantities) only in the lines holding it; the answers are those of every pattern
+    over the whole text."""
+    from ocw.providers import offline
+
+    edge = ["a.pyhttp://x.io/y", "see http://a.b/c.py and a/b", "took 4\nms", "x\nDataWarning\nAB-12 `q`\n/a/b",
+            "line.md\nnext", "Error-1 ZZ-9\n-", "a/\nb", "`a\nb`", "run 5\n\n ms"]
+    texts = edge + _generated_texts() + [offline._sentences(t)[0] for t in _generated_texts()]
+    fast = [offline.identifiers(t) for t in texts]
+    monkeypatch.setattr(offline, "_IDENT_NEEDS", tuple(lambda t: True for _ in offline._IDENT_NEEDS))
+    monkeypatch.setattr(offline, "_lines", lambda text: None)
+    assert fast == [offline.identifiers(t) for t in texts]
+    assert fast[0] == ["a.py", "http://x.io/y"] and fast[2] == ["4\nms"] and fast[3] == ["DataWarning", "AB-12", "`q`"]
+    assert sum(len(f) for f in fast) > 40
+
+
+def test_the_count_bound_never_changes_a_summary_and_spares_counts(monkeypatch):
+    from ocw.providers import offline
+    from ocw.text import tokens
+
+    p = OfflineProvider(context_window=200_000)
+    counted: list[str] = []
+    real = tokens.get_encoding
+
+    class Spy:  # the encoding, recording what it tokenizes
+        def __init__(self, enc):
+            self.enc = enc
+
+        def encode_ordinary(self, text):
+            counted.append(text)
+            return self.enc.encode_ordinary(text)
+
+    monkeypatch.setattr(offline, "count_text", lambda t, e="cl100k_base": len(Spy(real(e)).encode_ordinary(t)) if t else 0)
+    texts = _generated_texts() + [TRANSCRIPT]
+    fast = [summarize(p, b, t).text for t in texts for b in (120, 600)]
+    spared = len(counted)
+    monkeypatch.setattr(offline, "tokens_at_least", lambda text, encoding: 0)
+    counted.clear()
+    assert fast == [summarize(p, b, t).text for t in texts for b in (120, 600)]
+    assert spared < len(counted) * 3 // 4  # the bound left a quarter of the counts or more untaken
+
+
+def test_an_identifier_is_listed_once_with_or_without_its_backticks():
+    assert identifiers("edit foo.py then `foo.py` again") == ["foo.py"]
+    assert identifiers("edit `foo.py` then foo.py again") == ["`foo.py`"]
+
+
+def test_the_digest_answers_the_users_words_not_the_summary_before_them():
+    from ocw.text.prompts import SUMMARY_PREFIX
+
+    summary = {"type": "text", "text": SUMMARY_PREFIX + " Earlier: the team chose polars over pandas."}
+    reply = OfflineProvider().stream([{"role": "user", "content": [summary, {"type": "text", "text": "How big is orders.csv?"}]}])
+    assert "begins \u201cHow big is orders.csv?\u201d" in reply.text and "polars" not in reply.text
+    assert reply.text.endswith("\u2014 keywords: big, orders.csv.")  # the digest's keywords close it
+
+
+def test_ocw_s_own_digest_lines_are_never_summarized_with_or_without_the_role_mark():
+    p = OfflineProvider()
+    own = ("It is 812 tokens long and begins \u201cquux frobnicates\u201d\n"
+           "[assistant] It is 95 tokens long and begins \u201czap\u201d\n"
+           "user: The loader reads data/sales_2023.csv and took 30 s.")
+    text = summarize(p, 300, own).text
+    assert "data/sales_2023.csv" in text and "30 s" in text
+    assert "tokens long" not in text and "812" not in text and "frobnicates" not in text
+
+
+def test_a_lone_quote_is_an_argument_value_of_its_own():
+    p = OfflineProvider()
+    reply = p.stream([user("please call read_file with path=' now")], tools=TOOLS)
+    assert reply.content[-1]["input"] == {"path": "'"}
+    reply = p.stream([user('please call read_file with path=" now')], tools=TOOLS)
+    assert reply.content[-1]["input"] == {"path": '"'}
+
+
+def test_identifiers_are_dropped_last_when_the_joined_summary_is_over_budget(monkeypatch):
+    """Joins can count more than their parts: here every character is a token, so the ", "
+    between identifiers costs two where one was planned. The summary is trimmed, sentences
+    first, then identifiers, until it fits."""
+    from ocw.providers import offline
+
+    monkeypatch.setattr(offline, "count_text", lambda text, encoding="cl100k_base": len(text))
+    filler = "and then the job went on with the next batch of rows " * 10  # no sentence fits the summary
+    lines = [f"Step {k} wrote out/part_{k}.parquet and logs/run_{k}.log {filler}." for k in range(40)]
+    text = OfflineProvider(context_window=200_000).summarize([user("\n".join(lines))], 400)
+    assert len(text) <= 400
+    assert offline.LABELS[0] not in text  # no sentence fits ...
+    listed = text.split(offline.LABELS[1] + " ")[1].split(", ")
+    assert 5 < len(listed) < 120  # ... then identifiers, from the end, until it fit
+    assert listed[0] == "out/part_0.parquet"

@@ -495,3 +495,49 @@ def test_cut_to_tokens_cuts_and_counts_from_one_encoding():
     assert n == total and kept == truncate_to_tokens(text, total - 1) and len(kept) < len(text)
     assert cut_to_tokens("", 5) == ("", 0)
     assert cut_to_tokens(text, 0) == ("", total)
+
+
+# -- a lower bound without tokenizing (issue 28, item 3: the offline summarizer skips counts) --
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_tokens_at_least_never_exceeds_the_count(encoding):
+    import random
+
+    from ocw.text.tokens import tokens_at_least
+
+    rng = random.Random(28)
+    # every kind of whitespace the tokenizers' \s knows, and U+001C (Python's \s only), glued to words,
+    # digits, punctuation, CJK, emoji, contractions and combining marks
+    alphabet = list("ab AZ09.,!/\\'\t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u1680\u2003\u2028\u3000\u202f-_`$€数据😀\u0301") + \
+        ["'s", "'ll", "\n/", " /", "123456"]
+    texts = SAMPLES + ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))) for _ in range(3000)]
+    bounds = [(tokens_at_least(t, encoding), count_text(t, encoding)) for t in texts]
+    assert all(lo <= n for lo, n in bounds)
+    assert sum(lo == n for lo, n in bounds if lo) > 50  # tight on many texts ...
+    prose = [(lo, n) for lo, n in bounds[:len(SAMPLES)] if lo]
+    assert sum(lo for lo, _ in prose) > sum(n for _, n in prose) // 4  # ... and far from 0 on prose
+
+
+def test_tokens_at_least_counts_runs_and_gives_up_where_a_piece_may_span_two():
+    from ocw.text.tokens import tokens_at_least
+
+    assert tokens_at_least("the cat  sat\ton\u3000a mat", "cl100k_base") == 6
+    assert count_text("the cat sat on a mat", "cl100k_base") == 6  # the bound is the count here
+    assert tokens_at_least("a\x1cb", "cl100k_base") == 1  # U+001C is no whitespace to the tokenizer
+    assert tokens_at_least("", "o200k_base") == 0
+    # o200k's punctuation run takes newlines and slashes: ".\n/" is one token of two runs, so no bound
+    assert count_text(".\n/", "o200k_base") == 1
+    assert tokens_at_least(".\n/", "o200k_base") == 0 and tokens_at_least(".\r/", "cl100k_base") == 0
+    assert tokens_at_least(".\n /", "o200k_base") == 2
+
+
+def test_tokens_at_least_is_zero_for_a_pattern_of_the_users(tmp_path, monkeypatch):
+    from ocw.text.tokens import tokens_at_least
+
+    path = tmp_path / "tiny.tiktoken"
+    path.write_text("YQ== 0\nYg== 1\nYWI= 2\n")  # "a", "b", "ab"
+    monkeypatch.setenv("OCW_ENCODING_PATTERN", r"[ab]+|\s")
+    assert tokens_at_least("ab ab", f"file:{path}") == 0
+    other = tmp_path / "tiny2.tiktoken"
+    other.write_bytes(path.read_bytes())
+    monkeypatch.delenv("OCW_ENCODING_PATTERN")  # o200k's pattern: the bound holds
+    assert tokens_at_least("ab ab", f"file:{other}") == 2
