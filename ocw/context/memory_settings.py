@@ -36,7 +36,7 @@ _NUM_WORDS = (rf"(?:(?:{_TENS})(?:[- ](?:{_UNITS_WORDS}))?|{_UNITS_WORDS}|zero|a
               rf"(?:\s(?:hundred|thousand)(?:\s(?:and\s)?(?:(?:{_TENS})(?:[- ](?:{_UNITS_WORDS}))?|{_UNITS_WORDS}))?)?")
 _UNIT = (r"(?:ms|µs|ns|s|sec|secs|seconds|min|mins|minutes|h|hrs|hours|days|weeks|KB|MB|GB|TB|KiB|MiB|GiB|kB|%|px"
          r"|GHz|MHz|°C|tokens|rows|req/s|epochs|workers|threads|steps|k|x|USD|EUR|percent)")
-NUMBER = rf"(?:[-+]?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?|{_NUM_WORDS})(?:\s?{_UNIT}\b)?"
+NUMBER = rf"(?:[-+]?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?|{_NUM_WORDS})(?:\s?{_UNIT}(?!\w))?"  # (?!\w), not \b: "30%" ends in a non-word unit
 TOKEN = r"(?:`[^`\n]{1,80}`|\"[^\"\n]{1,80}\"|'[^'\n]{1,60}'|[\w./:@+-]*[\w/%])"
 KEY = r"(?:`[^`\n]{1,60}`|[A-Za-z_][\w.-]*(?:[ -][A-Za-z_][\w.-]*){0,3})"
 _VAL = rf"(?:{NUMBER}|`[^`\n]{{1,80}}`)(?!\w)(?!\.\d)"  # a number or a code span, never a bare word
@@ -59,7 +59,7 @@ _CLAUSE = (r"(?:^|(?<=[,;:(—-])\s*|\b(?:please|and|then|so|now|just|also|actua
 
 RULES = [
     # set / change / bump the batch size (from 32) to 64; switch the optimizer to `adamw`
-    re.compile(rf"{_CLAUSE}{_VERB_TO}\s+{_DET}(?P<key>{KEY})\s+(?:from\s+{TOKEN}\s+)?(?:to|=|->|→)\s+(?P<val>{TOKEN})", re.I),
+    re.compile(rf"{_CLAUSE}{_VERB_TO}\s+{_DET}(?P<key>{KEY})\s+(?:from\s+{TOKEN}\s+)?(?:to|=|->|→)\s+(?P<val>{_VAL}|{TOKEN})", re.I),
     # make the batch size 64; keep the timeout at 30 s; cap retries at five
     re.compile(rf"{_CLAUSE}{_VERB_DIRECT}\s+{_DET}(?P<key>{KEY})\s+(?:at\s+|to be\s+|be\s+|as\s+)?(?P<val>{_VAL})", re.I),
     # we measured the p95 latency at 741 ms; a batch size of 64; latency peaked around 40 ms
@@ -98,6 +98,11 @@ _TRAIL = re.compile(r"\s+(?:is|are|was|were|should|would|could|can|will|must|nee
 BAD_KEYS = frozenset("it this that which what there here he she they we i you answer answers reply it's one "
                      "me us them times time".split())
 _BAD_VALS = frozenset(("the", "a", "an", "it", "be", "use", "and", "one"))
+# A unit of time, size or money read as a key is the value's own unit cut off by a rule that
+# backtracked ("make it 45 s" is not a setting `s` = 45); counted things (workers, steps,
+# tokens) stay keys: "use 8 workers" is the setting `workers`.
+_UNIT_KEYS = frozenset("ms µs ns s sec secs seconds min mins minutes h hrs hours days weeks kb mb gb tb kib mib gib "
+                       "% px ghz mhz °c k x usd eur percent".split())
 
 
 def _clean_key(raw: str) -> str:
@@ -109,7 +114,7 @@ def _item(key: str, val: str, turn: int) -> Item | None:
     words = key.split("_")
     if not key or key in BAD_KEYS or words[0] in BAD_KEYS or not val or len(key) > 48:
         return None
-    if val.lower() in _BAD_VALS or key.isdigit():
+    if val.lower() in _BAD_VALS or key.isdigit() or key.lower() in _UNIT_KEYS:
         return None
     return Item("setting", key, val, turn)
 

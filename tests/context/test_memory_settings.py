@@ -36,6 +36,15 @@ FORMS = [  # (sentence, {key: value})
     ("Our batch size is too small: make it 64, the eval batch size of 64 works.", {"batch_size": "64"}),
     ("Set the axis to log.", {"axis": "log"}),  # a name ending in "is" keeps it: only a separate word is cut
     ("Make the redis 7.2.", {"redis": "7.2"}),
+    # a value keeps the unit it was said with, also after "to" and for a unit that is not a word
+    ("Set the timeout to 45 s.", {"timeout": "45 s"}),
+    ("Set the budget share to 30%.", {"budget_share": "30%"}),
+    ("Keep the budget share at 30 %.", {"budget_share": "30 %"}),
+    ("Bump the version to 1.2.3.", {"version": "1.2.3"}),  # not a number with a unit: the token whole
+    # a unit is never the setting's name, a counted thing can be
+    ("The timeout is too short, make it 45 s, like the request timeout of 45 s.", {"timeout": "45 s"}),
+    ("Make it 45 seconds.", {}),
+    ("Use 8 workers.", {"workers": "8"}),
     # not settings: prose without a value, a value without a name
     ("The endpoint looks fine compared with the cache we looked at.", {}),
     ("It is 64.", {}),
