@@ -98,9 +98,10 @@ _TRAIL = re.compile(r"\s+(?:is|are|was|were|should|would|could|can|will|must|nee
 BAD_KEYS = frozenset("it this that which what there here he she they we i you answer answers reply it's one "
                      "me us them times time".split())
 _BAD_VALS = frozenset(("the", "a", "an", "it", "be", "use", "and", "one"))
-# A unit of time, size or money read as a key is the value's own unit cut off by a rule that
-# backtracked ("make it 45 s" is not a setting `s` = 45); counted things (workers, steps,
-# tokens) stay keys: "use 8 workers" is the setting `workers`.
+# The rule that reads the key after the value ("use 8 workers") would read a value's own unit
+# as the key by backtracking ("make it 45 s" is no setting `s` = 45): a unit of time, size or
+# money is never that key. Counted things (workers, steps, tokens) stay keys; and a key
+# before its value ("x = 5", "h is 64") is a name whatever it spells.
 _UNIT_KEYS = frozenset("ms µs ns s sec secs seconds min mins minutes h hrs hours days weeks kb mb gb tb kib mib gib "
                        "% px ghz mhz °c k x usd eur percent".split())
 
@@ -114,7 +115,7 @@ def _item(key: str, val: str, turn: int) -> Item | None:
     words = key.split("_")
     if not key or key in BAD_KEYS or words[0] in BAD_KEYS or not val or len(key) > 48:
         return None
-    if val.lower() in _BAD_VALS or key.isdigit() or key.lower() in _UNIT_KEYS:
+    if val.lower() in _BAD_VALS or key.isdigit():
         return None
     return Item("setting", key, val, turn)
 
@@ -127,6 +128,7 @@ _VALUE_HINT = re.compile(rf"[\d`]|{_TENS}|{_UNITS_WORDS}|zero|dozen|hundred|thou
 # (its copula and value must follow one another, the same `\b` before) and the "=" one.
 _COPULA_HINT = re.compile(rf"\b{_COPULA}\s*(?P<val>{_VAL})", re.I)
 _NEEDS = {RULES[5]: _COPULA_HINT.search, RULES[7]: lambda s: "=" in s}
+_KEY_AFTER = RULES[8]  # "use 8 workers", "take 0.3 as the dropout": the key follows the value
 
 
 def settings(s: str, turn: int) -> list[Item]:
@@ -140,6 +142,8 @@ def settings(s: str, turn: int) -> list[Item]:
             continue
         for m in rx.finditer(s):
             it = _item(_clean_key(m.group("key")), m.group("val"), turn)
+            if it is not None and rx is _KEY_AFTER and it.key.lower() in _UNIT_KEYS:
+                it = None
             if it is None or it.value in locked:
                 continue
             if it.value not in by_value or len(it.key) > len(by_value[it.value].key):

@@ -116,3 +116,14 @@ def test_the_rules_hints_never_change_the_settings(monkeypatch):
     assert sum(bool(f) for f in fast) > 40
     found = {(i.key, i.value) for f in fast for i in f}
     assert {("x", "5"), ("lr", "3e-4"), ("mode", "fast"), ("limit", "`big`"), ("batch_size", "sixty")} <= found
+
+
+@pytest.mark.parametrize("sentence, expected", [
+    ("x = 5", {"x": "5"}),  # a key before its value is a name whatever it spells
+    ("h is 64 now", {"h": "64"}),
+    ("Make it 45 s.", {}),  # a unit after a value is not its key
+    ("Take 30 min for it.", {}),
+    ("Use 8 threads.", {"threads": "8"}),  # a counted thing is
+])
+def test_a_unit_is_a_key_only_before_a_value(sentence, expected):
+    assert settings_of(sentence) == expected
