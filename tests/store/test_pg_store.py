@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from ocw.text.errors import ForeignDatabase, NewerSchema, StoreError
+from ocw.store.postgres.listen import wait_ready
 from ocw.store.postgres.schema import SCHEMA_VERSION
 from ocw.store.postgres.store import PostgresStore
 from test_store_contract import msgs, new_session, summary
@@ -251,3 +252,83 @@ def test_a_connection_dropped_mid_burst_is_replaced_without_an_error(pg, pg_url,
     before = pg._pool.connects
     row, _ = pg.append_nodes("s1", msgs(("a", "user", 1)))
     assert row["head_id"] == "a" and pg.node_count("s1") == 1 and pg._pool.connects == before + 1
+
+
+# -- what is read back ------------------------------------------------------------------------
+def test_a_nodes_name_and_counts_are_read_back_as_written(pg, pg_url):
+    new_session(pg)
+    chain = msgs(("a", "user", 3), ("b", "tool", 4))
+    chain[1]["name"] = "lookup"  # a tool result names its tool
+    pg.append_nodes("s1", chain)
+    pg.insert_summary("s1", summary("sum", "a", 1), lambda row: {})
+    other = PostgresStore(pg_url)  # nothing cached
+    try:
+        b = other.node("s1", "b")
+        assert (b.id, b.parent_id, b.role, b.name, b.tokens, b.depth, b.cum, b.epoch) == \
+            ("b", "a", "tool", "lookup", 4, 2, 7, 0)
+        assert [(n.id, n.name) for n in other.nodes_since("s1", 0)] == [("a", None), ("b", "lookup"),
+                                                                        ("sum", "context/summary")]
+        assert [n.is_summary for n in other.summaries("s1")] == [True]
+    finally:
+        other.close()
+
+
+def test_watch_hears_other_connections_commits_not_its_own(pg, pg_url):
+    """Notifications come in commit order on one connection: once the later one is
+    heard, this store's own commit in between would have been too. The trigger's
+    notification carries no payload (schema p002): "some session changed", (None, None);
+    one with a payload (as p001's trigger sent) is passed on as (session, rev)."""
+    new_session(pg)
+    heard = []
+    pg.watch(lambda sid, rev: heard.append((sid, rev)))
+    other = PostgresStore(pg_url)
+    try:
+        assert wait_ready(pg._listener)
+        deadline = time.monotonic() + 10
+        other.update_session("s1", lambda row: {"model": "gpt-4.1"})
+        while len(heard) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert heard == [(None, None)]
+        pg.update_session("s1", lambda row: {"model": "gpt-4o"})  # our own commit: not heard
+        sql(pg_url, "SELECT pg_notify('ocw_sessions', 's1 7')")
+        while len(heard) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert heard == [(None, None), ("s1", 7)]
+    finally:
+        other.close()
+
+
+def test_a_new_session_refuses_to_archive_a_holder_that_moved_meanwhile(pg):
+    """`%new` files the name's holder away and creates the new session in one
+    transaction — only if the name is still held by the session it read."""
+    new_session(pg, "s1", name="notes")
+    pg.update_session("s1", lambda row: {"name": "renamed"})  # another kernel, meanwhile
+    row = {"id": "s2", "name": "notes", "provider": "offline", "model": "gpt-4o", "context_window": 1000,
+           "system_prompt": "", "metadata": {}}
+    for archive in (("s1", "notes-1"), ("s9", "notes-1")):
+        with pytest.raises(StoreError, match="the session named 'notes' changed meanwhile; nothing was created"):
+            pg.insert_session(row, archive=archive)
+        assert pg.session_row("s1")["name"] == "renamed" and pg.session_row("s2") is None
+    pg.update_session("s1", lambda row: {"name": "notes"})
+    assert pg.insert_session(row, archive=("s1", "notes-1"))["name"] == "notes"
+    assert pg.session_row("s1")["name"] == "notes-1"
+
+
+def test_undo_puts_rows_back_only_if_nothing_was_written_since(pg):
+    """A cell's undo (%new undone, say): the rows as they were, the new session gone —
+    only while every session is still at the rev the undo expects."""
+    new_session(pg, "s1", name="notes")
+    before = pg.session_rows(["s1"])["s1"]
+    pg.update_session("s1", lambda row: {"name": "notes-1"})
+    new_session(pg, "s2", name="notes")
+    now = {sid: r["rev"] for sid, r in pg.session_rows(["s1", "s2"]).items()}
+    stale = {"s1": now["s1"] - 1, "s2": now["s2"]}
+    assert pg.undo_sessions(restore=[before], delete=["s2"], expect_rev=stale) is False
+    assert pg.session_row("s1")["name"] == "notes-1" and pg.session_row("s2") is not None  # untouched
+    assert pg.undo_sessions(restore=[before], delete=["s2"], expect_rev=now) is True
+    assert pg.session_row("s1")["name"] == "notes" and pg.session_row("s2") is None
+    assert pg.session_row("s1")["metadata"] == {"context_compaction_count": 0}  # its JSON text put back as JSON
+    rev = pg.session_row("s1")["rev"]
+    again = dict(before, metadata={"context_compaction_count": 3})  # a row with metadata as a dict
+    assert pg.undo_sessions(restore=[again], delete=[], expect_rev={"s1": rev}) is True
+    assert pg.session_row("s1")["metadata"] == {"context_compaction_count": 3}
