@@ -14,6 +14,7 @@ from ocw.text.errors import ForeignDatabase, NewerSchema, StoreError
 from ocw.store.postgres.listen import wait_ready
 from ocw.store.postgres.schema import SCHEMA_VERSION
 from ocw.store.postgres.store import PostgresStore
+from test_pg_roles import team  # noqa: F401  (the fixture: alice, bob and carol on a database `ocw db init` made)
 from test_store_contract import msgs, new_session, summary
 
 
@@ -332,3 +333,38 @@ def test_undo_puts_rows_back_only_if_nothing_was_written_since(pg):
     again = dict(before, metadata={"context_compaction_count": 3})  # a row with metadata as a dict
     assert pg.undo_sessions(restore=[again], delete=[], expect_rev={"s1": rev}) is True
     assert pg.session_row("s1")["metadata"] == {"context_compaction_count": 3}
+
+
+def test_reads_without_an_epoch_are_of_epoch_0_beside_a_recount(pg, pg_url):
+    """A node recounted for another epoch (a model with another tokenizer) keeps its own
+    counts: a read that names no epoch gets epoch 0's, one that names 1 the recount."""
+    new_session(pg)
+    pg.append_nodes("s1", msgs(("a", "user", 3), ("b", "assistant", 4)))
+    pg.set_counts("s1", [("a", 30, 1, 30, 1, "cl100k_base"), ("b", 40, 2, 70, 1, "cl100k_base")])
+    other = PostgresStore(pg_url)
+    try:
+        assert [(n.tokens, n.cum, n.epoch) for n in (other.node("s1", "b"), other.leaves("s1")[0])] == \
+            [(4, 7, 0), (4, 7, 0)]
+        assert [(n.tokens, n.cum, n.epoch) for n in (other.node("s1", "b", 1), other.leaves("s1", 1)[0])] == \
+            [(40, 70, 1), (40, 70, 1)]
+    finally:
+        other.close()
+
+
+def test_a_session_shared_with_you_is_not_yours_to_delete(team):
+    """Row security hides the DELETE's refusal (0 rows): the store says why, in one line,
+    and nothing goes; a session that is not there at all deletes nothing, as DuckDB's."""
+    alice, bob = PostgresStore(team.url(team.alice)), PostgresStore(team.url(team.bob))
+    try:
+        new_session(alice, "plan-1", name="plan")
+        alice.append_nodes("plan-1", msgs(("a", "user", 3)))
+        alice.share_session("plan-1", team.bob)
+        with pytest.raises(StoreError, match=f"session 'plan' is shared with you by {team.alice}; only its owner "
+                                             "deletes it, nothing was deleted"):
+            bob.delete_session("plan-1")
+        assert alice.node_count("plan-1") == 1 and bob.session_row("plan-1") is not None
+        assert bob.delete_session("no-such-session") == 0
+        assert alice.delete_session("plan-1") == 1 and alice.session_row("plan-1") is None
+    finally:
+        alice.close()
+        bob.close()
