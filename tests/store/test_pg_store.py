@@ -340,7 +340,10 @@ def test_reads_without_an_epoch_are_of_epoch_0_beside_a_recount(pg, pg_url):
     counts: a read that names no epoch gets epoch 0's, one that names 1 the recount."""
     new_session(pg)
     pg.append_nodes("s1", msgs(("a", "user", 3), ("b", "assistant", 4)))
-    pg.set_counts("s1", [("a", 30, 1, 30, 1, "cl100k_base"), ("b", 40, 2, 70, 1, "cl100k_base")])
+    row = pg.set_counts("s1", [("a", 30, 1, 30, 1, "cl100k_base"), ("b", 40, 2, 70, 1, "cl100k_base")],
+                        lambda row: {"count_epoch": 1})  # the session moves to the recount's epoch with it
+    assert row["count_epoch"] == 1 and pg.session_row("s1")["count_epoch"] == 1
+    assert pg.set_counts("s1", [], lambda row: None)["count_epoch"] == 1  # nothing to change: the row as it is
     other = PostgresStore(pg_url)
     try:
         assert [(n.tokens, n.cum, n.epoch) for n in (other.node("s1", "b"), other.leaves("s1")[0])] == \
