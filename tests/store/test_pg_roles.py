@@ -482,3 +482,14 @@ def test_init_by_a_non_superuser_that_may_create_roles(team, capsys):
             conn.execute("DROP SCHEMA IF EXISTS ops CASCADE")
             conn.execute(f"DROP OWNED BY {dba}")
             conn.execute(f"DROP ROLE {dba}")
+
+
+def test_grant_on_a_schema_ocw_has_not_made_is_refused(team, capsys):
+    with team.admin() as conn:
+        conn.execute("CREATE SCHEMA plain")
+    before = _state(team)
+    assert cli.main(["db", "grant", team.admin_url, team.carol, "--schema", "plain"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ocw db grant:") and "schema plain of " in err
+    assert "is not ocw's at version 2 (it is at 0)" in err and "run ocw db init first" in err
+    assert _state(team) == before  # carol granted nothing
