@@ -371,3 +371,39 @@ def test_a_session_shared_with_you_is_not_yours_to_delete(team):
     finally:
         alice.close()
         bob.close()
+
+
+def test_a_search_path_naming_no_schema_is_refused_in_one_line(pg_url):
+    with pytest.raises(ForeignDatabase) as e:
+        PostgresStore(pg_url + "?options=-csearch_path%3Dnowhere")
+    assert "has no schema to write to (search_path names none that exists)" in str(e.value)
+    assert "create the schema, or fix search_path" in e.value.user_message()
+    assert objects(pg_url) == []  # nothing created anywhere
+
+
+def test_a_migration_waits_for_the_migration_lock_of_any_ocw(pg_url):
+    """Every ocw release migrates under the advisory lock keyed "ocw" (0x6F6377): a kernel
+    opening a new database while another (of any version) migrates it waits for it."""
+    assert 0x6F6377 == int.from_bytes(b"ocw", "big")
+    opened, errors = [], []
+
+    def open_it():
+        try:
+            opened.append(PostgresStore(pg_url))
+        except Exception as e:  # pragma: no cover - shown by the assertion
+            errors.append(e)
+
+    with psycopg.connect(pg_url, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [0x6F6377])  # another ocw, migrating
+        t = threading.Thread(target=open_it)
+        t.start()
+        deadline = time.monotonic() + 10
+        while t.is_alive() and time.monotonic() < deadline and not other.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").fetchone()[0]:
+            time.sleep(0.01)
+        assert t.is_alive() and objects(pg_url) == []  # waiting, nothing written yet
+        other.execute("SELECT pg_advisory_unlock(%s)", [0x6F6377])
+    t.join(30)
+    assert errors == [] and len(opened) == 1
+    assert ("sessions",) in objects(pg_url)
+    opened[0].close()
