@@ -195,3 +195,19 @@ def test_closing_the_store_ends_the_listener_and_its_connection(pg_url):
     store.close()
     assert wait_for(lambda: not thread.is_alive()), "the listener thread outlived its store"
     assert not listener.ready.is_set()  # it left its loop, not only its connection
+
+
+def test_stopping_the_listener_returns_once_its_thread_has_ended(pg_url):
+    """stop() waits for the thread (up to its 2 s bound): a store closed is a store whose
+    listener no longer runs, not one that will stop within the next poll."""
+    from ocw.store.postgres.listen import Listener
+
+    heard = []
+    listener = Listener(pg_url, "test", lambda sid, rev, pid: heard.append((sid, rev, pid)))
+    listener.stop()  # never started: nothing to wait for
+    listener = Listener(pg_url, "test", lambda sid, rev, pid: heard.append((sid, rev, pid)))
+    listener.start()
+    assert wait_ready(listener)
+    listener.stop()
+    assert not listener._thread.is_alive() and not listener.ready.is_set()
+    assert heard == []
