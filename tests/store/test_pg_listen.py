@@ -211,3 +211,24 @@ def test_stopping_the_listener_returns_once_its_thread_has_ended(pg_url):
     listener.stop()
     assert not listener._thread.is_alive() and not listener.ready.is_set()
     assert heard == []
+
+
+def test_a_notification_with_a_payload_is_passed_on_as_session_and_rev(pg_url):
+    """The trigger of schema p002 sends no payload ("some session changed"); one with
+    `<session> <rev>` (p001's trigger: -1 for a deleted session) is passed on parsed."""
+    import psycopg
+
+    from ocw.store.postgres.listen import Listener
+
+    heard = []
+    listener = Listener(pg_url, "test", lambda sid, rev, pid: heard.append((sid, rev)))
+    listener.start()
+    try:
+        assert wait_ready(listener)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for payload in ("s1 7", "s2 -1", "s3 x", ""):
+                conn.execute("SELECT pg_notify('ocw_sessions', %s)", [payload])
+        assert wait_for(lambda: len(heard) == 4)
+        assert heard == [("s1", 7), ("s2", -1), ("s3", None), (None, None)]
+    finally:
+        listener.stop()
