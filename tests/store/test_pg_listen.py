@@ -232,3 +232,30 @@ def test_a_notification_with_a_payload_is_passed_on_as_session_and_rev(pg_url):
         assert heard == [("s1", 7), ("s2", -1), ("s3", None), (None, None)]
     finally:
         listener.stop()
+
+
+def test_each_lost_notification_connection_is_warned_once(pg_url, caplog):
+    """A lost LISTEN connection is said once, as a warning, then retried quietly; the
+    next outage (after a reconnect) is said again."""
+    import logging
+
+    import psycopg
+
+    from ocw.store.postgres.listen import Listener
+
+    heard = []
+    listener = Listener(pg_url, "the test db", lambda sid, rev, pid: heard.append((sid, rev)))
+    caplog.set_level(logging.DEBUG, logger="ocw")
+    listener.start()
+    try:
+        for outage in (1, 2):
+            assert wait_ready(listener)
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                             " WHERE application_name = 'ocw-listen' AND datname = current_database()")
+            assert wait_for(lambda: heard.count((None, None)) == outage)  # reconnected: "sync all"
+            warned = [r for r in caplog.records if r.levelno == logging.WARNING
+                      and r.getMessage().startswith("ocw: lost the notification connection to the test db (")]
+            assert len(warned) == outage and listener.reconnects >= outage
+    finally:
+        listener.stop()
