@@ -259,3 +259,16 @@ def test_each_lost_notification_connection_is_warned_once(pg_url, caplog):
             assert len(warned) == outage and listener.reconnects >= outage
     finally:
         listener.stop()
+
+
+def test_wait_ready_is_true_once_listening_and_false_at_its_deadline(pg_url):
+    from ocw.store.postgres.listen import Listener
+
+    assert wait_ready(None, timeout=0.2) is False  # no listener (a DuckDB store's)
+    listener = Listener(pg_url, "test", lambda sid, rev, pid: None)
+    assert wait_ready(listener, timeout=0.2) is False  # not started: never ready
+    listener.start()
+    try:
+        assert wait_ready(listener, timeout=10) is True and listener.ready.is_set()
+    finally:
+        listener.stop()
