@@ -153,15 +153,19 @@ def test_a_new_database_is_marked_and_migrated_once(pg_url):
     assert sql(pg_url, "SELECT id FROM sessions") == [("s1",)]
 
 
-def test_two_kernels_opening_a_new_database_at_once_both_work(pg_url):
-    stores, errors = [], []
-
+def _opener(url, stores: list, errors: list):
+    """A kernel opening the store (in a thread): the store, or its error, appended."""
     def open_it():
         try:
-            stores.append(PostgresStore(pg_url))
+            stores.append(PostgresStore(url))
         except Exception as e:  # pragma: no cover - shown by the assertion
             errors.append(e)
+    return open_it
 
+
+def test_two_kernels_opening_a_new_database_at_once_both_work(pg_url):
+    stores, errors = [], []
+    open_it = _opener(pg_url, stores, errors)
     threads = [threading.Thread(target=open_it) for _ in range(3)]
     for t in threads:
         t.start()
@@ -386,13 +390,7 @@ def test_a_migration_waits_for_the_migration_lock_of_any_ocw(pg_url):
     opening a new database while another (of any version) migrates it waits for it."""
     assert 0x6F6377 == int.from_bytes(b"ocw", "big")
     opened, errors = [], []
-
-    def open_it():
-        try:
-            opened.append(PostgresStore(pg_url))
-        except Exception as e:  # pragma: no cover - shown by the assertion
-            errors.append(e)
-
+    open_it = _opener(pg_url, opened, errors)
     with psycopg.connect(pg_url, autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s)", [0x6F6377])  # another ocw, migrating
         t = threading.Thread(target=open_it)
