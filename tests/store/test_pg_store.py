@@ -10,7 +10,7 @@ import time
 import psycopg
 import pytest
 
-from ocw.text.errors import ForeignDatabase, NewerSchema, StoreError
+from ocw.text.errors import ForeignDatabase, InvalidArgument, NewerSchema, StoreError
 from ocw.store.postgres.listen import wait_ready
 from ocw.store.postgres.schema import SCHEMA_VERSION
 from ocw.store.postgres.store import PostgresStore
@@ -406,3 +406,19 @@ def test_a_migration_waits_for_the_migration_lock_of_any_ocw(pg_url):
     assert errors == [] and len(opened) == 1
     assert ("sessions",) in objects(pg_url)
     opened[0].close()
+
+
+@pytest.mark.parametrize("value", [True, "5", 0, -1, float("inf"), float("nan")])
+def test_a_bad_store_option_is_one_line_naming_it(pg_url, value):
+    with pytest.raises(InvalidArgument) as e:
+        PostgresStore(pg_url, lock_timeout=value)
+    assert str(e.value) == f"Store(lock_timeout=...) takes a number of seconds above 0, not {value!r}"
+    assert objects(pg_url) == []  # refused before connecting: nothing created
+
+
+def test_a_store_option_just_above_0_is_taken(pg_url):
+    b = PostgresStore(pg_url, lock_timeout=0.001, idle_close=2)
+    try:
+        assert b._pool.lock_timeout == 0.001
+    finally:
+        b.close()
