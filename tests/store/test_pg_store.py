@@ -275,6 +275,10 @@ def test_a_nodes_name_and_counts_are_read_back_as_written(pg, pg_url):
                                                                         ("sum", "context/summary")]
         assert [(n.is_summary, n.parent_id, n.depth, n.cum, n.epoch, n.cover_count) for n in other.summaries("s1")] \
             == [(True, "a", None, None, 0, 1)]  # beside the branch: no depth or total, of the session's epoch
+        assert other.content("s1", other.nodes_since("s1", 0)) == {
+            "a": [{"type": "text", "text": "text of a"}], "b": [{"type": "text", "text": "text of b"}],
+            "sum": [{"type": "text", "text": "sum"}]}
+        assert other.content("s1", []) == {}
     finally:
         other.close()
 
@@ -422,3 +426,12 @@ def test_a_store_option_just_above_0_is_taken(pg_url):
         assert b._pool.lock_timeout == 0.001
     finally:
         b.close()
+
+
+def test_a_database_error_is_one_line_naming_the_database(pg, pg_url):
+    new_session(pg)
+    sql(pg_url, "DROP TABLE node_counts")  # someone broke the schema by hand
+    with pytest.raises(StoreError) as e:
+        pg.node("s1", "a")
+    assert str(e.value).startswith(f"cannot use the ocw database {pg.describe()}: ")
+    assert 'relation "node_counts" does not exist' in str(e.value) and "\n" not in str(e.value)
