@@ -169,3 +169,22 @@ def test_a_second_role_is_told_the_command_that_grants_it_then_sees_only_its_own
     finally:
         second.close()
         first.close()
+
+
+def test_psycopgs_own_log_lines_never_carry_the_password(role, caplog):
+    """Opening a store loads the driver, whose loggers exist from then on: the secrets
+    filter is put on them then, so a psycopg warning quoting a DSN shows no password."""
+    import logging
+
+    user, db, port = role
+    store = ocw.Store(f"postgresql://{user}:{PASSWORD}@127.0.0.1:{port}/{db}")
+    try:
+        store.create_session(name="x")
+        names = sorted(n for n in logging.Logger.manager.loggerDict if n == "psycopg" or n.startswith("psycopg."))
+        assert "psycopg" in names
+        caplog.set_level(logging.INFO)
+        for name in names:
+            logging.getLogger(name).warning("reconnecting to %s", f"host=127.0.0.1 password={PASSWORD}")
+        assert [r.getMessage() for r in caplog.records] == ["reconnecting to host=127.0.0.1 password=<redacted>"] * len(names)
+    finally:
+        store.close()

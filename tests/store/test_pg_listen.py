@@ -228,3 +228,80 @@ def test_stop_gives_a_stuck_refresh_2_seconds_then_returns(pg_url):
     finally:
         release.set()
     assert wait_for(lambda: not thread.is_alive()), "the released thread did not end"
+
+
+def test_stopping_the_listener_returns_once_its_thread_has_ended(pg_url):
+    """stop() waits for the thread (up to its 2 s bound): a store closed is a store whose
+    listener no longer runs, not one that will stop within the next poll."""
+    from ocw.store.postgres.listen import Listener
+
+    heard = []
+    listener = Listener(pg_url, "test", lambda sid, rev, pid: heard.append((sid, rev, pid)))
+    listener.stop()  # never started: nothing to wait for
+    listener = Listener(pg_url, "test", lambda sid, rev, pid: heard.append((sid, rev, pid)))
+    listener.start()
+    assert wait_ready(listener)
+    listener.stop()
+    assert not listener._thread.is_alive() and not listener.ready.is_set()
+    assert heard == []
+
+
+def test_a_notification_with_a_payload_is_passed_on_as_session_and_rev(pg_url):
+    """The trigger of schema p002 sends no payload ("some session changed"); one with
+    `<session> <rev>` (p001's trigger: -1 for a deleted session) is passed on parsed."""
+    import psycopg
+
+    from ocw.store.postgres.listen import Listener
+
+    heard = []
+    listener = Listener(pg_url, "test", lambda sid, rev, pid: heard.append((sid, rev)))
+    listener.start()
+    try:
+        assert wait_ready(listener)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for payload in ("s1 7", "s2 -1", "s3 x", ""):
+                conn.execute("SELECT pg_notify('ocw_sessions', %s)", [payload])
+        assert wait_for(lambda: len(heard) == 4)
+        assert heard == [("s1", 7), ("s2", -1), ("s3", None), (None, None)]
+    finally:
+        listener.stop()
+
+
+def test_each_lost_notification_connection_is_warned_once(pg_url, caplog):
+    """A lost LISTEN connection is said once, as a warning, then retried quietly; the
+    next outage (after a reconnect) is said again."""
+    import logging
+
+    import psycopg
+
+    from ocw.store.postgres.listen import Listener
+
+    heard = []
+    listener = Listener(pg_url, "the test db", lambda sid, rev, pid: heard.append((sid, rev)))
+    caplog.set_level(logging.DEBUG, logger="ocw")
+    listener.start()
+    try:
+        for outage in (1, 2):
+            assert wait_ready(listener)
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                             " WHERE application_name = 'ocw-listen' AND datname = current_database()")
+            assert wait_for(lambda: heard.count((None, None)) == outage)  # reconnected: "sync all"
+            warned = [r for r in caplog.records if r.levelno == logging.WARNING
+                      and r.getMessage().startswith("ocw: lost the notification connection to the test db (")]
+            assert len(warned) == outage and listener.reconnects >= outage
+    finally:
+        listener.stop()
+
+
+def test_wait_ready_is_true_once_listening_and_false_at_its_deadline(pg_url):
+    from ocw.store.postgres.listen import Listener
+
+    assert wait_ready(None, timeout=0.2) is False  # no listener (a DuckDB store's)
+    listener = Listener(pg_url, "test", lambda sid, rev, pid: None)
+    assert wait_ready(listener, timeout=0.2) is False  # not started: never ready
+    listener.start()
+    try:
+        assert wait_ready(listener, timeout=10) is True and listener.ready.is_set()
+    finally:
+        listener.stop()

@@ -438,3 +438,58 @@ def test_shares_names_the_owner_and_the_grantees_each_role_may_see(team):
     finally:
         a.close()
         b.close()
+
+
+def test_a_role_name_of_63_characters_is_granted_and_64_refused(team, capsys):
+    """PostgreSQL names are 1 to 63 characters: 63 is a name, 64 would be cut to another."""
+    long63 = "g" * (63 - len(team.alice)) + team.alice  # unique per test: ends with alice's (suffixed) name
+    assert len(long63) == 63
+    with team.admin() as conn:
+        conn.execute(f"CREATE ROLE {long63} LOGIN PASSWORD '{PW}'")
+    try:
+        assert cli.main(["db", "grant", team.admin_url, long63]) == 0
+        assert capsys.readouterr().out.startswith(f"ocw db grant: granted {long63} the use of schema ocw")
+        assert cli.main(["db", "grant", team.admin_url, long63 + "z"]) == 2
+        assert "ROLE takes a PostgreSQL name of 1 to 63 characters" in capsys.readouterr().err
+    finally:
+        with team.admin() as conn:
+            conn.execute(f"DROP OWNED BY {long63}")
+            conn.execute(f"DROP ROLE {long63}")
+
+
+def test_init_by_a_non_superuser_that_may_create_roles(team, capsys):
+    """A superuser runs init as itself (and is made a member of nothing); an admin role
+    with CREATEROLE (a managed server's usual admin) is made a member of ocw_owner, so
+    that it can create and migrate the tables as their owner."""
+    dba = f"dba_{team.alice}"
+    with team.admin() as conn:
+        members = conn.execute("SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid"
+                               " WHERE r.rolname = 'ocw_owner' AND m.member = (SELECT oid FROM pg_roles"
+                               " WHERE rolname = current_user)").fetchone()[0]
+        assert members == 0  # the superuser that ran the fixture's init
+        conn.execute(f"CREATE ROLE {dba} LOGIN CREATEROLE PASSWORD '{PW}'")
+        conn.execute(f"GRANT CREATE ON DATABASE {team.db} TO {dba}")
+    try:
+        assert cli.main(["db", "init", team.url(dba), "--schema", "ops", "--grant", team.carol]) == 0, \
+            capsys.readouterr().err
+        out = capsys.readouterr().out.splitlines()
+        assert out[:2] == ["ocw db init: created schema ops, owned by ocw_owner",
+                           "ocw db init: created ocw's tables (schema version 2) with row-level security"]
+        with team.admin() as conn:
+            assert conn.execute("SELECT pg_has_role(%s, 'ocw_owner', 'MEMBER')", [dba]).fetchone() == (True,)
+    finally:
+        with team.admin() as conn:
+            conn.execute("DROP SCHEMA IF EXISTS ops CASCADE")
+            conn.execute(f"DROP OWNED BY {dba}")
+            conn.execute(f"DROP ROLE {dba}")
+
+
+def test_grant_on_a_schema_ocw_has_not_made_is_refused(team, capsys):
+    with team.admin() as conn:
+        conn.execute("CREATE SCHEMA plain")
+    before = _state(team)
+    assert cli.main(["db", "grant", team.admin_url, team.carol, "--schema", "plain"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ocw db grant:") and "schema plain of " in err
+    assert "is not ocw's at version 2 (it is at 0)" in err and "run ocw db init first" in err
+    assert _state(team) == before  # carol granted nothing

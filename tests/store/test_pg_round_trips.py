@@ -6,9 +6,11 @@ by the server's own record of which transaction wrote each row (`xmin`)."""
 from __future__ import annotations
 
 import psycopg
+import pytest
 
 import ocw
 from ocw.bench import wire
+from ocw.text.errors import StoreError
 
 
 def _writers_of(url: str, sid: str, node_ids: list[str]) -> set[str]:
@@ -65,3 +67,103 @@ def test_the_count_of_a_trace():
         "F\t9\tExecute\t \"\" 0", "F\t4\tSync", "B\t11\tCommandComplete\t \"ROLLBACK\"", "B\t5\tReadyForQuery\t I",
         "F\t9\tExecute\t \"\" 0", "F\t4\tSync", "B\t5\tReadyForQuery\t I", "noise"])
     assert wire.count(trace) == {"round_trips": 3, "transactions": 2, "commits": 1}
+
+
+# -- the transaction's edges (ocw/store/postgres/append.py) -------------------------------------
+def _pg(pg_url):
+    from ocw.store.postgres.store import PostgresStore
+    from test_store_contract import new_session
+
+    b = PostgresStore(pg_url)
+    new_session(b)
+    return b
+
+
+def test_a_second_writer_waits_for_the_first_and_chains_under_its_head(pg_url):
+    """The session row is locked from the first round trip to the commit: a second
+    writer that starts between the two round trips waits, then reads the HEAD the
+    first committed — a chain, not a fork."""
+    import threading
+    import time
+
+    from ocw.store.postgres.store import PostgresStore
+    from test_store_contract import msgs
+
+    a, b = _pg(pg_url), PostgresStore(pg_url)
+    try:
+        a.append_nodes("s1", msgs(("root", "user", 1)))
+        started = []
+
+        def theirs():
+            b.append_nodes("s1", msgs(("theirs", "user", 2)))
+
+        def change(row, parent):  # runs between the two round trips, the row locked
+            t = threading.Thread(target=theirs)
+            t.start()
+            started.append(t)
+            deadline = time.monotonic() + 10
+            with psycopg.connect(pg_url, autocommit=True) as look:
+                while t.is_alive() and time.monotonic() < deadline and not look.execute(
+                        "SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
+                    time.sleep(0.01)
+            return None
+
+        a.append_nodes("s1", msgs(("mine", "user", 3)), change)
+        started[0].join(10)
+        assert [(n.id, n.parent_id, n.depth, n.cum) for n in a.nodes_since("s1", 0)] == [
+            ("root", None, 1, 1), ("mine", "root", 2, 4), ("theirs", "mine", 3, 6)]
+        assert a.session_row("s1")["head_id"] == "theirs"
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_failed_turn_writes_nothing_and_keeps_its_connection(pg_url):
+    """`change` raising (or any error) rolls the transaction back on the connection,
+    which goes back to the pool idle: the next turn needs no new connection."""
+    from test_store_contract import msgs
+
+    a = _pg(pg_url)
+    try:
+        a.append_nodes("s1", msgs(("root", "user", 1)))
+        connects, row = a._pool.connects, a.session_row("s1")
+
+        def refuse(row, parent):
+            raise ValueError("no")
+
+        with pytest.raises(ValueError):
+            a.append_nodes("s1", msgs(("lost", "user", 5)), refuse)
+        assert a.node_count("s1") == 1 and a.session_row("s1") == row
+        a.append_nodes("s1", msgs(("next", "user", 2)))
+        assert a._pool.connects == connects  # the same connection, rolled back and kept
+        assert [(n.id, n.parent_id) for n in a.nodes_since("s1", 0)] == [("root", None), ("next", "root")]
+    finally:
+        a.close()
+
+
+def test_a_session_gone_meanwhile_is_one_line(pg_url):
+    a = _pg(pg_url)
+    try:
+        with pytest.raises(StoreError, match=r"^session nope vanished from "):
+            a.append_nodes("nope", [{"id": "x", "role": "user", "name": None, "content": [], "tokens": 1}])
+        assert a.node_count("nope") == 0
+    finally:
+        a.close()
+
+
+def test_a_turn_leaves_the_server_nothing_to_warn_about(pg_url):
+    """The pipeline's COMMIT ends the BEGIN it queued first: without it the server would
+    warn "there is no transaction in progress" into its log on every turn."""
+    from test_store_contract import msgs
+
+    a = _pg(pg_url)
+    try:
+        notes = []
+        with a._pool.connection() as conn:  # the pool's one connection, which the turns use
+            conn.add_notice_handler(lambda d: notes.append(f"{d.severity}: {d.message_primary}"))
+        a.append_nodes("s1", msgs(("a", "user", 1), ("b", "assistant", 2)))
+        a.append_nodes("s1", msgs(("c", "user", 1)))
+        assert a._pool.connects == 1 and notes == []
+        assert [n.id for n in a.nodes_since("s1", 0)] == ["a", "b", "c"]
+    finally:
+        a.close()

@@ -10,9 +10,11 @@ import time
 import psycopg
 import pytest
 
-from ocw.text.errors import ForeignDatabase, NewerSchema, StoreError
+from ocw.text.errors import ForeignDatabase, InvalidArgument, NewerSchema, StoreError
+from ocw.store.postgres.listen import wait_ready
 from ocw.store.postgres.schema import SCHEMA_VERSION
 from ocw.store.postgres.store import PostgresStore
+from test_pg_roles import team  # noqa: F401  (the fixture: alice, bob and carol on a database `ocw db init` made)
 from test_store_contract import msgs, new_session, summary
 
 
@@ -151,15 +153,19 @@ def test_a_new_database_is_marked_and_migrated_once(pg_url):
     assert sql(pg_url, "SELECT id FROM sessions") == [("s1",)]
 
 
-def test_two_kernels_opening_a_new_database_at_once_both_work(pg_url):
-    stores, errors = [], []
-
+def _opener(url, stores: list, errors: list):
+    """A kernel opening the store (in a thread): the store, or its error, appended."""
     def open_it():
         try:
-            stores.append(PostgresStore(pg_url))
+            stores.append(PostgresStore(url))
         except Exception as e:  # pragma: no cover - shown by the assertion
             errors.append(e)
+    return open_it
 
+
+def test_two_kernels_opening_a_new_database_at_once_both_work(pg_url):
+    stores, errors = [], []
+    open_it = _opener(pg_url, stores, errors)
     threads = [threading.Thread(target=open_it) for _ in range(3)]
     for t in threads:
         t.start()
@@ -251,3 +257,181 @@ def test_a_connection_dropped_mid_burst_is_replaced_without_an_error(pg, pg_url,
     before = pg._pool.connects
     row, _ = pg.append_nodes("s1", msgs(("a", "user", 1)))
     assert row["head_id"] == "a" and pg.node_count("s1") == 1 and pg._pool.connects == before + 1
+
+
+# -- what is read back ------------------------------------------------------------------------
+def test_a_nodes_name_and_counts_are_read_back_as_written(pg, pg_url):
+    new_session(pg)
+    chain = msgs(("a", "user", 3), ("b", "tool", 4))
+    chain[1]["name"] = "lookup"  # a tool result names its tool
+    pg.append_nodes("s1", chain)
+    pg.insert_summary("s1", summary("sum", "a", 1), lambda row: {})
+    other = PostgresStore(pg_url)  # nothing cached
+    try:
+        b = other.node("s1", "b")
+        assert (b.id, b.parent_id, b.role, b.name, b.tokens, b.depth, b.cum, b.epoch) == \
+            ("b", "a", "tool", "lookup", 4, 2, 7, 0)
+        assert [(n.id, n.name) for n in other.nodes_since("s1", 0)] == [("a", None), ("b", "lookup"),
+                                                                        ("sum", "context/summary")]
+        assert [(n.is_summary, n.parent_id, n.depth, n.cum, n.epoch, n.cover_count) for n in other.summaries("s1")] \
+            == [(True, "a", None, None, 0, 1)]  # beside the branch: no depth or total, of the session's epoch
+        assert other.content("s1", other.nodes_since("s1", 0)) == {
+            "a": [{"type": "text", "text": "text of a"}], "b": [{"type": "text", "text": "text of b"}],
+            "sum": [{"type": "text", "text": "sum"}]}
+        assert other.content("s1", []) == {}
+    finally:
+        other.close()
+
+
+def test_watch_hears_other_connections_commits_not_its_own(pg, pg_url):
+    """Notifications come in commit order on one connection: once the later one is
+    heard, this store's own commit in between would have been too. The trigger's
+    notification carries no payload (schema p002): "some session changed", (None, None);
+    one with a payload (as p001's trigger sent) is passed on as (session, rev)."""
+    new_session(pg)
+    heard = []
+    pg.watch(lambda sid, rev: heard.append((sid, rev)))
+    other = PostgresStore(pg_url)
+    try:
+        assert wait_ready(pg._listener)
+        deadline = time.monotonic() + 10
+        other.update_session("s1", lambda row: {"model": "gpt-4.1"})
+        while len(heard) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert heard == [(None, None)]
+        pg.update_session("s1", lambda row: {"model": "gpt-4o"})  # our own commit: not heard
+        sql(pg_url, "SELECT pg_notify('ocw_sessions', 's1 7')")
+        while len(heard) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert heard == [(None, None), ("s1", 7)]
+    finally:
+        other.close()
+
+
+def test_a_new_session_refuses_to_archive_a_holder_that_moved_meanwhile(pg):
+    """`%new` files the name's holder away and creates the new session in one
+    transaction — only if the name is still held by the session it read."""
+    new_session(pg, "s1", name="notes")
+    pg.update_session("s1", lambda row: {"name": "renamed"})  # another kernel, meanwhile
+    row = {"id": "s2", "name": "notes", "provider": "offline", "model": "gpt-4o", "context_window": 1000,
+           "system_prompt": "", "metadata": {}}
+    for archive in (("s1", "notes-1"), ("s9", "notes-1")):
+        with pytest.raises(StoreError, match="the session named 'notes' changed meanwhile; nothing was created"):
+            pg.insert_session(row, archive=archive)
+        assert pg.session_row("s1")["name"] == "renamed" and pg.session_row("s2") is None
+    pg.update_session("s1", lambda row: {"name": "notes"})
+    assert pg.insert_session(row, archive=("s1", "notes-1"))["name"] == "notes"
+    assert pg.session_row("s1")["name"] == "notes-1"
+
+
+def test_undo_puts_rows_back_only_if_nothing_was_written_since(pg):
+    """A cell's undo (%new undone, say): the rows as they were, the new session gone —
+    only while every session is still at the rev the undo expects."""
+    new_session(pg, "s1", name="notes")
+    before = pg.session_rows(["s1"])["s1"]
+    pg.update_session("s1", lambda row: {"name": "notes-1"})
+    new_session(pg, "s2", name="notes")
+    now = {sid: r["rev"] for sid, r in pg.session_rows(["s1", "s2"]).items()}
+    stale = {"s1": now["s1"] - 1, "s2": now["s2"]}
+    assert pg.undo_sessions(restore=[before], delete=["s2"], expect_rev=stale) is False
+    assert pg.session_row("s1")["name"] == "notes-1" and pg.session_row("s2") is not None  # untouched
+    assert pg.undo_sessions(restore=[before], delete=["s2"], expect_rev=now) is True
+    assert pg.session_row("s1")["name"] == "notes" and pg.session_row("s2") is None
+    assert pg.session_row("s1")["metadata"] == {"context_compaction_count": 0}  # its JSON text put back as JSON
+    rev = pg.session_row("s1")["rev"]
+    again = dict(before, metadata={"context_compaction_count": 3})  # a row with metadata as a dict
+    assert pg.undo_sessions(restore=[again], delete=[], expect_rev={"s1": rev}) is True
+    assert pg.session_row("s1")["metadata"] == {"context_compaction_count": 3}
+
+
+def test_reads_without_an_epoch_are_of_epoch_0_beside_a_recount(pg, pg_url):
+    """A node recounted for another epoch (a model with another tokenizer) keeps its own
+    counts: a read that names no epoch gets epoch 0's, one that names 1 the recount."""
+    new_session(pg)
+    pg.append_nodes("s1", msgs(("a", "user", 3), ("b", "assistant", 4)))
+    row = pg.set_counts("s1", [("a", 30, 1, 30, 1, "cl100k_base"), ("b", 40, 2, 70, 1, "cl100k_base")],
+                        lambda row: {"count_epoch": 1})  # the session moves to the recount's epoch with it
+    assert row["count_epoch"] == 1 and pg.session_row("s1")["count_epoch"] == 1
+    assert pg.set_counts("s1", [], lambda row: None)["count_epoch"] == 1  # nothing to change: the row as it is
+    other = PostgresStore(pg_url)
+    try:
+        assert [(n.tokens, n.cum, n.epoch) for n in (other.node("s1", "b"), other.leaves("s1")[0])] == \
+            [(4, 7, 0), (4, 7, 0)]
+        assert [(n.tokens, n.cum, n.epoch) for n in (other.node("s1", "b", 1), other.leaves("s1", 1)[0])] == \
+            [(40, 70, 1), (40, 70, 1)]
+    finally:
+        other.close()
+
+
+def test_a_session_shared_with_you_is_not_yours_to_delete(team):
+    """Row security hides the DELETE's refusal (0 rows): the store says why, in one line,
+    and nothing goes; a session that is not there at all deletes nothing, as DuckDB's."""
+    alice, bob = PostgresStore(team.url(team.alice)), PostgresStore(team.url(team.bob))
+    try:
+        new_session(alice, "plan-1", name="plan")
+        alice.append_nodes("plan-1", msgs(("a", "user", 3)))
+        alice.share_session("plan-1", team.bob)
+        with pytest.raises(StoreError, match=f"session 'plan' is shared with you by {team.alice}; only its owner "
+                                             "deletes it, nothing was deleted"):
+            bob.delete_session("plan-1")
+        assert alice.node_count("plan-1") == 1 and bob.session_row("plan-1") is not None
+        assert bob.delete_session("no-such-session") == 0
+        assert alice.delete_session("plan-1") == 1 and alice.session_row("plan-1") is None
+    finally:
+        alice.close()
+        bob.close()
+
+
+def test_a_search_path_naming_no_schema_is_refused_in_one_line(pg_url):
+    with pytest.raises(ForeignDatabase) as e:
+        PostgresStore(pg_url + "?options=-csearch_path%3Dnowhere")
+    assert "has no schema to write to (search_path names none that exists)" in str(e.value)
+    assert "create the schema, or fix search_path" in e.value.user_message()
+    assert objects(pg_url) == []  # nothing created anywhere
+
+
+def test_a_migration_waits_for_the_migration_lock_of_any_ocw(pg_url):
+    """Every ocw release migrates under the advisory lock keyed "ocw" (0x6F6377): a kernel
+    opening a new database while another (of any version) migrates it waits for it."""
+    assert 0x6F6377 == int.from_bytes(b"ocw", "big")
+    opened, errors = [], []
+    open_it = _opener(pg_url, opened, errors)
+    with psycopg.connect(pg_url, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [0x6F6377])  # another ocw, migrating
+        t = threading.Thread(target=open_it)
+        t.start()
+        deadline = time.monotonic() + 10
+        while t.is_alive() and time.monotonic() < deadline and not other.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").fetchone()[0]:
+            time.sleep(0.01)
+        assert t.is_alive() and objects(pg_url) == []  # waiting, nothing written yet
+        other.execute("SELECT pg_advisory_unlock(%s)", [0x6F6377])
+    t.join(30)
+    assert errors == [] and len(opened) == 1
+    assert ("sessions",) in objects(pg_url)
+    opened[0].close()
+
+
+@pytest.mark.parametrize("value", [True, "5", 0, -1, float("inf"), float("nan")])
+def test_a_bad_store_option_is_one_line_naming_it(pg_url, value):
+    with pytest.raises(InvalidArgument) as e:
+        PostgresStore(pg_url, lock_timeout=value)
+    assert str(e.value) == f"Store(lock_timeout=...) takes a number of seconds above 0, not {value!r}"
+    assert objects(pg_url) == []  # refused before connecting: nothing created
+
+
+def test_a_store_option_just_above_0_is_taken(pg_url):
+    b = PostgresStore(pg_url, lock_timeout=0.001, idle_close=2)
+    try:
+        assert b._pool.lock_timeout == 0.001
+    finally:
+        b.close()
+
+
+def test_a_database_error_is_one_line_naming_the_database(pg, pg_url):
+    new_session(pg)
+    sql(pg_url, "DROP TABLE node_counts")  # someone broke the schema by hand
+    with pytest.raises(StoreError) as e:
+        pg.node("s1", "a")
+    assert str(e.value).startswith(f"cannot use the ocw database {pg.describe()}: ")
+    assert 'relation "node_counts" does not exist' in str(e.value) and "\n" not in str(e.value)

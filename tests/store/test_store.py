@@ -354,3 +354,61 @@ def test_a_session_deleted_by_another_store_is_said_to_have_vanished(tmp_db):
     finally:
         a.close()
         b.close()
+
+
+# -- reading nodes back (a fresh Store: nothing cached) --------------------------------
+def test_a_range_read_without_an_upper_bound_reads_to_the_end(tmp_db):
+    a = ocw.Store(tmp_db)
+    s = a.create_session(name="r", model="gpt-4o")
+    ids = [s.append("user", f"turn {i}") for i in range(4)]
+    a.close()
+    b = ocw.Store(tmp_db)
+    try:
+        got = b.backend.nodes_since(s.id, 0)  # the whole session (the export's, the benchmark's read)
+        assert [n.id for n in got] == ids
+        third = got[2].seq
+        assert [n.id for n in b.backend.nodes_since(s.id, third)] == ids[2:]
+        assert [n.id for n in b.backend.nodes_since(s.id, third, third)] == [ids[2]]
+    finally:
+        b.close()
+
+
+def test_contents_are_read_from_runs_far_apart(tmp_db):
+    """Content is read by seq runs: nodes more than 4096 apart are two reads, and both
+    come back (so does a lone node at either end)."""
+    from ocw.store.duckdb.store import SEQ_GAP
+
+    assert SEQ_GAP == 4096
+    a = ocw.Store(tmp_db)
+    s = a.create_session(name="c", model="gpt-4o")
+    first = s.append("user", "the first")
+    a.close()
+    con = duckdb.connect(tmp_db, config=DUCKDB_CONFIG)  # push the sequence 5000 on, as 5000 other rows would
+    con.execute("SELECT nextval('node_seq') FROM range(5000)").fetchall()
+    con.close()
+    b = ocw.Store(tmp_db)
+    try:
+        s = b.open_session("c")
+        last = s.append("assistant", "the last")
+        nodes = b.backend.nodes_since(s.id, 0)
+        assert [n.id for n in nodes] == [first, last] and nodes[1].seq - nodes[0].seq > 5000
+        contents = b.backend.content(s.id, nodes)
+        assert contents[first] == [{"type": "text", "text": "the first"}]
+        assert contents[last] == [{"type": "text", "text": "the last"}]
+    finally:
+        b.close()
+
+
+def test_recounted_counts_are_stored_beside_the_rows(tmp_db):
+    a = ocw.Store(tmp_db)
+    s = a.create_session(name="n", model="gpt-4o")
+    nid = s.append("user", "count me")
+    a.backend.set_counts(s.id, [(nid, 321, 1, 321, 7, "cl100k_base")])
+    a.close()
+    b = ocw.Store(tmp_db)
+    try:
+        node = b.backend.node(s.id, nid, 7)
+        assert (node.tokens, node.depth, node.cum, node.epoch) == (321, 1, 321, 7)
+        assert b.backend.node(s.id, nid, 0).epoch == 0 and b.backend.node(s.id, nid, 0).tokens != 321
+    finally:
+        b.close()

@@ -286,6 +286,18 @@ class Db:
             return False
 
     # -- open / close -----------------------------------------------------------
+    def _wait_for_lock(self, deadline: float, delay: float) -> float:
+        """One wait for DuckDB's own lock (held by another process, or by another Db of
+        this one): `StoreBusy` once `deadline` has passed, else signal the holder (it
+        hands the file over at its next chance), sleep a jittered `delay` (waiters that
+        started together do not retry in step) and return the next, doubled up to 50 ms."""
+        if time.monotonic() >= deadline:
+            raise StoreBusy(f"database {self.path} is locked by another process; gave up after "
+                            f"{self.lock_timeout:g} s", hint=BUSY_HINT) from None
+        self._signal_waiting()
+        time.sleep(delay * (0.5 + random.random()))
+        return min(delay * 2, 0.05)
+
     def _connect(self, deadline: float, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
         """duckdb.connect, retried while another process holds DuckDB's own lock."""
         delay = 0.005
@@ -304,13 +316,8 @@ class Db:
             except duckdb.IOException as e:
                 if "lock" not in str(e).lower():
                     raise StoreError(f"cannot open {self.path}: {e}") from None
-                if time.monotonic() >= deadline:
-                    raise StoreBusy(f"database {self.path} is locked by another process; gave up after "
-                                    f"{self.lock_timeout:g} s", hint=BUSY_HINT) from None
+                delay = self._wait_for_lock(deadline, delay)
                 waited = True
-                self._signal_waiting()
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 0.05)
         self.waits += waited
         return con
 
@@ -347,13 +354,8 @@ class Db:
                         pass  # another Db of this process holds it attached: wait for its hand-over
                 elif "lock" not in text.lower():
                     raise StoreError(f"cannot open {self.path}: {_first_line(e)}") from None
-                if time.monotonic() >= deadline:
-                    raise StoreBusy(f"database {self.path} is locked by another process; gave up after "
-                                    f"{self.lock_timeout:g} s", hint=BUSY_HINT) from None
+                delay = self._wait_for_lock(deadline, delay)
                 waited = True
-                self._signal_waiting()
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 0.05)
         self.waits += waited
         return con
 

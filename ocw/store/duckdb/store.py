@@ -21,6 +21,7 @@ from typing import Callable
 
 import duckdb
 
+from ocw.store.chain import chain_rows
 from ocw.store.duckdb.db import Db
 from ocw.store.duckdb.settings import DUCKDB_CONFIG  # noqa: F401  (re-exported: tests and tools use it)
 from ocw.store.duckdb import ownership
@@ -290,7 +291,7 @@ class DuckDBStore:
             if done is None:  # the row moved since this store last saw it: read it
                 row = self._locked_row(con, sid)
                 parent = self._get(con, sid, row["head_id"], row["count_epoch"]) if row["head_id"] else None
-                written, fields = self._chain(row, parent, nodes, change)
+                written, fields = chain_rows(row, parent, nodes, change)
                 row = self._write_row(con, sid, fields)
                 done = row, written
             self._insert_chain(con, sid, done[1], nodes)
@@ -310,27 +311,9 @@ class DuckDBStore:
         row = _session(raw)  # fresh objects: `change` may keep or alter what it is given
         if row["head_id"] != last.id or last.epoch != row["count_epoch"]:
             return None
-        written, fields = self._chain(row, _copy(last), nodes, change)
+        written, fields = chain_rows(row, _copy(last), nodes, change)
         new_row = self._write_row(con, sid, fields, expect=raw)
         return None if new_row is None else (new_row, written)
-
-    @staticmethod
-    def _chain(row: dict, parent: Node | None, nodes: list[dict], change) -> tuple[list[Node], dict]:
-        """The appended chain's rows (depth, running total, epoch from the parent) and the
-        session columns to write with it (HEAD, and what `change(row, parent)` adds)."""
-        epoch = row["count_epoch"] if parent is None or parent.epoch == row["count_epoch"] else -1
-        depth, cum = (parent.depth or 0, parent.cum or 0) if parent is not None else (0, 0)
-        pid, written = row["head_id"], []
-        for n in nodes:
-            depth += 1
-            cum += int(n["tokens"])
-            written.append(Node(n["id"], 0, pid, n["role"], n.get("name"), int(n["tokens"]), depth, cum, epoch))
-            pid = n["id"]
-        fields = {"head_id": pid}
-        extra = change(row, parent) if change else None
-        if extra:
-            fields.update(extra)
-        return written, fields
 
     @staticmethod
     def _insert_chain(con, sid: str, written: list[Node], nodes: list[dict]) -> None:

@@ -28,6 +28,7 @@ import json
 from typing import Callable
 
 from ocw.context.graph import Node
+from ocw.store.chain import chain_rows
 from ocw.text.errors import StoreError
 
 NODE_COLUMNS = ("id, session_id, parent_id, role, name, content, tokens, encoding, depth, cum_tokens, epoch,"
@@ -74,20 +75,10 @@ def append(store, conn, sid: str, nodes: list[dict],
             row = _session(r)
             h = head.fetchone()
             parent = _node(h) if h is not None else None
-            epoch = row["count_epoch"] if parent is None or parent.epoch == row["count_epoch"] else -1
-            depth, cum = (parent.depth or 0, parent.cum or 0) if parent is not None else (0, 0)
-            pid, written, args = row["head_id"], [], []
-            for n in nodes:
-                depth += 1
-                cum += int(n["tokens"])
-                args += [n["id"], sid, pid, n["role"], n.get("name"), json.dumps(n["content"], ensure_ascii=False),
-                         int(n["tokens"]), n.get("encoding"), depth, cum, epoch, None, None]
-                written.append(Node(n["id"], 0, pid, n["role"], n.get("name"), int(n["tokens"]), depth, cum, epoch))
-                pid = n["id"]
-            fields = {"head_id": pid}
-            extra = change(row, parent) if change else None
-            if extra:
-                fields.update(extra)
+            written, fields = chain_rows(row, parent, nodes, change)
+            args = [v for w, n in zip(written, nodes) for v in (
+                w.id, sid, w.parent_id, w.role, w.name, json.dumps(n["content"], ensure_ascii=False), w.tokens,
+                n.get("encoding"), w.depth, w.cum, w.epoch, None, None)]
             if nodes:
                 ins.execute(insert_sql(len(nodes)), args)
             store._write_row(upd, sid, fields, fetch=False)

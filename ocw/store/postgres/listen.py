@@ -59,7 +59,7 @@ class Listener:
                 with psycopg.connect(pg_url.connect_url(self.url), autocommit=True, connect_timeout=CONNECT_TIMEOUT,
                                      application_name="ocw-listen") as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                    if failures or self.reconnects:
+                    if failures:  # a reconnect (every lost connection counts one failure before it)
                         self._call(None, None)  # what was sent while we were away is lost: sync all
                     failures = 0
                     self.ready.set()

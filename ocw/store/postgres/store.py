@@ -316,17 +316,12 @@ class PostgresStore(Sharing):
         with self._errors(), self._pool.connection() as conn:
             return append.append(self, conn, sid, nodes, change)
 
-    def _insert(self, cur, args: list[list]) -> list[tuple]:
-        """Insert node rows in order (one pipelined batch); their (seq, created_at), in that order."""
-        if len(args) == 1:
-            cur.execute(NODE_INSERT, args[0])
-            return [tuple(cur.fetchone())]
-        cur.executemany(NODE_INSERT, args, returning=True)
-        seqs = []
-        while True:
-            seqs.append(tuple(cur.fetchone()))
-            if not cur.nextset():
-                return seqs
+    @staticmethod
+    def _insert(cur, args: list) -> tuple:
+        """Insert one node row (a summary: a turn's chain is append.py's own INSERT); its
+        (seq, created_at)."""
+        cur.execute(NODE_INSERT, args)
+        return tuple(cur.fetchone())
 
     def insert_summary(self, sid: str, summary: dict, change: Callable[[dict], dict]) -> tuple[dict, Node]:
         """The summary node beside the branch and `change(row)` (generation, count) in one
@@ -334,10 +329,10 @@ class PostgresStore(Sharing):
         with self._tx() as cur:
             row = self._locked_row(cur, sid)
             fields = change(row)
-            ((seq, created_at),) = self._insert(cur, [[
+            seq, created_at = self._insert(cur, [
                 summary["id"], sid, summary["parent_id"], "llm", SUMMARY_NAME,
                 json.dumps(summary["content"], ensure_ascii=False), int(summary["tokens"]), summary.get("encoding"),
-                None, None, row["count_epoch"], int(summary["cover_count"]), summary.get("supersedes")]])
+                None, None, row["count_epoch"], int(summary["cover_count"]), summary.get("supersedes")])
             new_row = self._write_row(cur, sid, fields or {})
             node = Node(summary["id"], seq, summary["parent_id"], "llm", SUMMARY_NAME, int(summary["tokens"]),
                         None, None, row["count_epoch"], int(summary["cover_count"]), summary.get("supersedes"),
