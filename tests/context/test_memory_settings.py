@@ -127,3 +127,18 @@ def test_the_rules_hints_never_change_the_settings(monkeypatch):
 ])
 def test_a_unit_is_a_key_only_before_a_value(sentence, expected):
     assert settings_of(sentence) == expected
+
+
+def test_a_trailing_word_is_cut_only_when_it_is_a_word_of_its_own():
+    # "format" ends in "at", "tobe" is no "to be": only " at" / " be" after a space is a connector
+    assert settings_of("Set the format to json.") == {"format": "json"}
+    assert settings_of("Set the timeout to 30 s.", "The timeout is at 45 s.") == {"timeout": "45 s"}
+
+
+def test_the_asked_setting_is_the_one_the_question_names_whatever_its_form():
+    from ocw.context.memory_settings import asked_key
+
+    assert asked_key("What batch size should we use?") == "batch_size"  # k2: "<key> should we"
+    assert asked_key("What should the batch size be?") == "batch_size"  # k1: "should the <key> be"
+    assert asked_key("What value for the timeout?") == "timeout"  # k3
+    assert asked_key("How many workers should we run?") == "workers"  # k4
