@@ -107,7 +107,7 @@ _QUANTITY = _IDENT_PATTERNS[2]
 
 
 def _lines(text: str) -> list[tuple[int, str]]:
-    """(offset, line) of each line of `text`. A match of every pattern but the quantities'
+    r"""(offset, line) of each line of `text`. A match of every pattern but the quantities'
     (whose `\s?` may be a newline) lies within one line, and searching a line as
     `finditer(text, start, end)` reads its edges as the whole text does (a lookbehind
     sees the newline before, `\b` at the end sees what a newline gives), so a pattern's
