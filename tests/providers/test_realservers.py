@@ -79,7 +79,9 @@ def test_llama_server_overflow_states_2048_and_the_prompt_then_the_next_request_
     assert [(s[2], s[3]) for s in sends] == [(True, 400)]  # sent once, never retried
     reply = p.stream([user("hi")], max_tokens=4)
     assert reply.usage.input_tokens and reply.usage.input_tokens > 0  # llama-server streams usage
-    assert [(s[2], s[3]) for s in sends][1:] == [(True, 200)]
+    # streamed and answered; the tiny model's 4 sampled tokens are sometimes no text at all, and a
+    # stream with no reply is asked once more unstreamed (http._resend_unstreamed) — never more
+    assert [(s[2], s[3]) for s in sends][1:] in ([(True, 200)], [(True, 200), (False, 200)])
     p.close()
 
 
