@@ -43,5 +43,9 @@ def pytest_sessionfinish(session, exitstatus):
         said.append(f"{type(e).__name__}: {e}")
     finally:
         sys.unraisablehook = previous
+        # An exited shell has no history manager and runs no cell: a later session in this
+        # process (mutmut runs pytest twice in one, the stats run then the clean run) must get
+        # a fresh one, not this one (its cells failed on `assert self.history_manager`).
+        InteractiveShell.clear_instance()
     for line in said:
         print(f"\nIPython's exit operations: {line}")

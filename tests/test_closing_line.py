@@ -57,3 +57,18 @@ def test_with_the_plugin_pytests_closing_line_is_the_last(tmp_path):
     # the failure is not hidden: said in one line, before the summary
     said = [ln for ln in lines if "a destructor failed at exit" in ln]
     assert said == ["IPython's exit operations: RuntimeError: a destructor failed at exit (in Loud.__del__)"], lines
+
+
+def test_a_second_session_in_the_same_process_gets_a_shell_that_runs_cells(tmp_path):
+    """mutmut runs pytest twice in one process (its stats run, then the clean run): the
+    second session's cells must run, not meet the first session's exited shell."""
+    (tmp_path / "test_tiny.py").write_text(TINY.replace('run_cell("x = 1 + 1")', 'run_cell("x = 1 + 1", store_history=True)'))
+    twice = ("import sys, pytest\n"
+             "a = pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'ipython_exit', 'test_tiny.py'])\n"
+             "b = pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'ipython_exit', 'test_tiny.py'])\n"
+             "print('EXIT CODES', int(a), int(b))\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+               IPYTHONDIR=str(tmp_path / "ipython"))
+    r = subprocess.run([sys.executable, "-c", twice], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert "EXIT CODES 0 0" in r.stdout, r.stdout
