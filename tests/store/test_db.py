@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import time
 
 import duckdb
 import pytest
@@ -16,6 +15,7 @@ import pytest
 import ocw
 from ocw.store.duckdb.db import Db
 from ocw.text.errors import StoreBusy, StoreError
+from waiting import wait_for
 
 
 def _free(sidecar: str) -> bool:
@@ -30,15 +30,6 @@ def _free(sidecar: str) -> bool:
         return False
     finally:
         os.close(fd)
-
-
-def _until(cond, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
 
 
 def test_a_path_that_is_a_folder_is_one_line_at_once_not_a_wait(tmp_path):
@@ -89,7 +80,7 @@ def test_an_idle_file_goes_back_after_idle_close(tmp_db):
     with db.transaction() as con:
         con.execute("CREATE TABLE t (x INTEGER)")
     assert not _free(db.sidecar)  # held while in use
-    assert _until(lambda: _free(db.sidecar))  # the reaper let it go once idle
+    assert wait_for(lambda: _free(db.sidecar), 10.0, 0.01)  # the reaper let it go once idle
     assert db.opens == 1 and db.handoffs == 0  # closed for idleness: nobody was waiting
     db.close()
 
@@ -98,7 +89,7 @@ def test_a_lone_holder_keeps_the_file_until_idle_close_not_handing_it_to_nobody(
     db = Db(tmp_db, idle_close=0.5, contended_idle=0.01)
     with db.transaction() as con:
         con.execute("CREATE TABLE t (x INTEGER)")
-    assert _until(lambda: db._con is None)
+    assert wait_for(lambda: db._con is None, 10.0, 0.01)
     assert db.handoffs == 0 and db.waits == 0  # closed for idleness, not handed over: nobody signalled
     with db.connect():
         assert not db._attached  # reopened as a plain connection (one hand-over would make it attach)
@@ -158,7 +149,7 @@ def test_a_large_wal_is_merged_once_the_file_is_idle(tmp_db):
         con.execute("CREATE TABLE t (x INTEGER, s VARCHAR)")
         con.execute("INSERT INTO t SELECT range, repeat('w', 60) FROM range(40000)")
     assert os.path.getsize(tmp_db + ".wal") > Db.CHECKPOINT_BYTES  # over 1 MiB
-    assert _until(lambda: db.checkpoints >= 1)
+    assert wait_for(lambda: db.checkpoints >= 1, 10.0, 0.01)
     assert db.checkpoints == 1
     assert not os.path.exists(tmp_db + ".wal") or os.path.getsize(tmp_db + ".wal") == 0
     assert db._con is not None and not _free(db.sidecar)  # merged, still held
@@ -172,6 +163,6 @@ def test_a_small_wal_is_left_while_the_file_is_idle(tmp_db):
         con.execute("INSERT INTO t SELECT range FROM range(100)")
     wal = os.path.getsize(tmp_db + ".wal")
     assert 0 < wal <= Db.CHECKPOINT_BYTES
-    assert _until(lambda: not db._dirty)  # the reaper looked at it once idle
+    assert wait_for(lambda: not db._dirty, 10.0, 0.01)  # the reaper looked at it once idle
     assert db.checkpoints == 0 and os.path.getsize(tmp_db + ".wal") == wal
     db.close()

@@ -20,6 +20,7 @@ from ocw.context import events as ev
 from ocw.store.postgres.listen import wait_ready
 from ocw.widgets.ring import ContextWidget
 from test_kernel import Kernel
+from waiting import wait_for
 
 WRITER = textwrap.dedent("""
     import json, sys, ocw
@@ -37,13 +38,6 @@ def other_process_writes(url: str) -> dict:
     return json.loads(out.stdout)
 
 
-def wait_for(predicate, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 @pytest.fixture
