@@ -14,6 +14,7 @@ import pytest
 import ocw
 from ocw.text.errors import InvalidArgument, OcwError, SessionNotFound, StoreBusy, StoreError
 from ocw.store.duckdb.store import DUCKDB_CONFIG, default_db_path
+from waiting import until
 
 
 # -- where the file lives -----------------------------------------------------------
@@ -220,14 +221,6 @@ HOLD_UNTIL_TOLD = textwrap.dedent(
 )
 
 
-def until(condition, seconds: float = 30.0, what: str = "the condition") -> None:
-    """Wait for `condition()` to hold, polling, up to a deadline (never a fixed sleep)."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen within {seconds:g} s"
-        time.sleep(0.005)
-
-
 def test_waits_while_another_process_holds_the_file(tmp_db):
     """The file held by another process: the append waits (signalling on the sidecar)
     and goes through once the holder lets go — no error reaches the caller. No timing
@@ -237,7 +230,7 @@ def test_waits_while_another_process_holds_the_file(tmp_db):
     ocw.Store(tmp_db).close()
     store = ocw.Store(tmp_db, idle_close=0.01)
     s = store.create_session(name="w")
-    until(lambda: store.db._con is None, what="the idle close")
+    until(lambda: store.db._con is None, "the idle close", poll=0.005)
     holder = subprocess.Popen([sys.executable, "-c", HOLD_UNTIL_TOLD, tmp_db], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:

@@ -11,13 +11,13 @@ request no longer holds it. Screenshot: test-artifacts/browser/chat-pins.png.
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
 
 from browser.lab import cell_tags, notebook_in_chromium
 from refserver import RefServer
+from waiting import until
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "tests" / "browser" / "pins_widget.ipynb"
@@ -34,16 +34,6 @@ def sent_text(request) -> str:
 
 def chat_requests(srv) -> list:
     return [r for r in srv.requests if not r.is_summary]
-
-
-def wait_for(predicate, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what}", pytrace=False)
 
 
 def test_pin_a_message_in_the_widget_compact_and_it_is_still_sent_verbatim():
@@ -94,7 +84,7 @@ def test_pin_a_message_in_the_widget_compact_and_it_is_still_sent_verbatim():
             composer.click()
             composer.fill("what type is region_id?")
             composer.press("Enter")
-            wait_for(lambda: len(chat_requests(srv)) > n, "the message to reach the server")
+            until(lambda: len(chat_requests(srv)) > n, "the message to reach the server", timeout=60.0, poll=0.1)
             expect(status).to_have_text("", timeout=60_000)
             sent = sent_text(chat_requests(srv)[-1])
             assert sent.count(FIRST) == 1, sent
@@ -120,7 +110,7 @@ def test_pin_a_message_in_the_widget_compact_and_it_is_still_sent_verbatim():
             composer.click()
             composer.fill("and now?")
             composer.press("Enter")
-            wait_for(lambda: len(chat_requests(srv)) > n, "the next message to reach the server")
+            until(lambda: len(chat_requests(srv)) > n, "the next message to reach the server", timeout=60.0, poll=0.1)
             expect(status).to_have_text("", timeout=60_000)
             assert FIRST not in sent_text(chat_requests(srv)[-1])
             assert nb.errors == []
