@@ -11,7 +11,7 @@ def wait_for(predicate, timeout: float = 15.0, poll: float = 0.02) -> bool:
         if predicate():
             return True
         time.sleep(poll)
-    return predicate()
+    return bool(predicate())
 
 
 def until(predicate, what: str, timeout: float = 30.0, poll: float = 0.01):
