@@ -290,8 +290,9 @@ class HTTPProvider:
         return err
 
     def _path_hint(self) -> str:
-        """What the base URL should look like for this wire format (a 404 on its path)."""
-        return "check OCW_BASE_URL (%config Ocw.base_url) and run %ocw doctor"
+        """What the base URL should look like for this wire format (a 404 on its path):
+        each wire format knows its own (OpenAIProvider, AnthropicProvider)."""
+        raise NotImplementedError
 
     @staticmethod
     def _retryable(err: ProviderError) -> bool:

@@ -153,3 +153,12 @@ def test_usage_far_below_a_settled_calibration_is_unverified_both_sides():
     assert not usage_verified(meta, "tiny", 139, 100)
     two = with_samples({}, [(200, 100)] * 2, "tiny")  # two samples: not settled yet
     assert usage_verified(two, "tiny", 50, 100)
+
+
+def test_a_refusal_floor_takes_the_plausible_ratios_up_to_both_ends_and_rounds_to_four_places():
+    from ocw.context.calibration import refusal_floor
+
+    assert refusal_floor({"k": 1}, 25, 100, "m") == {"k": 1, "usage_floor": {"ratio": 0.175, "model": "m"}}  # 0.25×
+    assert refusal_floor({}, 800, 100, "m")["usage_floor"]["ratio"] == 5.6  # 8.0×: the top, still taken
+    assert refusal_floor({}, 24, 100, "m") is None and refusal_floor({}, 801, 100, "m") is None  # just outside
+    assert refusal_floor({}, 1, 3, "m")["usage_floor"]["ratio"] == 0.2333  # 0.7 × 1/3, four places

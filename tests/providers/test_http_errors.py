@@ -609,6 +609,10 @@ def test_a_404_that_names_the_model_keeps_the_model_hint_and_a_keyed_404_says_no
     with pytest.raises(BadRequest) as ei:
         p.complete([user("hi")])
     assert str(ei.value) == f"openai: HTTP 404: the server has no {refserver.url}/chat/completions"
+    # what the server said is kept, not replaced: its request id and body, and its own error as the cause
+    assert ei.value.request_id == "req_0002" and json.loads(ei.value.body)["error"]["message"] == "bad path or body"
+    assert isinstance(ei.value.__cause__, BadRequest) and ei.value.__cause__.request_id == "req_0002"
+    assert str(ei.value.__cause__) == "openai: HTTP 404: bad path or body (request id req_0002)"
     assert ei.value.hint.startswith(f"an OpenAI-compatible base URL usually ends in /v1 (ocw adds /chat/completions): "
                                     f"try OCW_BASE_URL={refserver.url}/v1")
     p.close()
@@ -631,4 +635,17 @@ def test_a_local_server_that_refuses_for_a_key_is_told_to_need_one(refserver, st
     with pytest.raises(AuthError) as ei:
         p.complete([user("hi")])
     assert "none is set" not in ei.value.hint and "API key" in ei.value.hint
+    p.close()
+
+
+def test_served_model_asks_with_a_two_second_bound_by_default():
+    """`%ocw doctor` and the model guess wait at most 2 s for a server's model list (a local
+    server that hangs must not hold a cell); the bound reaches the request itself."""
+    p = OpenAIProvider("m", base_url="http://127.0.0.1:9/v1", api_key=None)
+    sent = []
+    p._probe_fetch = lambda method, url, body, timeout: sent.append((method, url, timeout)) or {
+        "data": [{"id": "served"}]}
+    assert p.served_model() == "served"
+    assert sent == [("GET", "http://127.0.0.1:9/v1/models", 2.0)]
+    assert p.served_model(timeout=0.5) == "served" and sent[-1][2] == 0.5
     p.close()
