@@ -497,6 +497,29 @@ def test_cut_to_tokens_cuts_and_counts_from_one_encoding():
     assert cut_to_tokens(text, 0) == ("", total)
 
 
+def test_a_cut_inside_a_character_drops_its_partial_bytes():
+    """"a龘b" is a, then 龘's first two bytes, its last byte, b (cl100k): a cut after the
+    second token ends inside 龘 — the kept text is a prefix with no partial character
+    (no U+FFFD, no error), and the count is still the whole text's."""
+    from ocw.text.tokens import cut_to_tokens, get_encoding
+
+    assert [get_encoding("cl100k_base").decode_bytes([i]) for i in get_encoding("cl100k_base").encode_ordinary("a龘b")] \
+        == [b"a", b"\xe9\xbe", b"\x98", b"b"]
+    assert cut_to_tokens("a龘b", 2) == ("a", 4)
+    assert cut_to_tokens("a龘b", 3) == ("a龘", 4)
+    assert cut_to_tokens("🦜🦜", 4) == ("🦜", 6)
+
+
+def test_loaded_encodings_names_what_this_process_built_as_a_copy():
+    from ocw.text import tokens
+
+    tokens.get_encoding("o200k_base")
+    got = tokens.loaded_encodings()
+    assert "o200k_base" in got and got == set(tokens._cache)
+    got.clear()  # the caller's set, not the cache
+    assert "o200k_base" in tokens.loaded_encodings()
+
+
 # -- a lower bound without tokenizing (issue 28, item 3: the offline summarizer skips counts) --
 @pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
 def test_tokens_at_least_never_exceeds_the_count(encoding):
