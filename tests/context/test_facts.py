@@ -372,3 +372,26 @@ def test_a_quantity_is_named_only_after_a_connector(before, named):
     from ocw.context.facts import _named
 
     assert _named("741 ms", f"{before} 741 ms") == named
+
+
+_W56 = "w" * 56  # a one-word name that, with " is ", fills the 60 characters read before a value
+
+
+@pytest.mark.parametrize("source, at, named", [
+    # the line the value is on, not the text's last line
+    ("x\np95 latency is 741 ms\nthen we moved on", None, "p95 latency: 741 ms"),
+    # a name on the line above is not the value's: the nearest newline before it bounds the read
+    ("a\nlatency\nis 741 ms", None, "741 ms"),
+    # 60 characters before the value and not one more: the name is the word that starts there
+    (f"x{_W56} is 741 ms", None, f"{_W56}: 741 ms"),
+    # six chunks and more: the search starts five chunks back, so the three-word name is whole
+    ("we saw that the p95 request latency is 741 ms", None, "p95 request latency: 741 ms"),
+    # no `at`: the last occurrence is the one named; an `at` given is the one read
+    ("took 741 ms at first; p95 latency is 741 ms", None, "p95 latency: 741 ms"),
+    ("p95 latency is 741 ms; then 741 ms", 15, "p95 latency: 741 ms"),
+])
+def test_the_name_of_a_quantity_is_read_on_its_own_line_before_the_occurrence(source, at, named):
+    from ocw.context.facts import _named
+
+    assert source[15:21] == "741 ms" or at is None
+    assert _named("741 ms", source, at) == named
