@@ -162,3 +162,14 @@ def test_a_refusal_floor_takes_the_plausible_ratios_up_to_both_ends_and_rounds_t
     assert refusal_floor({}, 800, 100, "m")["usage_floor"]["ratio"] == 5.6  # 8.0×: the top, still taken
     assert refusal_floor({}, 24, 100, "m") is None and refusal_floor({}, 801, 100, "m") is None  # just outside
     assert refusal_floor({}, 1, 3, "m")["usage_floor"]["ratio"] == 0.2333  # 0.7 × 1/3, four places
+
+
+@pytest.mark.parametrize("measured, estimated", [(50, 0), (0, 45), (-3, 45), (50, -1), (0, 0)])
+def test_a_usage_report_without_two_positive_figures_is_not_judged(measured, estimated):
+    """Nothing to compare (a server that reported 0, a request ocw estimated at nothing):
+    accepted, never a division by zero — the caller records nothing for it anyway."""
+    from ocw.context.calibration import refusal_floor, usage_verified, with_samples
+
+    meta = with_samples(refusal_floor({}, 90, 45, "m"), [(90, 45)] * 3, "m")
+    assert usage_verified(meta, "m", measured, estimated) is True
+    assert usage_verified(meta, "m", 10, 45) is False  # the same metadata does judge two positive figures

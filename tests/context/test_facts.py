@@ -395,3 +395,13 @@ def test_the_name_of_a_quantity_is_read_on_its_own_line_before_the_occurrence(so
 
     assert source[15:21] == "741 ms" or at is None
     assert _named("741 ms", source, at) == named
+
+
+def test_stale_values_are_compared_without_their_backticks_and_no_memory_text_is_assumed():
+    source = "we set `PORT` and `HOST_NAME`, and `XXXX` too"
+    assert append_facts("S.", source, 100, ENC) == f"S.\n\n{FACTS_HEADER} `PORT`; `HOST_NAME`; `XXXX`"
+    # a stale value given as the memory wrote it, in backticks, is left out like a bare one
+    assert append_facts("S.", source, 100, ENC, exclude=["`PORT`"]) == f"S.\n\n{FACTS_HEADER} `HOST_NAME`; `XXXX`"
+    assert append_facts("S.", source, 100, ENC, exclude=["PORT"]) == f"S.\n\n{FACTS_HEADER} `HOST_NAME`; `XXXX`"
+    # the memory's text, when given, counts as present; by default there is none
+    assert append_facts("S.", source, 100, ENC, present="PORT HOST_NAME") == f"S.\n\n{FACTS_HEADER} `XXXX`"

@@ -564,3 +564,15 @@ def test_tokens_at_least_is_zero_for_a_pattern_of_the_users(tmp_path, monkeypatc
     other.write_bytes(path.read_bytes())
     monkeypatch.delenv("OCW_ENCODING_PATTERN")  # o200k's pattern: the bound holds
     assert tokens_at_least("ab ab", f"file:{other}") == 2
+
+
+def test_a_message_with_a_long_name_and_no_body_counts_whole_inside_a_counting_scope():
+    """Inside `counting_once` a long message is counted as its head and its body apart; with
+    no body at all there is nothing to split, and the message counts as its whole text."""
+    from ocw.text.tokens import counting_once
+
+    name = "tool_" * 60 + "x"  # a head of 300+ characters ending in a letter, no content
+    outside = count_message("user", [], "cl100k_base", name)
+    with counting_once():
+        assert count_message("user", [], "cl100k_base", name) == outside
+    assert outside == FRAME_TOKENS + count_text(f"user:{name}\n", "cl100k_base")
