@@ -149,7 +149,7 @@ def test_a_new_database_is_marked_and_migrated_once(pg_url):
     b = PostgresStore(pg_url)  # reopening applies nothing again
     new_session(b)
     b.close()
-    assert len(sql(pg_url, "SELECT version FROM schema_version")) == SCHEMA_VERSION == 2
+    assert len(sql(pg_url, "SELECT version FROM schema_version")) == SCHEMA_VERSION == 3
     assert sql(pg_url, "SELECT id FROM sessions") == [("s1",)]
 
 

@@ -43,8 +43,11 @@ def head_sql() -> str:
     the lock, in the same round trip: it runs once the lock is held, with a snapshot
     of its own (READ COMMITTED), so it reads the HEAD the previous writer committed.
     (Joined into the locking statement it would not: a row re-read after a lock wait
-    is re-checked against the joined rows of the statement's older snapshot.)"""
-    return (f"SELECT {HEAD_COLUMNS} FROM sessions s JOIN nodes h ON h.id = s.head_id AND h.session_id = s.id"
+    is re-checked against the joined rows of the statement's older snapshot.)
+    HEAD is joined by its id alone — the primary key — because the schema holds it to
+    be a node of that session (p003); a join on (session_id, id) let a plan made while
+    `nodes` was small read the whole session to find it."""
+    return (f"SELECT {HEAD_COLUMNS} FROM sessions s JOIN nodes h ON h.id = s.head_id"
             " LEFT JOIN node_counts c ON c.node_id = h.id AND c.epoch = s.count_epoch WHERE s.id = %s")
 
 
