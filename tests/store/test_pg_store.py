@@ -136,6 +136,41 @@ def test_every_key_into_nodes_is_its_primary_key(pg, pg_url):
     assert [i for (i,) in indexes] == ["nodes_parent", "nodes_pkey", "nodes_seq_key", "nodes_session_seq"]
 
 
+def _notified(listener) -> list:
+    """The notifications `listener` has received by now (each one's sending pid)."""
+    return [n.pid for n in listener.notifies(timeout=0.5)]
+
+
+def test_every_committed_change_notifies_once_and_a_turn_after_its_commit(pg, pg_url):
+    """p004: an append sends its NOTIFY after its COMMIT (the trigger stands down for
+    that transaction only), once; a change by any other statement or client is
+    still notified by the trigger; a write that fails notifies nothing."""
+    new_session(pg, "s1")
+    listener = psycopg.connect(pg_url, autocommit=True)
+    try:
+        listener.execute("LISTEN ocw_sessions")
+        row, _ = pg.append_nodes("s1", msgs(("a", "user", 1), ("b", "assistant", 1)))
+        writers = _notified(listener)
+        assert len(writers) == 1 and writers[0] in pg._pool.pids
+        with psycopg.connect(pg_url, autocommit=True) as other:
+            other.execute("UPDATE sessions SET rev = rev + 1 WHERE id = 's1'")  # any client: the trigger
+            assert _notified(listener) == [other.info.backend_pid]
+            with other.transaction():  # a transaction that promised to notify itself: the trigger stands down
+                other.execute("SELECT set_config('ocw.notify_after_commit', 'on', true)")
+                other.execute("UPDATE sessions SET rev = rev + 1 WHERE id = 's1'")
+            assert _notified(listener) == []
+            other.execute("UPDATE sessions SET rev = rev + 1 WHERE id = 's1'")  # the promise ended with it
+            assert _notified(listener) == [other.info.backend_pid]
+        pg.update_session("s1", lambda r: {"system_prompt": "new"})  # the store's other writes: the trigger
+        assert len(_notified(listener)) == 1
+        with pytest.raises(StoreError, match="refused the write"):
+            pg.append_nodes("s1", msgs(("a", "user", 1)))  # a duplicate id: nothing committed
+        assert _notified(listener) == []
+        assert pg.session_row("s1")["head_id"] == "b"
+    finally:
+        listener.close()
+
+
 def test_generation_and_compaction_count_never_go_down(pg):
     new_session(pg)
     pg.update_session("s1", lambda row: {"occupancy_generation": 3,
@@ -209,7 +244,7 @@ def test_a_new_database_is_marked_and_migrated_once(pg_url):
     b = PostgresStore(pg_url)  # reopening applies nothing again
     new_session(b)
     b.close()
-    assert len(sql(pg_url, "SELECT version FROM schema_version")) == SCHEMA_VERSION == 3
+    assert len(sql(pg_url, "SELECT version FROM schema_version")) == SCHEMA_VERSION == 4
     assert sql(pg_url, "SELECT id FROM sessions") == [("s1",)]
 
 
@@ -228,7 +263,7 @@ def test_a_schema_2_database_upgrades_and_its_branch_takes_new_turns(pg_url, mon
     assert sql(pg_url, "SELECT value FROM ocw_meta WHERE key = 'schema_version'") == [("2",)]
     b = PostgresStore(pg_url)
     try:
-        assert sql(pg_url, "SELECT version FROM schema_version ORDER BY version") == [(1,), (2,), (3,)]
+        assert sql(pg_url, "SELECT version FROM schema_version ORDER BY version") == [(1,), (2,), (3,), (4,)]
         assert [(n.id, n.parent_id, n.depth) for n in b.nodes_since("s1", 0)] == [("a", None, 1), ("b", "a", 2)]
         row, written = b.append_nodes("s1", msgs(("c", "user", 1)))
         assert (row["head_id"], written[0].parent_id, written[0].depth) == ("c", "b", 3)

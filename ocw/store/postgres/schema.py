@@ -14,7 +14,8 @@ break them, and tests/store/test_pg_store.py tries):
   down (a trigger): a compaction, once committed, stays counted.
 - Every change of a session row sends `NOTIFY ocw_sessions` at commit (a
   trigger), with no payload, so other kernels' listeners sync their open sessions
-  through the row policies (ocw/store/postgres/listen.py).
+  through the row policies (ocw/store/postgres/listen.py) — or, for a write that
+  promised it (p004), right after its commit, in the same round trip.
 - Row-level security (p002): a role sees and changes only its own sessions, and
   those shared with it, with their nodes and recounts (see `p002_row_security`).
 
@@ -303,15 +304,48 @@ def p003_checks_by_id(cur) -> None:
                 " EXECUTE FUNCTION ocw_sessions_head()")
 
 
+# The transaction-local setting by which a write promises to notify right after its
+# commit (ocw/store/postgres/append.py); the trigger then leaves it to the writer.
+NOTIFY_AFTER = "ocw.notify_after_commit"
+
+
+def p004_notify_after_commit(cur) -> None:
+    """A turn's write may send its NOTIFY after its commit instead of inside it (issue 28).
+
+    A transaction that notifies takes one lock for the whole cluster at commit and
+    holds it until its commit record is flushed: every durable write that notified
+    waited for the previous one's flush — writers to different sessions, which share
+    no row, could not share a flush (group commit). With 8 writers of the raw floor
+    transaction, a NOTIFY inside it cost about a quarter of their throughput.
+    The trigger stays on every change of every session row, for every client; it
+    stands down only in a transaction that has set `ocw.notify_after_commit` to 'on'
+    (transaction-local, so it cannot outlive that transaction) — a promise that the
+    same client sends the notification itself, in the same round trip, right after
+    its COMMIT. That notification is a transaction of its own that writes nothing
+    else, so its commit waits for no flush while it holds the lock. It is sent only
+    if the write committed (a failed statement skips the rest of the pipeline), and
+    listeners see it after the data, as before.
+    """
+    cur.execute(f"""
+        CREATE OR REPLACE FUNCTION ocw_sessions_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF current_setting('{NOTIFY_AFTER}', true) IS DISTINCT FROM 'on' THEN
+                PERFORM pg_notify('{NOTIFY_CHANNEL}', '');
+            END IF;
+            RETURN NULL;
+        END $$""")
+
+
 MIGRATIONS: list[Callable] = [
     p001_initial,
     p002_row_security,
     p003_checks_by_id,
+    p004_notify_after_commit,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 # The ocw release that first wrote each schema version of the PostgreSQL store.
-OCW_VERSION_OF_SCHEMA = {1: "0.2.0", 2: "0.2.0", 3: "0.2.0"}
+OCW_VERSION_OF_SCHEMA = {1: "0.2.0", 2: "0.2.0", 3: "0.2.0", 4: "0.2.0"}
 
 
 def _objects(cur) -> list[str]:
