@@ -299,3 +299,47 @@ def test_wait_ready_is_true_once_listening_and_false_at_its_deadline(pg_url):
         assert wait_ready(listener, timeout=10) is True and listener.ready.is_set()
     finally:
         listener.stop()
+
+
+def test_a_burst_is_answered_once_per_session_and_our_own_commits_not_at_all():
+    """`_answer` (what the listener does with the notifications of one SETTLE window):
+    payload-free ones from other writers collapse into one "some session changed";
+    a named session is called once, with its last rev; notifications of our own
+    connections (`mine`) are left out."""
+    from types import SimpleNamespace as N
+
+    from ocw.store.postgres.listen import Listener
+
+    heard = []
+    listener = Listener("postgresql://x@localhost/db", "test", lambda sid, rev, pid: heard.append((sid, rev, pid)),
+                        mine=lambda pid: pid == 1)
+    listener._answer([N(payload="", pid=7), N(payload="", pid=1), N(payload="", pid=8), N(payload="s1 3", pid=7),
+                      N(payload="s1 4", pid=9), N(payload="s2 2", pid=1)])
+    assert heard == [(None, None, 8), ("s1", 4, 9)]
+    heard.clear()
+    listener._answer([N(payload="", pid=1), N(payload="s1 5", pid=1)])  # only our own: nothing to sync
+    assert heard == []
+
+
+def test_many_commits_at_once_give_one_callback(pg_url):
+    """Twenty other transactions committed in one round trip reach the listener as one
+    burst: one callback, not twenty (each would be a read per open session). A
+    marker sent after that callback, delivered in order, shows nothing else came."""
+    from ocw.store.postgres.listen import Listener
+
+    heard = []
+    listener = Listener(pg_url, "test", lambda sid, rev, pid: heard.append((sid, rev)))
+    listener.start()
+    try:
+        assert wait_ready(listener)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            with conn.pipeline() as p:
+                for _ in range(20):
+                    conn.execute("SELECT pg_notify('ocw_sessions', '')")
+                    p.sync()  # each its own transaction (one transaction's copies would be merged by the server)
+            assert wait_for(lambda: heard)
+            conn.execute("SELECT pg_notify('ocw_sessions', 'marker 1')")
+        assert wait_for(lambda: ("marker", 1) in heard)
+        assert heard == [(None, None), ("marker", 1)]
+    finally:
+        listener.stop()

@@ -76,6 +76,101 @@ def test_a_parent_in_another_session_or_a_wrong_depth_is_refused(pg, pg_url):
     assert pg.node_count("s1") == 2 and pg.node_count("s2") == 0
 
 
+def test_a_summary_under_another_sessions_node_is_refused(pg, pg_url):
+    """The summary's parent is held to its session by the depth trigger (p003), as the
+    composite key held it before: refused with the key's SQLSTATE."""
+    new_session(pg, "s1")
+    new_session(pg, "s2")
+    pg.append_nodes("s1", msgs(("a", "user", 1)))
+    insert = ("INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, epoch, cover_count)"
+              " VALUES (%s, %s, %s, 'llm', 'context/summary', '[]', 5, 0, 1)")
+    with pytest.raises(psycopg.errors.ForeignKeyViolation, match="parent a of node sx is not a node of session s2"):
+        sql(pg_url, insert, ["sx", "s2", "a"])
+    with pytest.raises(psycopg.errors.ForeignKeyViolation, match="parent gone of node sy is not a node"):
+        sql(pg_url, insert, ["sy", "s1", "gone"])
+    sql(pg_url, insert, ["sz", "s1", "a"])  # the control: under its own session's node
+    assert [n.id for n in pg.summaries("s1")] == ["sz"] and pg.summaries("s2") == []
+
+
+def test_head_is_judged_at_commit_by_the_row_as_it_ends(pg, pg_url):
+    """The deferred HEAD check (p003): a row written before its nodes (as a copy is)
+    passes once they are in; a HEAD of another session fails at commit, on INSERT and
+    UPDATE alike; a value the row no longer holds at commit is not judged."""
+    new_session(pg, "s2")
+    pg.append_nodes("s2", msgs(("x", "user", 1)))
+    row = ("INSERT INTO sessions (id, name, model, context_window, head_id) VALUES (%s, %s, 'gpt-4o', 1000, %s)")
+    node = ("INSERT INTO nodes (id, session_id, parent_id, role, content, tokens, depth, cum_tokens, epoch)"
+            " VALUES (%s, %s, NULL, 'user', '[]', 1, 1, 1, 0)")
+    with psycopg.connect(pg_url) as conn:  # one transaction: the row first, its HEAD node after
+        conn.execute(row, ["c1", "copied", "c1-a"])
+        conn.execute(node, ["c1-a", "c1"])
+    assert pg.session_row("c1")["head_id"] == "c1-a"
+    with pytest.raises(psycopg.errors.ForeignKeyViolation, match="HEAD x of session c2 is not a node of that session"):
+        with psycopg.connect(pg_url) as conn:
+            conn.execute(row, ["c2", "stolen", "x"])
+    assert pg.session_row("c2") is None
+    with pytest.raises(psycopg.errors.ForeignKeyViolation, match="HEAD x of session c1 is not a node"):
+        with psycopg.connect(pg_url) as conn:
+            conn.execute("UPDATE sessions SET head_id = 'x' WHERE id = 'c1'")
+    with psycopg.connect(pg_url) as conn:  # moved to s2's node and back before commit: the row ends right
+        conn.execute("UPDATE sessions SET head_id = 'x' WHERE id = 'c1'")
+        conn.execute("UPDATE sessions SET head_id = 'c1-a' WHERE id = 'c1'")
+    assert pg.session_row("c1")["head_id"] == "c1-a"
+    with psycopg.connect(pg_url) as conn:  # moved away, then the session deleted: nothing left to judge
+        conn.execute("UPDATE sessions SET head_id = 'x' WHERE id = 'c1'")
+        conn.execute("DELETE FROM sessions WHERE id = 'c1'")
+    assert pg.session_row("c1") is None and pg.session_row("s2")["head_id"] == "x"
+
+
+def test_every_key_into_nodes_is_its_primary_key(pg, pg_url):
+    """p003: the parent, HEAD and recount keys reference nodes(id) alone, and no other
+    index on nodes leads with the session but the (session_id, seq) range index — so
+    no key check can be planned as a read of the whole session."""
+    keys = sql(pg_url, "SELECT conname, conrelid::regclass::text, pg_get_constraintdef(oid) FROM pg_constraint"
+                       " WHERE contype = 'f' AND confrelid = 'nodes'::regclass ORDER BY conname")
+    assert [(name, table, d.split(" DEFERRABLE")[0]) for name, table, d in keys] == [
+        ("node_counts_node_id_fkey", "node_counts", "FOREIGN KEY (node_id) REFERENCES nodes(id) ON DELETE CASCADE"),
+        ("nodes_parent_fk", "nodes", "FOREIGN KEY (parent_id) REFERENCES nodes(id)"),
+        ("sessions_head_fk", "sessions", "FOREIGN KEY (head_id) REFERENCES nodes(id)")]
+    indexes = sql(pg_url, "SELECT indexname FROM pg_indexes WHERE tablename = 'nodes' ORDER BY indexname")
+    assert [i for (i,) in indexes] == ["nodes_parent", "nodes_pkey", "nodes_seq_key", "nodes_session_seq"]
+
+
+def _notified(listener) -> list:
+    """The notifications `listener` has received by now (each one's sending pid)."""
+    return [n.pid for n in listener.notifies(timeout=0.5)]
+
+
+def test_every_committed_change_notifies_once_and_a_turn_after_its_commit(pg, pg_url):
+    """p004: an append sends its NOTIFY after its COMMIT (the trigger stands down for
+    that transaction only), once; a change by any other statement or client is
+    still notified by the trigger; a write that fails notifies nothing."""
+    new_session(pg, "s1")
+    listener = psycopg.connect(pg_url, autocommit=True)
+    try:
+        listener.execute("LISTEN ocw_sessions")
+        row, _ = pg.append_nodes("s1", msgs(("a", "user", 1), ("b", "assistant", 1)))
+        writers = _notified(listener)
+        assert len(writers) == 1 and writers[0] in pg._pool.pids
+        with psycopg.connect(pg_url, autocommit=True) as other:
+            other.execute("UPDATE sessions SET rev = rev + 1 WHERE id = 's1'")  # any client: the trigger
+            assert _notified(listener) == [other.info.backend_pid]
+            with other.transaction():  # a transaction that promised to notify itself: the trigger stands down
+                other.execute("SELECT set_config('ocw.notify_after_commit', 'on', true)")
+                other.execute("UPDATE sessions SET rev = rev + 1 WHERE id = 's1'")
+            assert _notified(listener) == []
+            other.execute("UPDATE sessions SET rev = rev + 1 WHERE id = 's1'")  # the promise ended with it
+            assert _notified(listener) == [other.info.backend_pid]
+        pg.update_session("s1", lambda r: {"system_prompt": "new"})  # the store's other writes: the trigger
+        assert len(_notified(listener)) == 1
+        with pytest.raises(StoreError, match="refused the write"):
+            pg.append_nodes("s1", msgs(("a", "user", 1)))  # a duplicate id: nothing committed
+        assert _notified(listener) == []
+        assert pg.session_row("s1")["head_id"] == "b"
+    finally:
+        listener.close()
+
+
 def test_generation_and_compaction_count_never_go_down(pg):
     new_session(pg)
     pg.update_session("s1", lambda row: {"occupancy_generation": 3,
@@ -149,8 +244,32 @@ def test_a_new_database_is_marked_and_migrated_once(pg_url):
     b = PostgresStore(pg_url)  # reopening applies nothing again
     new_session(b)
     b.close()
-    assert len(sql(pg_url, "SELECT version FROM schema_version")) == SCHEMA_VERSION == 2
+    assert len(sql(pg_url, "SELECT version FROM schema_version")) == SCHEMA_VERSION == 4
     assert sql(pg_url, "SELECT id FROM sessions") == [("s1",)]
+
+
+def test_a_schema_2_database_upgrades_and_its_branch_takes_new_turns(pg_url, monkeypatch):
+    """p003 on a database with rows: the keys are rebuilt over them, the branch reads
+    as before, and the next append lands under the old HEAD with the new checks."""
+    from ocw.store.postgres import schema as pg_schema
+
+    with monkeypatch.context() as m:
+        m.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:2])
+        m.setattr(pg_schema, "SCHEMA_VERSION", 2)
+        old = PostgresStore(pg_url)
+        new_session(old)
+        old.append_nodes("s1", msgs(("a", "user", 1), ("b", "assistant", 2)))
+        old.close()
+    assert sql(pg_url, "SELECT value FROM ocw_meta WHERE key = 'schema_version'") == [("2",)]
+    b = PostgresStore(pg_url)
+    try:
+        assert sql(pg_url, "SELECT version FROM schema_version ORDER BY version") == [(1,), (2,), (3,), (4,)]
+        assert [(n.id, n.parent_id, n.depth) for n in b.nodes_since("s1", 0)] == [("a", None, 1), ("b", "a", 2)]
+        row, written = b.append_nodes("s1", msgs(("c", "user", 1)))
+        assert (row["head_id"], written[0].parent_id, written[0].depth) == ("c", "b", 3)
+    finally:
+        b.close()
+    assert sql(pg_url, "SELECT count(*) FROM pg_constraint WHERE conname = 'nodes_session_id_id_key'") == [(0,)]
 
 
 def _opener(url, stores: list, errors: list):

@@ -9,7 +9,14 @@ psycopg's pipeline mode in exactly two:
 1. BEGIN, the session row locked FOR UPDATE, and HEAD's node, sent together.
    The caller's `change(row, parent)` needs both before anything is written.
 2. One multi-row INSERT … RETURNING, the row UPDATE … RETURNING and COMMIT,
-   sent together; their results arrive with the commit's.
+   sent together; their results arrive with the commit's. Then, in the same
+   round trip, the NOTIFY for listeners, as a statement of its own after the
+   COMMIT (schema p004: the locking statement sets `ocw.notify_after_commit` for
+   this transaction, and the trigger leaves the notification to it). Inside the
+   write it would hold PostgreSQL's cluster-wide notify lock through the commit's
+   flush, so no two writers' commits could share one; after it, it is a
+   transaction that writes nothing and waits for no flush. If anything before it
+   fails, the pipeline skips it: no commit, no notification.
 
 Why the invariants still hold: the lock is taken by the first statement, before
 anything is decided, exactly as in the statement-by-statement form, so a second
@@ -29,6 +36,7 @@ from typing import Callable
 
 from ocw.context.graph import Node
 from ocw.store.chain import chain_rows
+from ocw.store.postgres.schema import NOTIFY_AFTER, NOTIFY_CHANNEL
 from ocw.text.errors import StoreError
 
 NODE_COLUMNS = ("id, session_id, parent_id, role, name, content, tokens, encoding, depth, cum_tokens, epoch,"
@@ -38,13 +46,27 @@ HEAD_COLUMNS = ("h.id, h.seq, h.parent_id, h.role, h.name, coalesce(c.tokens, h.
                 " h.created_at")
 
 
+def lock_sql(columns) -> str:
+    """The session row, locked; and this transaction's promise to notify after its
+    commit (schema p004) — set by the statement that locks, so it costs no statement
+    of its own; its value, the last column, is not read."""
+    return (f"SELECT {', '.join(columns)}, set_config('{NOTIFY_AFTER}', 'on', true)"
+            " FROM sessions WHERE id = %s FOR UPDATE")
+
+
+NOTIFY_SQL = f"SELECT pg_notify('{NOTIFY_CHANNEL}', '')"
+
+
 def head_sql() -> str:
     """HEAD's node of the session, with the counts of the row's epoch. Sent right after
     the lock, in the same round trip: it runs once the lock is held, with a snapshot
     of its own (READ COMMITTED), so it reads the HEAD the previous writer committed.
     (Joined into the locking statement it would not: a row re-read after a lock wait
-    is re-checked against the joined rows of the statement's older snapshot.)"""
-    return (f"SELECT {HEAD_COLUMNS} FROM sessions s JOIN nodes h ON h.id = s.head_id AND h.session_id = s.id"
+    is re-checked against the joined rows of the statement's older snapshot.)
+    HEAD is joined by its id alone — the primary key — because the schema holds it to
+    be a node of that session (p003); a join on (session_id, id) let a plan made while
+    `nodes` was small read the whole session to find it."""
+    return (f"SELECT {HEAD_COLUMNS} FROM sessions s JOIN nodes h ON h.id = s.head_id"
             " LEFT JOIN node_counts c ON c.node_id = h.id AND c.epoch = s.count_epoch WHERE s.id = %s")
 
 
@@ -67,12 +89,12 @@ def append(store, conn, sid: str, nodes: list[dict],
             # for it (one more round trip) and its exit for COMMIT apart from the writes.
             begin, lock, head, ins, upd, commit = (conn.cursor() for _ in range(6))
             begin.execute("BEGIN")
-            lock.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = %s FOR UPDATE", [sid])
+            lock.execute(lock_sql(SESSION_COLUMNS), [sid])
             head.execute(head_sql(), [sid])
             r = lock.fetchone()  # round trip 1: BEGIN, the locked row and HEAD's node
             if r is None:
                 raise StoreError(f"session {sid} vanished from {store.describe()}")
-            row = _session(r)
+            row = _session(r[:-1])
             h = head.fetchone()
             parent = _node(h) if h is not None else None
             written, fields = chain_rows(row, parent, nodes, change)
@@ -83,6 +105,7 @@ def append(store, conn, sid: str, nodes: list[dict],
                 ins.execute(insert_sql(len(nodes)), args)
             store._write_row(upd, sid, fields, fetch=False)
             commit.execute("COMMIT")
+            commit.execute(NOTIFY_SQL)  # its own transaction, after the commit (see the module doc)
         # Leaving the pipeline syncs it: round trip 2, the inserts, the update and COMMIT together.
         got = {nid: (seq, created_at) for nid, seq, created_at in ins.fetchall()} if nodes else {}
         new_row = _session(upd.fetchone())

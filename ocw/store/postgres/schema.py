@@ -5,16 +5,17 @@ Invariants, enforced by the database itself (a buggy or older client cannot
 break them, and tests/store/test_pg_store.py tries):
 - Node rows are append-only: a trigger refuses every UPDATE of `nodes`
   (recounts go to `node_counts`). Rows leave only with their session.
-- A node's parent is a node of the same session (a composite foreign key),
-  and a message's depth is its parent's plus one (a trigger).
+- A node's parent is a node of the same session (a foreign key on its id and
+  the depth trigger, p003), and a message's depth is its parent's plus one (a trigger).
 - HEAD is a message of the same session — never a summary, never another
-  session's node (a foreign key and a trigger); the store moves it only in
+  session's node (a foreign key and two triggers); the store moves it only in
   `append_nodes` and `update_session` (rewind, branch switch).
 - `occupancy_generation` and the compaction count in `metadata` never go
   down (a trigger): a compaction, once committed, stays counted.
 - Every change of a session row sends `NOTIFY ocw_sessions` at commit (a
   trigger), with no payload, so other kernels' listeners sync their open sessions
-  through the row policies (ocw/store/postgres/listen.py).
+  through the row policies (ocw/store/postgres/listen.py) — or, for a write that
+  promised it (p004), right after its commit, in the same round trip.
 - Row-level security (p002): a role sees and changes only its own sessions, and
   those shared with it, with their nodes and recounts (see `p002_row_security`).
 
@@ -232,14 +233,120 @@ def p002_row_security(cur) -> None:
         END $$""")
 
 
+def p003_checks_by_id(cur) -> None:
+    """Every check a turn's write makes on `nodes` is a lookup by primary key (issue 28).
+
+    p001's parent and HEAD keys referenced `nodes (session_id, id)`. PostgreSQL checks
+    such a key with one cached plan per connection for `WHERE session_id = $1 AND id = $2`;
+    planned while `nodes` was small or not yet analysed (a new database, the first
+    minute of a run), it read the session's rows through (session_id, seq) and
+    filtered on id, so each check cost the session's length for the connection's life
+    (0.2 ms at 1,000 nodes, three checks a turn). Now each is by `id` alone, which
+    only the primary key serves, and the same-session half of each key is checked
+    where the row is read anyway:
+    - `parent_id` references `nodes (id)`. The depth trigger, which reads the parent
+      by id already, refuses a parent that is not a node of the same session — one it
+      finds in another session, or cannot see (row security) — with the foreign key's
+      SQLSTATE 23503; summaries too (their parent was held by the same key).
+    - `head_id` references `nodes (id)`, deferred as before (a copied session's row is
+      written before its nodes: ocw/store/transfer.py). A deferred constraint trigger
+      checks at commit that HEAD is a node of that session; a row that no longer
+      holds that HEAD (moved again, or the session deleted, in the same transaction)
+      is not judged by its old value — as PostgreSQL's own key check skips it.
+    - UNIQUE (session_id, id), which only those two keys read, is dropped: one index
+      fewer to write per node. `id` stays the primary key, so the pair stays unique.
+    Append-only rows, depth = parent + 1 and HEAD never a summary are unchanged.
+    """
+    cur.execute("ALTER TABLE sessions DROP CONSTRAINT sessions_head_fk")
+    cur.execute("ALTER TABLE nodes DROP CONSTRAINT nodes_session_id_parent_id_fkey")
+    cur.execute("ALTER TABLE nodes DROP CONSTRAINT nodes_session_id_id_key")
+    cur.execute("ALTER TABLE nodes ADD CONSTRAINT nodes_parent_fk FOREIGN KEY (parent_id) REFERENCES nodes (id)")
+    cur.execute("ALTER TABLE sessions ADD CONSTRAINT sessions_head_fk FOREIGN KEY (head_id) REFERENCES nodes (id)"
+                " DEFERRABLE INITIALLY DEFERRED")
+    cur.execute("""
+        CREATE OR REPLACE FUNCTION ocw_nodes_depth() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE parent_depth integer; parent_session text;
+        BEGIN
+            IF NEW.parent_id IS NULL THEN
+                parent_depth := 0;
+            ELSE
+                SELECT depth, session_id INTO parent_depth, parent_session FROM nodes WHERE id = NEW.parent_id;
+                IF parent_session IS DISTINCT FROM NEW.session_id THEN
+                    RAISE EXCEPTION 'ocw: the parent % of node % is not a node of session %',
+                        NEW.parent_id, NEW.id, NEW.session_id
+                        USING ERRCODE = 'foreign_key_violation';
+                END IF;
+            END IF;
+            IF NEW.role = 'llm' AND NEW.name = 'context/summary' THEN
+                RETURN NEW;
+            END IF;
+            IF parent_depth IS NULL OR NEW.depth <> parent_depth + 1 THEN
+                RAISE EXCEPTION 'ocw: node % has depth %, its parent % is at depth %',
+                    NEW.id, NEW.depth, NEW.parent_id, parent_depth
+                    USING ERRCODE = 'integrity_constraint_violation';
+            END IF;
+            RETURN NEW;
+        END $$""")
+    cur.execute("""
+        CREATE FUNCTION ocw_sessions_head() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE head_session text;
+        BEGIN
+            SELECT session_id INTO head_session FROM nodes WHERE id = NEW.head_id;
+            IF head_session IS DISTINCT FROM NEW.id THEN  -- a simple expression: no plan per call
+                IF EXISTS (SELECT 1 FROM sessions WHERE id = NEW.id AND head_id = NEW.head_id) THEN
+                    RAISE EXCEPTION 'ocw: HEAD % of session % is not a node of that session', NEW.head_id, NEW.id
+                        USING ERRCODE = 'foreign_key_violation';
+                END IF;
+            END IF;
+            RETURN NULL;
+        END $$""")
+    cur.execute("CREATE CONSTRAINT TRIGGER sessions_head_of_session AFTER INSERT OR UPDATE OF head_id ON sessions"
+                " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.head_id IS NOT NULL)"
+                " EXECUTE FUNCTION ocw_sessions_head()")
+
+
+# The transaction-local setting by which a write promises to notify right after its
+# commit (ocw/store/postgres/append.py); the trigger then leaves it to the writer.
+NOTIFY_AFTER = "ocw.notify_after_commit"
+
+
+def p004_notify_after_commit(cur) -> None:
+    """A turn's write may send its NOTIFY after its commit instead of inside it (issue 28).
+
+    A transaction that notifies takes one lock for the whole cluster at commit and
+    holds it until its commit record is flushed: every durable write that notified
+    waited for the previous one's flush — writers to different sessions, which share
+    no row, could not share a flush (group commit). With 8 writers of the raw floor
+    transaction, a NOTIFY inside it cost about a quarter of their throughput.
+    The trigger stays on every change of every session row, for every client; it
+    stands down only in a transaction that has set `ocw.notify_after_commit` to 'on'
+    (transaction-local, so it cannot outlive that transaction) — a promise that the
+    same client sends the notification itself, in the same round trip, right after
+    its COMMIT. That notification is a transaction of its own that writes nothing
+    else, so its commit waits for no flush while it holds the lock. It is sent only
+    if the write committed (a failed statement skips the rest of the pipeline), and
+    listeners see it after the data, as before.
+    """
+    cur.execute(f"""
+        CREATE OR REPLACE FUNCTION ocw_sessions_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF current_setting('{NOTIFY_AFTER}', true) IS DISTINCT FROM 'on' THEN
+                PERFORM pg_notify('{NOTIFY_CHANNEL}', '');
+            END IF;
+            RETURN NULL;
+        END $$""")
+
+
 MIGRATIONS: list[Callable] = [
     p001_initial,
     p002_row_security,
+    p003_checks_by_id,
+    p004_notify_after_commit,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 # The ocw release that first wrote each schema version of the PostgreSQL store.
-OCW_VERSION_OF_SCHEMA = {1: "0.2.0", 2: "0.2.0"}
+OCW_VERSION_OF_SCHEMA = {1: "0.2.0", 2: "0.2.0", 3: "0.2.0", 4: "0.2.0"}
 
 
 def _objects(cur) -> list[str]:

@@ -109,7 +109,7 @@ class PostgresStore(Sharing):
             callback(sid, rev)
 
         if self._listener is None:
-            self._listener = Listener(self.path, self.describe(), on_notify)
+            self._listener = Listener(self.path, self.describe(), on_notify, mine=lambda pid: pid in self._pool.pids)
             self._listener.start()
 
     # -- plumbing ---------------------------------------------------------------------
