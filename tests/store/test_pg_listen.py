@@ -4,6 +4,7 @@ PostgreSQL store. Two processes (this one and a writer), then two real
 kernels (a widget's comm updates in kernel A when kernel B chats)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -30,6 +31,22 @@ WRITER = textwrap.dedent("""
     print(json.dumps({"head": ids[-1], "total": s.occupancy()["total"], "rev": s._rev}))
     store.close()
 """)
+
+
+@contextlib.contextmanager
+def listening(pg_url: str, name: str = "test"):
+    """A started Listener on `pg_url`, ready (LISTEN sent), stopped on leaving; yields
+    the list its callback appends (session, rev) to."""
+    from ocw.store.postgres.listen import Listener
+
+    heard: list = []
+    listener = Listener(pg_url, name, lambda sid, rev, pid: heard.append((sid, rev)))
+    listener.start()
+    try:
+        assert wait_ready(listener)
+        yield heard
+    finally:
+        listener.stop()
 
 
 def other_process_writes(url: str) -> dict:
@@ -243,22 +260,12 @@ def test_stopping_the_listener_returns_once_its_thread_has_ended(pg_url):
 def test_a_notification_with_a_payload_is_passed_on_as_session_and_rev(pg_url):
     """The trigger of schema p002 sends no payload ("some session changed"); one with
     `<session> <rev>` (p001's trigger: -1 for a deleted session) is passed on parsed."""
-    import psycopg
-
-    from ocw.store.postgres.listen import Listener
-
-    heard = []
-    listener = Listener(pg_url, "test", lambda sid, rev, pid: heard.append((sid, rev)))
-    listener.start()
-    try:
-        assert wait_ready(listener)
+    with listening(pg_url) as heard:
         with psycopg.connect(pg_url, autocommit=True) as conn:
             for payload in ("s1 7", "s2 -1", "s3 x", ""):
                 conn.execute("SELECT pg_notify('ocw_sessions', %s)", [payload])
         assert wait_for(lambda: len(heard) == 4)
         assert heard == [("s1", 7), ("s2", -1), ("s3", None), (None, None)]
-    finally:
-        listener.stop()
 
 
 def test_each_lost_notification_connection_is_warned_once(pg_url, caplog):
@@ -325,13 +332,7 @@ def test_many_commits_at_once_give_one_callback(pg_url):
     """Twenty other transactions committed in one round trip reach the listener as one
     burst: one callback, not twenty (each would be a read per open session). A
     marker sent after that callback, delivered in order, shows nothing else came."""
-    from ocw.store.postgres.listen import Listener
-
-    heard = []
-    listener = Listener(pg_url, "test", lambda sid, rev, pid: heard.append((sid, rev)))
-    listener.start()
-    try:
-        assert wait_ready(listener)
+    with listening(pg_url) as heard:
         with psycopg.connect(pg_url, autocommit=True) as conn:
             with conn.pipeline() as p:
                 for _ in range(20):
@@ -341,5 +342,3 @@ def test_many_commits_at_once_give_one_callback(pg_url):
             conn.execute("SELECT pg_notify('ocw_sessions', 'marker 1')")
         assert wait_for(lambda: ("marker", 1) in heard)
         assert heard == [(None, None), ("marker", 1)]
-    finally:
-        listener.stop()
