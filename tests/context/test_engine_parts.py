@@ -412,6 +412,9 @@ def test_plan_folds_what_the_cut_leaves_and_counts_what_it_replaces():
     plan = plan_compaction(rendered(5, summary="Earlier: the plan."), 128_000, keep_recent_tokens=300)
     assert [m["id"] for m in plan.new_messages] == ["n0", "n1"]
     assert plan.old_summary_text == "Earlier: the plan." and plan.replaced_tokens == 40 + 200
+    # The memory numbers the folded turns from the session's first unless told otherwise.
+    assert plan.first_turn == 1 and [t for t, _, _ in engine.memory_turns(plan)] == [1, 2]
+    assert plan_compaction(rendered(5), 128_000, keep_recent_tokens=300, first_turn=7).first_turn == 7
 
 
 def test_plan_judges_the_tail_in_calibrated_tokens():
@@ -447,13 +450,18 @@ def fit_parts(enc: str, partial: str) -> tuple[int, int]:
     return count_text(engine._summary_input(partial, [""]), enc), count_text(CUT_NOTE, enc)
 
 
-def test_fit_cuts_a_lone_line_to_exactly_the_room_left(byte_encoding):
+@pytest.mark.parametrize("memory", ["", '{"settings": {"lr": "3e-4"}}'])
+def test_fit_cuts_a_lone_line_to_exactly_the_room_left(monkeypatch, byte_encoding, memory):
+    # (The current memory, sent to a real model beside the summary, takes its share of the room.)
     partial, line = "Earlier summary.", "[user] " + "x" * 2_000
-    base, note = fit_parts(byte_encoding, partial)
+    base = count_text(engine._summary_input(partial, [""], memory), byte_encoding)
+    note = count_text(CUT_NOTE, byte_encoding)
     assert note == len(CUT_NOTE.encode()) and note != count_text(CUT_NOTE)  # counted in the call's encoding
-    body, used = engine._fit(partial, [line], 1_000, byte_encoding)
-    assert used == 1 and body == engine._summary_input(partial, [line[: 1_000 - base - note] + CUT_NOTE])
+    seen = over_count(monkeypatch, [])  # counts each try of a cut line, exactly
+    body, used = engine._fit(partial, [line], 1_000, byte_encoding, memory)
+    assert used == 1 and body == engine._summary_input(partial, [line[: 1_000 - base - note] + CUT_NOTE], memory)
     assert count_text(body, byte_encoding) == 1_000  # to the token
+    assert seen == [1_000]  # at the first try: no second count of the whole input
 
 
 @pytest.mark.parametrize("extra_base, cut", [(0, False), (1, True)])
@@ -551,3 +559,43 @@ def test_the_structured_ask_is_dropped_when_only_a_summary_fits():
 
 class OfflineLike:
     offline = True
+
+
+def test_the_memory_takes_at_most_a_quarter_of_what_the_compaction_replaces():
+    """build_memory's second cap: the memory alone never takes more than a quarter of what
+    the compaction replaces, even when the window's share would allow more."""
+    from ocw.context import memory as mem
+    old = mem.Memory([mem.Item("setting", f"knob_{i}", f"value_{i}", i) for i in range(60)])
+    full = count_text(mem.render(old), ENC)
+    replaced = 2 * full  # a quarter is half the memory; the window's share (10 % of 100k) is far more
+    plan = Plan(boundary_id="n_last", new_messages=[], old_summary_text="", replaced_tokens=replaced,
+                old_memory=old)
+    built = engine.build_memory(Prepared(plan, window=100_000, encoding=ENC), window=100_000)
+    kept = count_text(mem.render(built), ENC)
+    assert replaced // 5 < kept <= replaced // 4  # filled to the quarter, not to a fifth
+    assert built.evicted == 60 - len(built.current()) > 0
+
+
+def test_a_stale_value_quoted_in_backticks_takes_out_the_sentence_naming_it_bare():
+    """The memory may hold a value as the model quoted it (`config/old.yaml`); the prose names
+    it without the quotes, and that sentence must still go (a backtick-only value is no value)."""
+    prose = "We began. We loaded config/old.yaml first. Then it went well (twice)."
+    assert engine.drop_stale(prose, {"`config/old.yaml`"}) == "We began. Then it went well (twice)."
+    assert engine.drop_stale(prose, {"``"}) == prose
+    # a value beginning with X, and a one-letter one, are values like any other
+    assert engine.drop_stale("We chose XGBoost. It fit.", {"XGBoost"}) == "It fit."
+    assert engine.drop_stale("We plotted X. It fit.", {"X"}) == "It fit."
+
+
+def test_finish_counts_the_memory_block_stored_beside_the_prose():
+    """The guard judges the summary node as stored: prose and memory block together, so a
+    memory that makes the node as large as what it replaces is refused."""
+    from ocw.context import memory as mem
+    text = "Short summary."
+    memory = mem.Memory([mem.Item("setting", "learning rate", "3e-4", 1), mem.Item("todo", "t1", "write the report", 2)])
+    stored = count_message("llm", engine.summary_blocks(text, memory), ENC, SUMMARY_NAME)
+    assert stored > count_message("llm", engine.summary_blocks(text), ENC, SUMMARY_NAME) + 20
+    assert finish(prep_for(["[user] nothing to list"], in_budget=1_000, replaced=stored + 1), text, memory) == text
+    with pytest.raises(OcwError, match=f"the summary \\({stored:,} tokens\\) is not smaller"):
+        finish(prep_for(["[user] nothing to list"], in_budget=1_000, replaced=stored), text, memory)
+    assert engine.summary_blocks(text) == [{"type": "text", "text": text}]  # no memory: the prose alone

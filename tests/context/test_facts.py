@@ -405,3 +405,32 @@ def test_stale_values_are_compared_without_their_backticks_and_no_memory_text_is
     assert append_facts("S.", source, 100, ENC, exclude=["PORT"]) == f"S.\n\n{FACTS_HEADER} `HOST_NAME`; `XXXX`"
     # the memory's text, when given, counts as present; by default there is none
     assert append_facts("S.", source, 100, ENC, present="PORT HOST_NAME") == f"S.\n\n{FACTS_HEADER} `XXXX`"
+
+
+@pytest.mark.parametrize("stale", ["XR-12", "`XR-12`"])
+def test_a_stale_value_is_never_listed_with_or_without_its_backticks(stale):
+    # (A value beginning with X, like any other: the comparison strips backticks, nothing else.)
+    out = append_facts("S.", "Ticket XR-12 was closed. Then OPS-9 opened.", 200, ENC, exclude={stale})
+    assert out == f"S.\n\n{FACTS_HEADER} OPS-9"
+
+
+def test_a_backticked_name_is_as_new_as_its_last_bare_mention():
+    # Newest first by where the name last occurs, quoted or not: here after the ticket, so
+    # with room for one identifier the name is kept and the ticket is not.
+    source = "We call `load_data` first.\nThe ticket is OPS-4471.\nThen load_data runs again."
+    head = count_text(FACTS_HEADER, ENC) + 2
+    one = count_text("`load_data`", ENC) + 1
+    assert count_text("OPS-4471", ENC) + 1 <= one  # the ticket would fit in its place
+    assert append_facts("S.", source, head + one, ENC) == f"S.\n\n{FACTS_HEADER} `load_data`"
+
+
+def test_the_list_is_in_order_of_first_mention_quoted_or_not():
+    source = "load_data is slow.\nThe ticket is OPS-4471.\nWe call `load_data` now."
+    assert append_facts("S.", source, 200, ENC) == f"S.\n\n{FACTS_HEADER} `load_data`; OPS-4471"
+
+
+def test_the_kinds_a_focus_names_are_listed_first_whatever_their_order():
+    source = "Ticket OPS-4471 first.\nThen config/settings.toml."
+    assert append_facts("S.", source, 200, ENC) == f"S.\n\n{FACTS_HEADER} OPS-4471; config/settings.toml"
+    assert (append_facts("S.", source, 200, ENC, focus="keep the file paths")
+            == f"S.\n\n{FACTS_HEADER} config/settings.toml; OPS-4471")
