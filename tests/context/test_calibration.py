@@ -112,6 +112,7 @@ def test_old_entries_and_other_models():
     assert blend({"ratio": "2", "samples": 9, "model": "m"}, 1.0, "m")["ratio"] == 1.0
     # Rounded to 4 decimals.
     assert blend(None, 1.234567, "m")["ratio"] == 1.2346
+    assert blend(None, 1.234567, "m")["recent"] == [1.2346]  # the samples kept, too
 
 
 def test_the_sample_count_the_panel_shows():
@@ -173,3 +174,14 @@ def test_a_usage_report_without_two_positive_figures_is_not_judged(measured, est
     meta = with_samples(refusal_floor({}, 90, 45, "m"), [(90, 45)] * 3, "m")
     assert usage_verified(meta, "m", measured, estimated) is True
     assert usage_verified(meta, "m", 10, 45) is False  # the same metadata does judge two positive figures
+
+
+def test_a_stored_sample_list_keeps_only_plausible_numbers_edges_included():
+    # What a hand-edited or older metadata file may hold: only numbers within [0.25, 8.0] vote.
+    old = {"ratio": 2.0, "samples": 3, "recent": [0.25, 8.0, True, "2", None, 0.2499, 8.0001], "model": "m"}
+    assert blend(old, 2.0, "m") == {"ratio": 2.0, "samples": 4, "recent": [0.25, 8.0, 2.0], "model": "m"}
+
+
+@pytest.mark.parametrize("stored", [-3, 0, True, "7", 2.0, None])
+def test_a_sample_count_that_is_not_a_positive_integer_starts_again_at_one(stored):
+    assert blend({"ratio": 2.0, "samples": stored, "model": "m"}, 1.8, "m")["samples"] == 1

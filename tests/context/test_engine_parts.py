@@ -599,3 +599,28 @@ def test_finish_counts_the_memory_block_stored_beside_the_prose():
     with pytest.raises(OcwError, match=f"the summary \\({stored:,} tokens\\) is not smaller"):
         finish(prep_for(["[user] nothing to list"], in_budget=1_000, replaced=stored), text, memory)
     assert engine.summary_blocks(text) == [{"type": "text", "text": text}]  # no memory: the prose alone
+
+
+def test_a_window_too_small_for_the_memory_json_asks_for_prose_alone_keeping_the_focus():
+    """A real model is asked for the memory as JSON only while the input room left beside the
+    current memory's JSON is at least MIN_SUMMARIZER_INPUT (256) tokens; one token less and
+    the ask is dropped (the prompt without it, the user's focus still in it)."""
+    from ocw.context import memory as mem
+    from ocw.context import memory_model
+
+    real = type("RealModel", (), {"offline": False})()
+    old = mem.Memory([mem.Item("setting", "learning rate", "3e-4", 1), mem.Item("todo", "t", "plot the résumé data", 2)])
+    plan = Plan(boundary_id="n1", new_messages=[history_msg(1, 50)], old_summary_text="", replaced_tokens=1_000,
+                old_memory=old)
+    json_tokens = count_text(memory_model.current_json(old), ENC)
+    assert json_tokens != count_text(memory_model.current_json(old))  # counted in the session's encoding
+    focus = "keep the file paths"
+    ask = engine.summary_system(focus, True)
+    edge = 256 + json_tokens + 256 + count_text(ask, ENC) + 64  # room + JSON + out_budget (256) + prompt
+    at = prepare(plan, real, window=edge, calibration=1.0, encoding=ENC, focus=focus)
+    assert at.structured and at.system == ask and at.in_budget - json_tokens == 256
+    below = prepare(plan, real, window=edge - 1, calibration=1.0, encoding=ENC, focus=focus)
+    assert not below.structured and below.system == engine.summary_system(focus) and focus in below.system
+    assert below.in_budget == edge - 1 - 256 - (count_text(below.system, ENC) + 64)
+    offline = type("Offline", (), {"offline": True})()
+    assert not prepare(plan, offline, window=edge, calibration=1.0, encoding=ENC).structured
