@@ -144,6 +144,8 @@ def test_usage_that_contradicts_a_refusal_is_unverified_both_sides():
     assert usage_verified(meta, "other-model", 10, 45)  # another model's refusal says nothing
     assert refusal_floor({}, 90, 0, "tiny") is None and refusal_floor({}, 900, 10, "tiny") is None  # 90× is no ratio
     assert unverified_count(with_unverified(with_unverified({}, 41, 45), 40, 45)) == 2
+    # none yet (or a record that is not a count): the panel says nothing about unverified usage
+    assert unverified_count({}) == 0 and unverified_count({"usage_unverified": {"count": 0}}) == 0
 
 
 def test_usage_far_below_a_settled_calibration_is_unverified_both_sides():

@@ -88,3 +88,12 @@ def test_line_pieces_add_up_to_the_whole_count(enc):
         assert sum(len(e.encode_ordinary(p)) for p in pieces) == len(e.encode_ordinary(text)), repr(text)
     # cut after a newline before a letter or a dash; never before "/", a space or a newline
     assert T.line_pieces("a.\n/b\n c\n\nd\n-e", enc) == ["a.\n/b\n c\n\n", "d\n", "-e"]
+
+
+def test_the_split_count_uses_the_messages_own_encoding(byte_encoding):
+    # A user's encoding (here one token per byte) counts the "role\n" head too: not cl100k's count of it.
+    body = BODIES[0]
+    for role, name in HEADS:
+        whole = T.FRAME_TOKENS + len(T.render_message(role, [{"type": "text", "text": body}], name).encode())
+        with T.counting_once():
+            assert T.count_message(role, [{"type": "text", "text": body}], byte_encoding, name) == whole, role
