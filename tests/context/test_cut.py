@@ -400,3 +400,10 @@ def test_a_kept_message_without_content_is_read_as_empty():
     assert find_cut_index(messages, 100_000, keep_recent_tokens=200) == Cut(4)
     messages[5] = tool_result(5, 100, "t1")  # ... and a kept result still pulls its call in
     assert find_cut_index(messages, 100_000, keep_recent_tokens=200).kind == TAIL_HOLDS_ALL
+
+
+@pytest.mark.parametrize("max_tail, index", [(0.5, 8), (1.0, 7), (0, 8)])
+def test_a_landing_room_under_one_token_keeps_nothing_and_one_token_keeps_one(max_tail, index):
+    # max_tail caps both the tail and its widening: below a (calibrated) message's size, nothing stays.
+    messages = [msg(i, 1) for i in range(8)]
+    assert find_cut_index(messages, 2_048, max_tail=max_tail).index == index

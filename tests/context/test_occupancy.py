@@ -155,3 +155,21 @@ def test_the_reserve_is_80_percent_of_the_window():
     assert (occ["reserve"], occ["reserve_ratio"]) == (1638, 0.8)
     occ = compute_breakdown(PARTS, window=2048, reserve_ratio=0.5)
     assert (occ["reserve"], occ["reserve_ratio"]) == (1024, 0.5)
+
+
+def test_sent_parts_describes_a_snipped_request_only_while_its_reply_is_current():
+    """What a request that left messages out sent: the branch's parts less the tokens left
+    out, and how many messages, while HEAD and the generation are that reply's; otherwise
+    (or with nothing left out) the branch as it stands."""
+    from ocw.context.occupancy import sent_parts
+
+    parts = {"system": 10, "messages": 1_000, "tools": 5}
+    left = {"head": "h", "generation": 3, "messages": 4, "tokens": 300}
+    assert sent_parts(parts, left, "h", 3) == ({"system": 10, "messages": 700, "tools": 5}, 4)
+    assert sent_parts(parts, {**left, "messages": 1}, "h", 3) == ({"system": 10, "messages": 700, "tools": 5}, 1)
+    for record, head, generation in [(left, "h2", 3), (left, "h", 4), ({**left, "messages": 0}, "h", 3),
+                                     ({**left, "messages": None}, "h", 3), (None, "h", 3)]:
+        assert sent_parts(parts, record, head, generation) == (parts, 0)
+    assert sent_parts(parts, {**left, "tokens": None}, "h", 3) == (parts, 4)  # no token figure: nothing taken off
+    assert sent_parts(parts, {**left, "tokens": 5_000}, "h", 3)[0]["messages"] == 0  # never below zero
+    assert sent_parts({"system": 10}, left, "h", 3) == ({"system": 10, "messages": 0}, 4)  # no messages part yet
