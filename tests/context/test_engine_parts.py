@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from ocw.context import engine
+from ocw.context import engine, memory_model
+from ocw.context import memory as mem
 from ocw.context.engine import CUT_NOTE, SUMMARY_SYSTEM, Plan, Prepared, facts_budget, finish, plan_compaction, prepare, summarize, summary_budget, transcript_line
 from ocw.text.errors import OcwError
 from ocw.context.graph import SUMMARY_NAME
@@ -445,17 +446,16 @@ def test_the_facts_list_fills_exactly_the_room_the_stored_summary_leaves(bytewis
 
 
 # -- _fit: one call's input, exactly (in an encoding where every byte is one token) ----------------------
-def fit_parts(enc: str, partial: str) -> tuple[int, int]:
+def fit_parts(enc: str, partial: str, memory: str = "") -> tuple[int, int]:
     """(the input's size with no line, CUT_NOTE's size) in `enc`."""
-    return count_text(engine._summary_input(partial, [""]), enc), count_text(CUT_NOTE, enc)
+    return count_text(engine._summary_input(partial, [""], memory), enc), count_text(CUT_NOTE, enc)
 
 
 @pytest.mark.parametrize("memory", ["", '{"settings": {"lr": "3e-4"}}'])
 def test_fit_cuts_a_lone_line_to_exactly_the_room_left(monkeypatch, byte_encoding, memory):
     # (The current memory, sent to a real model beside the summary, takes its share of the room.)
     partial, line = "Earlier summary.", "[user] " + "x" * 2_000
-    base = count_text(engine._summary_input(partial, [""], memory), byte_encoding)
-    note = count_text(CUT_NOTE, byte_encoding)
+    base, note = fit_parts(byte_encoding, partial, memory)
     assert note == len(CUT_NOTE.encode()) and note != count_text(CUT_NOTE)  # counted in the call's encoding
     seen = over_count(monkeypatch, [])  # counts each try of a cut line, exactly
     body, used = engine._fit(partial, [line], 1_000, byte_encoding, memory)
@@ -564,7 +564,6 @@ class OfflineLike:
 def test_the_memory_takes_at_most_a_quarter_of_what_the_compaction_replaces():
     """build_memory's second cap: the memory alone never takes more than a quarter of what
     the compaction replaces, even when the window's share would allow more."""
-    from ocw.context import memory as mem
     old = mem.Memory([mem.Item("setting", f"knob_{i}", f"value_{i}", i) for i in range(60)])
     full = count_text(mem.render(old), ENC)
     replaced = 2 * full  # a quarter is half the memory; the window's share (10 % of 100k) is far more
@@ -590,7 +589,6 @@ def test_a_stale_value_quoted_in_backticks_takes_out_the_sentence_naming_it_bare
 def test_finish_counts_the_memory_block_stored_beside_the_prose():
     """The guard judges the summary node as stored: prose and memory block together, so a
     memory that makes the node as large as what it replaces is refused."""
-    from ocw.context import memory as mem
     text = "Short summary."
     memory = mem.Memory([mem.Item("setting", "learning rate", "3e-4", 1), mem.Item("todo", "t1", "write the report", 2)])
     stored = count_message("llm", engine.summary_blocks(text, memory), ENC, SUMMARY_NAME)
@@ -605,10 +603,7 @@ def test_a_window_too_small_for_the_memory_json_asks_for_prose_alone_keeping_the
     """A real model is asked for the memory as JSON only while the input room left beside the
     current memory's JSON is at least MIN_SUMMARIZER_INPUT (256) tokens; one token less and
     the ask is dropped (the prompt without it, the user's focus still in it)."""
-    from ocw.context import memory as mem
-    from ocw.context import memory_model
-
-    real = type("RealModel", (), {"offline": False})()
+    real = object()  # a provider that is not the offline model
     old = mem.Memory([mem.Item("setting", "learning rate", "3e-4", 1), mem.Item("todo", "t", "plot the résumé data", 2)])
     plan = Plan(boundary_id="n1", new_messages=[history_msg(1, 50)], old_summary_text="", replaced_tokens=1_000,
                 old_memory=old)
@@ -622,5 +617,4 @@ def test_a_window_too_small_for_the_memory_json_asks_for_prose_alone_keeping_the
     below = prepare(plan, real, window=edge - 1, calibration=1.0, encoding=ENC, focus=focus)
     assert not below.structured and below.system == engine.summary_system(focus) and focus in below.system
     assert below.in_budget == edge - 1 - 256 - (count_text(below.system, ENC) + 64)
-    offline = type("Offline", (), {"offline": True})()
-    assert not prepare(plan, offline, window=edge, calibration=1.0, encoding=ENC).structured
+    assert not prepare(plan, OfflineLike(), window=edge, calibration=1.0, encoding=ENC).structured

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from ocw.context.occupancy import compute_breakdown, largest_remainder, percents
+from ocw.context.occupancy import compute_breakdown, largest_remainder, percents, sent_parts
 
 PARTS = {"system": 21, "tools": 0, "summary": 203, "messages": 362}  # 586 estimated
 
@@ -161,8 +161,6 @@ def test_sent_parts_describes_a_snipped_request_only_while_its_reply_is_current(
     """What a request that left messages out sent: the branch's parts less the tokens left
     out, and how many messages, while HEAD and the generation are that reply's; otherwise
     (or with nothing left out) the branch as it stands."""
-    from ocw.context.occupancy import sent_parts
-
     parts = {"system": 10, "messages": 1_000, "tools": 5}
     left = {"head": "h", "generation": 3, "messages": 4, "tokens": 300}
     assert sent_parts(parts, left, "h", 3) == ({"system": 10, "messages": 700, "tools": 5}, 4)
