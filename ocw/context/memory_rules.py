@@ -235,8 +235,10 @@ def update(old, turns: list[tuple[int, str, str]], *, budget: int, encoding: str
     evs = events(turns)
     source = "\n".join(clean(t) for _, _, t in turns) + "\n" + "\n".join(
         f"{i.value}\n{i.detail}" for i in old.items)
-    extra = [e for e in extra if e.item is None or ground([e.item], source)]
+    # One grounding of all the items at once: `ground` lowers the whole source per call.
+    found = {id(i) for i in ground([e.item for e in extra if e.item is not None], source)}
+    extra = [e for e in extra if e.item is None or id(e.item) in found]
     new = merge(old, sorted(evs + list(extra), key=lambda e: e.turn))
-    olds = {id(i) for i in old.items}
-    new = Memory([i for i in new.items if ground([i], source) or id(i) in olds], new.evicted)
+    kept = {id(i) for i in old.items} | {id(i) for i in ground(new.items, source)}
+    new = Memory([i for i in new.items if id(i) in kept], new.evicted)
     return fit(new, budget, encoding)

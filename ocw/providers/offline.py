@@ -424,7 +424,7 @@ class OfflineProvider:
         covered = "\n".join(sents[i] for i in chosen)
         kept_ids: list[str] = []
         for tok in idents:
-            if tok in covered or tok.strip("`") in covered:
+            if tok.strip("`") in covered:  # (tok in covered implies its bare form is)
                 continue
             if used + cost(tok) + 1 <= budget:
                 kept_ids.append(tok)

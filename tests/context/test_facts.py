@@ -336,9 +336,9 @@ def test_extracting_once_gives_the_same_identifiers_and_matches_a_line_once(monk
     class Counting:  # the matcher, counting the texts it is given
         seen: list[str] = []
 
-        def findall(self, text):
+        def finditer(self, text):
             self.seen.append(text)
-            return real.findall(text)
+            return real.finditer(text)
 
     counting = Counting()
     monkeypatch.setattr(facts, "_RX", counting)
@@ -434,3 +434,51 @@ def test_the_kinds_a_focus_names_are_listed_first_whatever_their_order():
     assert append_facts("S.", source, 200, ENC) == f"S.\n\n{FACTS_HEADER} OPS-4471; config/settings.toml"
     assert (append_facts("S.", source, 200, ENC, focus="keep the file paths")
             == f"S.\n\n{FACTS_HEADER} config/settings.toml; OPS-4471")
+
+
+# -- where each identifier is mentioned, from the one matching pass (issue 28, item 3) ---------
+def _oracle_mentions(text: str) -> dict[str, tuple[int, int]]:
+    """Each identifier's first and last match, read off the plain alternation."""
+    out: dict[str, tuple[int, int]] = {}
+    for m in _oracle_rx().finditer(text):
+        ident = m.group(0).rstrip(".,;:")
+        if len(ident) >= 3:
+            out[ident] = (out[ident][0], m.start()) if ident in out else (m.start(), m.start())
+    return out
+
+
+def test_located_identifiers_give_each_ones_first_and_last_match_with_or_without_the_lines_memo():
+    import random
+
+    from ocw.context import facts
+
+    rng = random.Random(29)
+    words = _ORACLE_TEXT.split(" ") + ["\n", "\n", "250", "ms", "\n\n"]
+    texts = [_ORACLE_TEXT, "a 250\nms b 250 ms", "run_1\nrun_1 x\n\nrun_1"] + \
+            [" ".join(rng.choice(words) for _ in range(60)) for _ in range(150)]
+    moved = 0
+    for t in texts:
+        expected = _oracle_mentions(t)
+        idents, where = facts.located_identifiers(t)
+        assert where == expected, t
+        assert idents == extract_identifiers(t)
+        with facts.extracting_once():
+            assert facts.located_identifiers(t) == (idents, where)
+            assert facts.located_identifiers(t) == (idents, where)  # read again from the lines' memo
+        moved += sum(a != b for a, b in where.values())
+    assert moved > 100  # most identifiers are mentioned more than once: first and last differ
+    assert facts.located_identifiers("run_1\nrun_1 x\n\nrun_1")[1] == {"run_1": (0, 15)}
+
+
+def test_an_identifier_is_as_new_as_its_last_mention_as_itself():
+    # app.py is named again only inside the longer path: that is the path's mention, so with
+    # room for one identifier the newest — the path — is kept, then the ticket, then app.py.
+    source = "We open app.py.\nThe ticket is OPS-4471.\nThen src/app.py changed."
+    head = count_text(FACTS_HEADER, ENC) + 2
+    costs = {i: count_text(i, ENC) + 1 for i in ("app.py", "OPS-4471", "src/app.py")}
+    assert append_facts("S.", source, head + costs["src/app.py"], ENC) == f"S.\n\n{FACTS_HEADER} src/app.py"
+    two = head + costs["src/app.py"] + costs["OPS-4471"]
+    assert max(costs.values()) < costs["src/app.py"] + costs["OPS-4471"]
+    assert append_facts("S.", source, two, ENC) == f"S.\n\n{FACTS_HEADER} OPS-4471; src/app.py"
+    # listed in order of first mention: app.py's own first match is the first line
+    assert append_facts("S.", source, 200, ENC) == f"S.\n\n{FACTS_HEADER} app.py; OPS-4471; src/app.py"
