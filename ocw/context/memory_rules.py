@@ -21,6 +21,7 @@ import re
 
 from ocw.context.memory import Event, Item, norm_key
 from ocw.context.memory_settings import BAD_KEYS, TOKEN, answer_value, asked_key, settings
+from ocw.text.fold import cased, fold
 from ocw.text.prompts import SUMMARY_PREFIX, SYSTEM_NOTE_PREFIX
 
 _OWN_PREFIXES = ("(offline model)", "[old tool output pruned:", SYSTEM_NOTE_PREFIX.strip(), SUMMARY_PREFIX.strip(),
@@ -110,6 +111,10 @@ _WORKING = [
     ("file", re.compile(r"(?<![\w/.:])(?:~|\.{1,2})?(?:[\w.@-]+/)+[\w.@-]*\w|(?<![\w/.])[\w-]+\.(?:py|ipynb|js|ts|json|"
                         r"csv|tsv|parquet|yaml|yml|toml|sql|sh|md|txt|log|duckdb|db|html)\b")),
 ]
+# The same patterns, searched in a sentence's `fold` as gates: a miss there is a miss in the
+# sentence (ocw/text/fold.py says why), found 3–5× faster than under IGNORECASE.
+_RETRACT_HINT_F, _CLOSE_HINT_F, _INSTRUCTION_F, _DECISION_F, _TODO_F, _QUESTION_F = map(
+    cased, (_RETRACT_HINT, _CLOSE_HINT, _INSTRUCTION, _DECISION, _TODO, _QUESTION))
 _SENT = re.compile(r"(?<=[.!?])\s+|\n+")
 _DIGIT = re.compile(r"\d")
 _FILE_EXT = re.compile(dict(_WORKING)["file"].pattern.rsplit("[\\w-]+", 1)[1])  # r"\.(?:py|…)\b"
@@ -134,9 +139,9 @@ def _val(v: str) -> str:
     return v.strip().rstrip(".,;:")
 
 
-def _decision(s: str) -> tuple[str, str] | None:
-    """(chosen, rejected) if the sentence chooses one thing over another."""
-    d = _DECISION.search(s)
+def _decision(s: str, folded: str | None = None) -> tuple[str, str] | None:
+    """(chosen, rejected) if the sentence chooses one thing over another (`folded`: its `fold`)."""
+    d = _DECISION.search(s) if _DECISION_F.search(fold(s) if folded is None else folded) else None
     if d:
         return _val(d.group("a")), _val(d.group("b"))
     c = _CHOICE.search(s)
@@ -194,30 +199,30 @@ def events(turns: list[tuple[int, str, str]]) -> list[Event]:
             if n == 0 and question and answer_value(s):  # across two turns: a bare answer to that question
                 out.append(Event("add", turn, Item("setting", question, answer_value(s), turn)))
                 continue
-            retracted = False
-            for m in (_RETRACT.finditer(s) if _RETRACT_HINT.search(s) else ()):
+            retracted, f = False, fold(s)  # the gates read the folded sentence (ocw/text/fold.py)
+            for m in (_RETRACT.finditer(s) if _RETRACT_HINT_F.search(f) else ()):
                 target = next(g for g in m.groups() if g).strip("`'\"")
                 if target.lower() in _BAD_KEYS:
                     continue  # "drop X, it does not exist": "it" retracts nothing
                 out.append(Event("retract", turn, target=target))
                 retracted = True
-            closes = _CLOSE_HINT.search(s) is not None
+            closes = _CLOSE_HINT_F.search(f) is not None
             for m in (_CLOSE.finditer(s) if closes else ()):
                 out.append(Event("close", turn, target=(m.group("what") or m.group("what2")).strip()))
             if retracted:
                 continue
-            if _INSTRUCTION.search(s):
+            if _INSTRUCTION_F.search(f):
                 lang = _LANG.search(s)
                 key = "language" if lang else norm_key(re.sub(r"\b(always|never|don't|do not|not|please|from now on|"
                                                               r"going forward|i prefer|i'd prefer)\b", " ", s.lower()))[:60]
                 out.append(Event("add", turn, Item("instruction", key, s[:240], turn)))
                 continue
-            choice = _decision(s)
+            choice = _decision(s, f)
             if choice:
                 a, b = choice
                 out.append(Event("add", turn, Item("decision", norm_key(a), a, turn, detail=b)))
                 continue
-            t = _TODO.search(s) or _QUESTION.search(s)
+            t = (_TODO_F.search(f) and _TODO.search(s)) or (_QUESTION_F.search(f) and _QUESTION.search(s))
             if t and not (closes and _CLOSE.search(s)):
                 what = _val(t.group("what"))
                 out.append(Event("add", turn, Item("todo", norm_key(" ".join(what.split()[:6])), what, turn)))

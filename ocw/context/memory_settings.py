@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 
 from ocw.context.memory import Item, norm_key
+from ocw.text.fold import cased, fold
 
 _UNITS_WORDS = ("one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen"
                 "|seventeen|eighteen|nineteen")
@@ -126,6 +127,7 @@ def _item(key: str, val: str, turn: int) -> Item | None:
 _VALUE_HINT = re.compile(rf"[\d`]|{_TENS}|{_UNITS_WORDS}|zero|dozen|hundred|thousand", re.I)
 # Two rules cost most, each trying a key of up to four words at every word: the copula's
 # (its copula and value must follow one another, the same `\b` before) and the "=" one.
+_VALUE_HINT_F = cased(_VALUE_HINT)  # searched in the sentence's fold: 5× faster (ocw/text/fold.py)
 _COPULA_HINT = re.compile(rf"\b{_COPULA}\s*(?P<val>{_VAL})", re.I)
 _NEEDS = {RULES[5]: _COPULA_HINT.search, RULES[7]: lambda s: "=" in s}
 _KEY_AFTER = RULES[8]  # "use 8 workers", "take 0.3 as the dropout": the key follows the value
@@ -137,7 +139,7 @@ def settings(s: str, turn: int) -> list[Item]:
     name cut short); one value per key (the first)."""
     by_value: dict[str, Item] = {}
     locked: set[str] = set()
-    for rx in (PRONOUN, *RULES) if _VALUE_HINT.search(s) else RULES[:1]:
+    for rx in (PRONOUN, *RULES) if _VALUE_HINT_F.search(fold(s)) else RULES[:1]:
         if rx in _NEEDS and not _NEEDS[rx](s):
             continue
         for m in rx.finditer(s):
