@@ -183,10 +183,14 @@ def working_items(text: str, turn: int) -> list[Item]:
 
 def events(turns: list[tuple[int, str, str]]) -> list[Event]:
     """Memory events of (turn, role, text) messages, in order."""
+    return _events([(turn, role, clean(raw)) for turn, role, raw in turns])
+
+
+def _events(turns: list[tuple[int, str, str]]) -> list[Event]:
+    """`events` of messages already `clean`ed (`update` reads the clean texts twice)."""
     out: list[Event] = []
     asked = ""  # the setting the previous message asked about ("what batch size should we use?")
-    for turn, role, raw in turns:
-        text = clean(raw)
+    for turn, role, text in turns:
         if not text.strip():
             continue
         if role == "tool":
@@ -237,8 +241,9 @@ def update(old, turns: list[tuple[int, str, str]], *, budget: int, encoding: str
     grounded in the turns and the old memory, and fitted to `budget` tokens."""
     from ocw.context.memory import Memory, fit, ground, merge
 
-    evs = events(turns)
-    source = "\n".join(clean(t) for _, _, t in turns) + "\n" + "\n".join(
+    cleaned = [(turn, role, clean(raw)) for turn, role, raw in turns]
+    evs = _events(cleaned)
+    source = "\n".join(t for _, _, t in cleaned) + "\n" + "\n".join(
         f"{i.value}\n{i.detail}" for i in old.items)
     # One grounding of all the items at once: `ground` lowers the whole source per call.
     found = {id(i) for i in ground([e.item for e in extra if e.item is not None], source)}

@@ -382,13 +382,14 @@ class OfflineProvider:
             focus_rules.identifier_kind(t) in wanted for t in identifiers(s)) for s in sents] \
             if focus_terms or wanted else [False] * n
         df = Counter(t for terms in sent_terms for t in terms)
+        weights = {t: k * math.log(1 + n / k) for t, k in df.items()}  # each term's once, not per sentence
         score: dict[int, float] = {}
         for i, terms in enumerate(sent_terms):
             ids = sent_ids[i]
             # A sentence that shares no term with the rest and names nothing is small talk.
             if not ids and not any(df[t] > 1 for t in terms) and n > 1 and not focused[i]:
                 continue
-            weight = sum(df[t] * math.log(1 + n / df[t]) for t in terms)
+            weight = sum(weights[t] for t in terms)
             score[i] = weight / math.sqrt(1 + len(terms)) + 1.5 * ids
             score[i] += (1.0 if i == 0 else 0.0) + 0.5 * i / max(1, n)
         # What the user asked to keep ranks before everything else.
