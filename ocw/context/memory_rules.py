@@ -139,9 +139,9 @@ def _val(v: str) -> str:
     return v.strip().rstrip(".,;:")
 
 
-def _decision(s: str, folded: str | None = None) -> tuple[str, str] | None:
+def _decision(s: str, folded: str) -> tuple[str, str] | None:
     """(chosen, rejected) if the sentence chooses one thing over another (`folded`: its `fold`)."""
-    d = _DECISION.search(s) if _DECISION_F.search(fold(s) if folded is None else folded) else None
+    d = _DECISION.search(s) if _DECISION_F.search(folded) else None
     if d:
         return _val(d.group("a")), _val(d.group("b"))
     c = _CHOICE.search(s)
@@ -173,7 +173,7 @@ def working_items(text: str, turn: int) -> list[Item]:
             else:
                 value = _val(m.group(0))
                 key, detail = f"{kind}:{value}", kind
-            if len(value) < 3 or value in seen:
+            if value in seen:  # (every kind matches 3 characters or more: url 8, commit 7, file and columns 3)
                 continue
             seen.add(value)
             taken.append((m.start(), m.end()))

@@ -36,15 +36,18 @@ def fold(text: str) -> str:
     return text.lower()
 
 
-# A letter that stands for itself in a pattern: not part of an escape (\b, \w, \s, \d …),
-# a group's name or flag ((?P<name>, (?i)), or a class range's bound.
-_ESCAPE_OR_NAME = re.compile(r"\\.|\(\?P<\w+>|\(\?P=\w+\)|\(\?[a-zA-Z]+[:)]")
+# A letter that stands for itself in a pattern: not part of an escape (\b, \w, \s, \d …)
+# or a group's name.
+_ESCAPE_OR_NAME = re.compile(r"\\.|\(\?P<\w+>")
 
 
 def cased(rx: re.Pattern) -> re.Pattern:
     """`rx` without IGNORECASE, for searching `fold`ed text. Refuses a pattern that holds an
-    uppercase or non-ASCII letter of its own (it would need IGNORECASE to match folded text)."""
+    uppercase or non-ASCII letter of its own (it would need IGNORECASE to match folded text),
+    or that turns IGNORECASE on inline (`(?i)`: it would stay on)."""
     own = _ESCAPE_OR_NAME.sub("", rx.pattern)
-    if any(c.isalpha() and not ("a" <= c <= "z") for c in own):
-        raise ValueError(f"cased: the pattern holds letters other than lowercase ASCII: {rx.pattern[:60]!r}")
-    return re.compile(rx.pattern, rx.flags & ~re.IGNORECASE)
+    out = re.compile(rx.pattern, rx.flags & ~re.IGNORECASE)
+    if out.flags & re.IGNORECASE or any(c.isalpha() and not ("a" <= c <= "z") for c in own):
+        raise ValueError(f"cased: the pattern needs IGNORECASE (letters other than lowercase ASCII, or an "
+                         f"inline flag): {rx.pattern[:60]!r}")
+    return out

@@ -41,10 +41,13 @@ def test_the_events_of_hinted_sentences_are_those_of_the_full_search(monkeypatch
     turns = [(k, "user", s) for k, s in enumerate(_sentences(range(1)))]
     fast = mr.events(turns)
     always = type("Always", (), {"search": staticmethod(lambda s: True)})
-    monkeypatch.setattr(mr, "_RETRACT_HINT", always)
-    monkeypatch.setattr(mr, "_CLOSE_HINT", always)
+    for gate in ("_RETRACT_HINT_F", "_CLOSE_HINT_F", "_DECISION_F", "_TODO_F", "_QUESTION_F"):  # the pure gates
+        monkeypatch.setattr(mr, gate, always)
+    monkeypatch.setattr(mr, "_INSTRUCTION_F", mr._INSTRUCTION)  # the deciding one: as IGNORECASE reads it
     full = mr.events(turns)
     assert len(full) > 30 and fast == full
+    kinds = {e.action for e in full} | {e.item.kind for e in full if e.item is not None}
+    assert {"retract", "close", "instruction", "decision", "todo", "setting"} <= kinds
 
 
 def test_the_working_sets_needs_never_change_the_items(monkeypatch):
@@ -94,3 +97,15 @@ def test_a_bare_answer_to_the_question_before_is_a_setting_of_its_turn():
     evs = mr.events([(1, "assistant", "What batch size should we use?"), (2, "user", "64, please.")])
     assert [(e.action, e.turn, e.item.kind, e.item.key, e.item.value) for e in evs] == \
         [("add", 2, "setting", "batch_size", "64")]
+
+
+@pytest.mark.parametrize("digits, kept", [(6, False), (7, True), (40, True), (41, False)])
+def test_a_commit_is_7_to_40_hex_digits(digits, kept):
+    sha = ("a1" * 21)[:digits]
+    items = [i.value for i in mr.working_items(f"landed {sha} today", 1) if i.detail == "commit"]
+    assert items == ([sha] if kept else [])
+
+
+def test_a_working_item_is_kept_once_by_value():
+    items = mr.working_items("see notes/a.md then notes/a.md again and notes/b.md", 1)
+    assert [i.value for i in items] == ["notes/a.md", "notes/b.md"]

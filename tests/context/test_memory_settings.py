@@ -110,7 +110,7 @@ def test_the_rules_hints_never_change_the_settings(monkeypatch):
     for seed in range(3):
         texts += [s for st in generate(seed, 40, "ABC"[seed]).steps for s in sentences(clean(st.text))]
     fast = [ms.settings(s, 1) for s in texts]
-    monkeypatch.setattr(ms, "_VALUE_HINT", type("Always", (), {"search": staticmethod(lambda s: True)}))
+    monkeypatch.setattr(ms, "_VALUE_HINT_F", type("Always", (), {"search": staticmethod(lambda s: True)}))
     monkeypatch.setattr(ms, "_NEEDS", {})
     assert fast == [ms.settings(s, 1) for s in texts]
     assert sum(bool(f) for f in fast) > 40

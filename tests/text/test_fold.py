@@ -73,4 +73,10 @@ def test_cased_refuses_a_pattern_with_letters_ignorecase_would_have_to_fold():
         cased(re.compile(r"[A-Z]x", re.I))
     with pytest.raises(ValueError):
         cased(re.compile(r"µs", re.I))
-    assert cased(re.compile(r"(?P<what>\bdone\b)\s\w", re.I)).flags & re.IGNORECASE == 0
+    with pytest.raises(ValueError):
+        cased(re.compile(r"(?i)done"))  # an inline flag would keep it case-insensitive
+    with pytest.raises(ValueError):
+        cased(re.compile(r"(?P<a>x)(?P=a)", re.I))  # a name read as letters: refused, never wrong
+    out = cased(re.compile(r"(?P<what>\bdone\b)\s\w", re.I))
+    assert out.flags & re.IGNORECASE == 0 and out.pattern == r"(?P<what>\bdone\b)\s\w"
+    assert cased(re.compile(r"(?P<Name>x)")).pattern == r"(?P<Name>x)"  # a group's name is no letter of its own
