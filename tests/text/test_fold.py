@@ -73,6 +73,10 @@ def test_cased_refuses_a_pattern_with_letters_ignorecase_would_have_to_fold():
         cased(re.compile(r"[A-Z]x", re.I))
     with pytest.raises(ValueError):
         cased(re.compile(r"µs", re.I))
+    long = r"\b(?:done|finished|closed|resolved|sorted out|wrapped up|taken care of)\s+" + "MB"
+    with pytest.raises(ValueError) as e:
+        cased(re.compile(long, re.I))
+    assert str(e.value).endswith(": " + repr(long[:60]))  # the message quotes the pattern's first 60 characters
     with pytest.raises(ValueError):
         cased(re.compile(r"(?i)done"))  # an inline flag would keep it case-insensitive
     with pytest.raises(ValueError):
