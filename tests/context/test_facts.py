@@ -482,3 +482,10 @@ def test_an_identifier_is_as_new_as_its_last_mention_as_itself():
     assert append_facts("S.", source, two, ENC) == f"S.\n\n{FACTS_HEADER} OPS-4471; src/app.py"
     # listed in order of first mention: app.py's own first match is the first line
     assert append_facts("S.", source, 200, ENC) == f"S.\n\n{FACTS_HEADER} app.py; OPS-4471; src/app.py"
+
+
+def test_a_quantity_is_named_where_it_is_last_mentioned_as_itself():
+    # "8.4 ms" last stands as itself on the first line; later it is only part of "18.4 ms",
+    # whose words before it are no name: the name read is the one before its own mention.
+    source = "p95 latency is 8.4 ms\nthe total came to a 18.4 ms"
+    assert append_facts("S.", source, 200, ENC) == f"S.\n\n{FACTS_HEADER} p95 latency: 8.4 ms; 18.4 ms"
