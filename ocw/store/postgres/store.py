@@ -61,7 +61,7 @@ class PostgresStore(Sharing):
     """Sessions and nodes in a PostgreSQL database, behind the store interface."""
 
     kind = "postgresql"
-    SESSION_COLUMNS = SESSION_COLUMNS  # for ocw/store/postgres/append.py, which does not import this module
+    SESSION_COLUMNS, WRITABLE = SESSION_COLUMNS, WRITABLE  # for ocw/store/postgres/append.py, which does not import this module
     row_of, node_of = staticmethod(_session), staticmethod(_node)
 
     def __init__(self, url: str, **options):
