@@ -152,7 +152,7 @@ def test_a_session_gone_meanwhile_is_one_line(pg_url):
 
 
 def test_a_turn_leaves_the_server_nothing_to_warn_about(pg_url):
-    """The pipeline's COMMIT ends the BEGIN it queued first: without it the server would
+    """The second message's COMMIT ends the BEGIN the first one sent: without it the server would
     warn "there is no transaction in progress" into its log on every turn."""
     from test_store_contract import msgs
 
