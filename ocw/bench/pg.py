@@ -19,7 +19,10 @@ checks: nodes lost, duplicated, errors shown, and whether every session's
 branch is intact — one chain in seq order (every append landed under the HEAD
 its transaction read), a turn's two messages adjacent, HEAD its end. Then a
 PostgreSQL turn's round trips and commits, counted from libpq's protocol trace
-(ocw/bench/wire.py), beside the floor's. Timings are printed, never asserted
+(ocw/bench/wire.py), beside the floor's. `cpu ms` is the CPU a turn costs its
+writer process (its timed turns only; the floor's beside it): with 8 writers on
+a small machine the run is CPU-bound, and this figure moves less with other load
+than turns/s. Timings are printed, never asserted
 (tests/bench/test_bench_pg.py asserts the checks and the counts).
 """
 from __future__ import annotations
@@ -125,8 +128,10 @@ def _figures(results: list[dict], wall: float) -> dict:
         wall = max(r["ended"] for r in spans) - min(r["began"] for r in spans)
     times = sorted(t for r in results for t in r["times"])
     q = statistics.quantiles(times, n=100, method="inclusive") if len(times) > 1 else times * 99
+    cpu = sum(r.get("cpu", 0.0) for r in results)  # the writer processes' own CPU (the server's is not seen)
     return {"turns": len(times), "p50_ms": q[49] * 1e3 if q else 0.0, "p99_ms": q[98] * 1e3 if q else 0.0,
-            "max_ms": times[-1] * 1e3 if times else 0.0, "turns_per_s": len(times) / wall if wall > 0 else 0.0}
+            "max_ms": times[-1] * 1e3 if times else 0.0, "turns_per_s": len(times) / wall if wall > 0 else 0.0,
+            "cpu_ms": cpu * 1e3 / len(times) if times else 0.0}
 
 
 def floor_run(db: str, writers: int, turns: int, floor_db: str | None = None) -> dict:
@@ -193,12 +198,14 @@ def _row(store: str, r: dict, f: dict) -> str:
     ratio = r["turns_per_s"] / f["turns_per_s"] if f.get("turns_per_s") else 0.0
     return (f"{store:<12} {r['writers']:>3}  {_sessions(r['writers']):<11} {r['turns']:>6} {r['turns_per_s']:>7.0f}"
             f" {f['turns_per_s']:>7.0f} {ratio:>6.2f}x {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['max_ms']:>7.1f}"
-            f"   {f['p50_ms']:>6.1f} {f['p99_ms']:>6.1f} {r['load']:>5.1f}  {r['lost']:>4} {r['duplicated']:>4}"
+            f"   {f['p50_ms']:>6.1f} {f['p99_ms']:>6.1f} {r.get('cpu_ms', 0.0):>6.2f} {f.get('cpu_ms', 0.0):>6.2f}"
+            f" {r['load']:>5.1f}  {r['lost']:>4} {r['duplicated']:>4}"
             f" {len(r['errors']):>6}  {'intact' if r['intact'] else 'BROKEN'}")
 
 
 HEADER = (f"{'store':<12} {'w':>3}  {'sessions':<11} {'turns':>6} {'turns/s':>7} {'floor/s':>7} {'ratio':>7}"
-          f" {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7}   {'floor p50':>6} {'p99':>6} {'load':>5}  {'lost':>4} {'dup':>4}"
+          f" {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7}   {'floor p50':>6} {'p99':>6} {'cpu ms':>6} {'floor':>6}"
+          f" {'load':>5}  {'lost':>4} {'dup':>4}"
           f" {'errors':>6}  branches")
 
 

@@ -48,7 +48,7 @@ def test_the_report_prints_both_stores_for_each_writer_count(capsys):
     kinds = [(ln[:12].strip(), ln.split()[2] if ln.startswith("duckdb") else ln.split()[1]) for ln in out
              if ln.startswith(("duckdb file", "postgresql ")) and not ln.startswith("postgresql turn")]
     assert kinds == [("duckdb file", "1"), ("duckdb file", "2"), ("postgresql", "1"), ("postgresql", "2")]
-    assert all(col in out[1] for col in ("turns/s", "floor/s", "ratio", "p50 ms", "p99 ms", "max ms", "load"))
+    assert all(col in out[1] for col in ("turns/s", "floor/s", "ratio", "p50 ms", "p99 ms", "max ms", "cpu ms", "load"))
     rows = [ln for ln in out if ln.startswith(("duckdb file", "postgresql ")) and not ln.startswith("postgresql turn")]
     assert len(rows) == 4 and all(ln.rstrip().endswith("intact") for ln in rows)
     # The floor ran beside each row: a floor rate above zero and a ratio printed.
@@ -62,7 +62,7 @@ def test_the_floor_runs_the_same_sharing_and_loses_nothing(pg_url):
     """The PostgreSQL floor: one process per writer, writers 0 and 1 on one row; every
     raw transaction commits and the shared row's chain is whole."""
     r = bench_pg.floor_run(pg_url, 4, 25)
-    assert r["errors"] == [] and r["turns"] == 100 and r["turns_per_s"] > 0
+    assert r["errors"] == [] and r["turns"] == 100 and r["turns_per_s"] > 0 and r["cpu_ms"] > 0
     assert r["p50_ms"] <= r["p99_ms"] <= r["max_ms"]
     with psycopg.connect(pg_url, autocommit=True) as conn:
         per = dict(conn.execute("SELECT session_id, count(*) FROM floor_nodes GROUP BY 1").fetchall())
@@ -76,3 +76,11 @@ def test_the_wire_counts_of_a_turn(pg_url):
     assert w["write"] == {"round_trips": 2, "transactions": 1, "commits": 1}
     # a whole %%chat turn reads the session row first: one more round trip, a read-only transaction
     assert w["whole"] == {"round_trips": 3, "transactions": 2, "commits": 2}
+
+
+def test_the_cpu_of_a_turn_is_the_writers_cpu_over_their_turns():
+    """Every writer's own CPU over its timed turns, pooled, per turn (in ms); a result
+    without the figure (an older writer) counts none."""
+    results = [{"times": [0.01, 0.02], "cpu": 0.3}, {"times": [0.01, 0.03], "cpu": 0.1}, {"times": [0.02]}]
+    assert bench_pg._figures(results, 1.0)["cpu_ms"] == pytest.approx(80.0)
+    assert bench_pg._figures([{"times": []}], 1.0)["cpu_ms"] == 0.0

@@ -342,3 +342,21 @@ def test_many_commits_at_once_give_one_callback(pg_url):
             conn.execute("SELECT pg_notify('ocw_sessions', 'marker 1')")
         assert wait_for(lambda: ("marker", 1) in heard)
         assert heard == [(None, None), ("marker", 1)]
+
+
+def test_commits_spread_over_the_settle_window_give_one_callback(pg_url, monkeypatch):
+    """A burst is what arrives within SETTLE of its first notification, however spread:
+    the listener waits out the window and reads what came meanwhile at once — one
+    callback for five commits 20 ms apart; a commit after the window is the next burst."""
+    from ocw.store.postgres import listen
+
+    monkeypatch.setattr(listen, "SETTLE", 0.5)
+    with listening(pg_url) as heard:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for _ in range(5):
+                conn.execute("SELECT pg_notify('ocw_sessions', '')")
+                time.sleep(0.02)
+            assert wait_for(lambda: heard)
+            conn.execute("SELECT pg_notify('ocw_sessions', 'marker 1')")
+        assert wait_for(lambda: ("marker", 1) in heard)
+        assert heard == [(None, None), ("marker", 1)]

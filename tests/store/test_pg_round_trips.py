@@ -152,7 +152,7 @@ def test_a_session_gone_meanwhile_is_one_line(pg_url):
 
 
 def test_a_turn_leaves_the_server_nothing_to_warn_about(pg_url):
-    """The pipeline's COMMIT ends the BEGIN it queued first: without it the server would
+    """The second message's COMMIT ends the BEGIN the first one sent: without it the server would
     warn "there is no transaction in progress" into its log on every turn."""
     from test_store_contract import msgs
 
@@ -165,5 +165,57 @@ def test_a_turn_leaves_the_server_nothing_to_warn_about(pg_url):
         a.append_nodes("s1", msgs(("c", "user", 1)))
         assert a._pool.connects == 1 and notes == []
         assert [n.id for n in a.nodes_since("s1", 0)] == ["a", "b", "c"]
+    finally:
+        a.close()
+
+
+# -- the statements, prepared once per connection (ocw/store/postgres/append.py) -----------------
+def _ours(conn) -> list[str]:
+    return sorted(r[0] for r in conn.execute(
+        "SELECT statement FROM pg_prepared_statements WHERE name LIKE 'ocw\\_%'").fetchall())
+
+
+def test_each_statement_is_prepared_once_per_connection(pg_url):
+    """A turn runs EXECUTEs of statements its connection PREPAREd the first time it
+    needed them: after any number of turns one each — lock, HEAD, the INSERT of that
+    many rows, the UPDATE of those columns — and a new shape adds one."""
+    from test_store_contract import msgs
+
+    a = _pg(pg_url)
+    try:
+        for i in range(4):
+            a.append_nodes("s1", msgs((f"q{i}", "user", 1), (f"a{i}", "assistant", 1)))
+        with a._pool.connection() as conn:
+            seen = _ours(conn)
+        assert a._pool.connects == 1
+        assert [sum(part in s for s in seen) for part in ("FOR UPDATE", "JOIN nodes h", "INSERT INTO nodes",
+                                                          "UPDATE sessions")] == [1, 1, 1, 1] and len(seen) == 4
+        a.append_nodes("s1", msgs(("one", "user", 1)))  # one row: an INSERT of its own
+        a.append_nodes("s1", msgs(("two", "user", 1)), lambda row, parent: {"system_prompt": "s"})  # other columns
+        with a._pool.connection() as conn:
+            assert len(_ours(conn)) == 6
+        assert [n.id for n in a.nodes_since("s1", 0)][-3:] == ["a3", "one", "two"]
+    finally:
+        a.close()
+
+
+def test_a_connection_that_lost_its_statements_prepares_them_again(pg_url):
+    """Someone's DEALLOCATE ALL on the connection: the next turn's first EXECUTE fails,
+    nothing is written, and the turn runs once more — written once, on the same connection."""
+    from test_store_contract import msgs
+
+    a = _pg(pg_url)
+    try:
+        a.append_nodes("s1", msgs(("q0", "user", 1), ("a0", "assistant", 1)))
+        with a._pool.connection() as conn:
+            conn.execute("DEALLOCATE ALL")
+            assert _ours(conn) == []
+        row, written = a.append_nodes("s1", msgs(("q1", "user", 1), ("a1", "assistant", 1)))
+        assert [n.id for n in written] == ["q1", "a1"] and row["head_id"] == "a1" and row["rev"] == 2
+        assert [(n.id, n.parent_id) for n in a.nodes_since("s1", 0)] == [
+            ("q0", None), ("a0", "q0"), ("q1", "a0"), ("a1", "q1")]
+        with a._pool.connection() as conn:
+            assert len(_ours(conn)) == 4
+        assert a._pool.connects == 1
     finally:
         a.close()

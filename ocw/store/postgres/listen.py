@@ -30,6 +30,8 @@ POLL = 0.5  # seconds between checks of the stop flag
 # answered together, each session (or "some session") once. Payload-free, every commit
 # anywhere in the database is one notification to every kernel, and each answer is a
 # read per open session: with 8 writers, ~7 reads for every turn written (issue 28).
+# The thread sleeps through the window and then reads what came at once: woken for each
+# notification it cost the kernel about 0.06 ms of CPU per commit anywhere in the database.
 SETTLE = 0.05
 RETRY = (0.1, 0.25, 0.5, 1.0)  # seconds before reconnect attempts: a view is stale at most ~1 s after an outage
 
@@ -88,9 +90,10 @@ class Listener:
                         batch = list(conn.notifies(timeout=POLL, stop_after=1))
                         if not batch:
                             continue
-                        settled = time.monotonic() + SETTLE  # the rest of the burst, answered together
-                        while (left := settled - time.monotonic()) > 0 and not self._stop.is_set():
-                            batch += conn.notifies(timeout=left)
+                        # The rest of the burst, answered together: it waits in the socket
+                        # meanwhile and is read at once, not woken for one by one.
+                        self._stop.wait(SETTLE)
+                        batch += conn.notifies(timeout=0)
                         self._answer(batch)
             except psycopg.Error as e:
                 if self._stop.is_set():

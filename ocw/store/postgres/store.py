@@ -61,7 +61,7 @@ class PostgresStore(Sharing):
     """Sessions and nodes in a PostgreSQL database, behind the store interface."""
 
     kind = "postgresql"
-    SESSION_COLUMNS = SESSION_COLUMNS  # for ocw/store/postgres/append.py, which does not import this module
+    SESSION_COLUMNS, WRITABLE = SESSION_COLUMNS, WRITABLE  # for ocw/store/postgres/append.py, which does not import this module
     row_of, node_of = staticmethod(_session), staticmethod(_node)
 
     def __init__(self, url: str, **options):
@@ -170,7 +170,7 @@ class PostgresStore(Sharing):
             raise StoreError(f"session {sid} vanished from {self.describe()}")
         return _session(r)
 
-    def _write_row(self, cur, sid: str, fields: dict, fetch: bool = True) -> dict | None:
+    def _write_row(self, cur, sid: str, fields: dict) -> dict:
         bad = set(fields) - WRITABLE
         if bad:  # pragma: no cover - a programming error
             raise ValueError(f"not a writable session column: {', '.join(sorted(bad))}")
@@ -184,7 +184,7 @@ class PostgresStore(Sharing):
                 sets.append(f"{k} = %s")
                 args.append(v)
         cur.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE id = %s RETURNING {_COLS}", [*args, sid])
-        return _session(cur.fetchone()) if fetch else None  # fetch=False: a pipeline's caller fetches it later
+        return _session(cur.fetchone())
 
     @contextmanager
     def _name_taken(self, name: str) -> Iterator[None]:
