@@ -360,3 +360,29 @@ def test_commits_spread_over_the_settle_window_give_one_callback(pg_url, monkeyp
             conn.execute("SELECT pg_notify('ocw_sessions', 'marker 1')")
         assert wait_for(lambda: ("marker", 1) in heard)
         assert heard == [(None, None), ("marker", 1)]
+
+
+def test_reconnect_attempts_back_off():
+    """No server to reach: each failed attempt waits RETRY's next step before the next one
+    (0.1, 0.25, 0.5 s …), not a tight loop of connection attempts."""
+    from ocw.store.postgres.listen import RETRY, Listener
+
+    class Recording(threading.Event):
+        def __init__(self):
+            super().__init__()
+            self.waits = []
+
+        def wait(self, timeout=None):
+            self.waits.append(timeout)
+            return super().wait(timeout)
+
+    dead = "postgresql://ocw@127.0.0.1:9/nowhere"  # the discard port: nothing listens there
+    listener = Listener(dead, "nowhere", lambda sid, rev, pid: None)
+    listener._stop = Recording()
+    listener.start()
+    try:
+        assert wait_for(lambda: listener.reconnects >= 3)
+    finally:
+        listener.stop()
+    assert RETRY[:3] == (0.1, 0.25, 0.5) and listener._stop.waits[:3] == [0.1, 0.25, 0.5]
+    assert not listener.ready.is_set()

@@ -128,11 +128,18 @@ def test_a_failed_turn_writes_nothing_and_keeps_its_connection(pg_url):
         a.append_nodes("s1", msgs(("root", "user", 1)))
         connects, row = a._pool.connects, a.session_row("s1")
 
+        calls = []
+
         def refuse(row, parent):
+            calls.append(row["rev"])
             raise ValueError("no")
 
         with pytest.raises(ValueError):
             a.append_nodes("s1", msgs(("lost", "user", 5)), refuse)
+        assert calls == [1]  # not run again: only a connection that lost its statements retries
+        assert a.node_count("s1") == 1 and a.session_row("s1") == row
+        with pytest.raises(ValueError, match="not a writable session column: nope"):
+            a.append_nodes("s1", msgs(("lost", "user", 5)), lambda row, parent: {"nope": 1})
         assert a.node_count("s1") == 1 and a.session_row("s1") == row
         a.append_nodes("s1", msgs(("next", "user", 2)))
         assert a._pool.connects == connects  # the same connection, rolled back and kept

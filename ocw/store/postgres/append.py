@@ -162,7 +162,7 @@ def _append(store, conn, sid, nodes, change) -> tuple[dict, list[Node]]:
         parent = _node(h) if h is not None else None
         written, fields = chain_rows(row, parent, nodes, change)
         bad = set(fields) - store.WRITABLE
-        if bad:  # pragma: no cover - a programming error
+        if bad:  # a programming error, refused before anything is written
             raise ValueError(f"not a writable session column: {', '.join(sorted(bad))}")
         upd, values = update_sql(SESSION_COLUMNS, fields)
         statements, args = [], []
@@ -188,7 +188,7 @@ def _append(store, conn, sid, nodes, change) -> tuple[dict, list[Node]]:
     return new_row, written
 
 
-def _roll_back(conn, error: BaseException | None = None) -> None:
+def _roll_back(conn, error: BaseException) -> None:
     """After any failure: end the transaction if it is still open. Should that fail
     too, the pool sees the connection is not idle and drops it (ocw/store/postgres/conn.py).
     A connection whose prepared statements are gone (26000, someone's DISCARD ALL)
