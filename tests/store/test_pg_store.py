@@ -60,6 +60,16 @@ def test_head_is_a_message_of_its_own_session(pg):
     assert pg.update_session("s1", lambda row: {"head_id": None})["head_id"] is None
 
 
+def test_a_column_that_is_not_writable_is_refused_and_nothing_changes(pg):
+    new_session(pg, "s1")
+    before = pg.session_row("s1")
+    for column in ("rev", "id", "owner"):
+        with pytest.raises(ValueError, match=f"^not a writable session column: {column}$"):
+            pg.update_session("s1", lambda row: {column: 1})
+    assert pg.session_row("s1") == before
+    assert pg.update_session("s1", lambda row: {"name": "kept"})["rev"] == before["rev"] + 1
+
+
 def test_a_parent_in_another_session_or_a_wrong_depth_is_refused(pg, pg_url):
     new_session(pg, "s1")
     new_session(pg, "s2")

@@ -172,7 +172,7 @@ class PostgresStore(Sharing):
 
     def _write_row(self, cur, sid: str, fields: dict) -> dict:
         bad = set(fields) - WRITABLE
-        if bad:  # pragma: no cover - a programming error
+        if bad:  # a programming error, refused before anything is written
             raise ValueError(f"not a writable session column: {', '.join(sorted(bad))}")
         sets = ["rev = rev + 1", "updated_at = localtimestamp"]
         args: list = []
