@@ -94,14 +94,26 @@ def insert_sql(rows: int) -> str:
     return f"INSERT INTO nodes ({NODE_COLUMNS}) VALUES {values} RETURNING id, seq, created_at"
 
 
-def update_sql(columns, fields: dict) -> tuple[str, list]:
-    """The session row's UPDATE … RETURNING `columns` for `fields` (the store's writable
-    columns; $1 the session id, added by the caller), and its values in order — as
-    the store's own row update writes them (ocw/store/postgres/store.py `_write_row`)."""
+def row_sets(fields: dict, writable, mark: Callable[[int], str]) -> tuple[list[str], list]:
+    """The session row's SET items for `fields` — rev bumped and updated_at set always,
+    metadata as JSON — and their values in order; `mark(k)` is the k-th value's
+    placeholder. Every write of the row is made of these (this module's UPDATE and the
+    store's `_write_row`). A column not in `writable` is refused before anything is
+    written: a programming error."""
+    bad = set(fields) - writable
+    if bad:
+        raise ValueError(f"not a writable session column: {', '.join(sorted(bad))}")
     sets, args = ["rev = rev + 1", "updated_at = localtimestamp"], []
     for k, v in fields.items():
         args.append(json.dumps(v) if k == "metadata" else v)
-        sets.append(f"{k} = ${len(args) + 1}" + ("::json" if k == "metadata" else ""))
+        sets.append(f"{k} = {mark(len(args))}" + ("::json" if k == "metadata" else ""))
+    return sets, args
+
+
+def update_sql(columns, fields: dict, writable) -> tuple[str, list]:
+    """The session row's UPDATE … RETURNING `columns` for `fields`, $1 the session id
+    (added by the caller), and the values of $2 … in order."""
+    sets, args = row_sets(fields, writable, lambda k: f"${k + 1}")
     return f"UPDATE sessions SET {', '.join(sets)} WHERE id = $1 RETURNING {', '.join(columns)}", args
 
 
@@ -161,10 +173,7 @@ def _append(store, conn, sid, nodes, change) -> tuple[dict, list[Node]]:
         h = cur.fetchone()
         parent = _node(h) if h is not None else None
         written, fields = chain_rows(row, parent, nodes, change)
-        bad = set(fields) - store.WRITABLE
-        if bad:  # a programming error, refused before anything is written
-            raise ValueError(f"not a writable session column: {', '.join(sorted(bad))}")
-        upd, values = update_sql(SESSION_COLUMNS, fields)
+        upd, values = update_sql(SESSION_COLUMNS, fields, store.WRITABLE)
         statements, args = [], []
         if nodes:
             statements.append(_call(cur, insert_sql(len(nodes)), 13 * len(nodes)))

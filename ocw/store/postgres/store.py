@@ -25,6 +25,7 @@ from typing import Callable, Iterator
 
 from ocw.store.postgres import schema as pg_schema
 from ocw.store.postgres import url as pg_url
+from ocw.store.postgres.append import row_sets
 from ocw.store.holder import BUSY_HINT
 from ocw.text.errors import InvalidArgument, StoreBusy, StoreError
 from ocw.context.graph import SUMMARY_NAME, Node
@@ -171,18 +172,7 @@ class PostgresStore(Sharing):
         return _session(r)
 
     def _write_row(self, cur, sid: str, fields: dict) -> dict:
-        bad = set(fields) - WRITABLE
-        if bad:  # a programming error, refused before anything is written
-            raise ValueError(f"not a writable session column: {', '.join(sorted(bad))}")
-        sets = ["rev = rev + 1", "updated_at = localtimestamp"]
-        args: list = []
-        for k, v in fields.items():
-            if k == "metadata":
-                sets.append("metadata = %s::json")
-                args.append(json.dumps(v))
-            else:
-                sets.append(f"{k} = %s")
-                args.append(v)
+        sets, args = row_sets(fields, WRITABLE, lambda k: "%s")
         cur.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE id = %s RETURNING {_COLS}", [*args, sid])
         return _session(cur.fetchone())
 
