@@ -150,6 +150,7 @@ def append(store, conn, sid: str, nodes: list[dict],
     except Exception as e:
         if getattr(e, "sqlstate", None) != LOST_STATEMENT:
             raise
+    _PREPARED.pop(conn, None)  # someone's DISCARD ALL: what it had prepared is gone, prepared again now
     return _append(store, conn, sid, nodes, change)
 
 
@@ -189,21 +190,17 @@ def _append(store, conn, sid, nodes, change) -> tuple[dict, list[Node]]:
         if nodes:
             cur.nextset()
         new_row = _session(cur.fetchone())
-    except BaseException as e:
-        _roll_back(conn, e)
+    except BaseException:
+        _roll_back(conn)
         raise
     for node in written:
         node.seq, node.created_at = got[node.id]
     return new_row, written
 
 
-def _roll_back(conn, error: BaseException) -> None:
+def _roll_back(conn) -> None:
     """After any failure: end the transaction if it is still open. Should that fail
-    too, the pool sees the connection is not idle and drops it (ocw/store/postgres/conn.py).
-    A connection whose prepared statements are gone (26000, someone's DISCARD ALL)
-    forgets them, and prepares them again on its next turn."""
-    if getattr(error, "sqlstate", None) == LOST_STATEMENT:
-        _PREPARED.pop(conn, None)
+    too, the pool sees the connection is not idle and drops it (ocw/store/postgres/conn.py)."""
     try:
         if not conn.closed and conn.info.transaction_status != conn.info.transaction_status.IDLE:
             conn.rollback()
