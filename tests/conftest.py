@@ -263,7 +263,8 @@ def anthropic_env(ocw_env, refserver, monkeypatch):
 # -- real servers (issue 10): llama-server and llama-cpp-python from ../shared/realserver --
 from realservers import llama_cpp_python_server, llama_server, pytest_report_header  # noqa: E402,F401
 from litellm_proxy import (  # noqa: E402,F401
-    _litellm_llama_cpp_python_proxy, _litellm_llama_server_proxy, litellm_llama_cpp_python, litellm_llama_server)
+    _litellm_llama_cpp_python_proxy, _litellm_llama_server_proxy, litellm_llama_cpp_python, litellm_llama_server,
+    pytest_runtest_protocol)
 
 
 # -- bad input (issue 11): every row of a store, and of a file --------------------------
