@@ -75,11 +75,25 @@ _MODEL_TABLE: list[tuple[str, str]] = [
 ]
 
 
+_choices: dict[str | None, EncodingChoice] = {}  # model -> its choice from the table (no override)
+
+
 def encoding_for_model(model: str | None) -> EncodingChoice:
-    """Which encoding counts this model's tokens. Unknown models: cl100k, an estimate."""
+    """Which encoding counts this model's tokens. Unknown models: cl100k, an estimate.
+    The override is read on every call (a user may set it at any time); the table's
+    answer for a model never changes, so it is looked up once (a turn asks ~9 times)."""
     override = os.environ.get("OCW_ENCODING_FILE")
     if override:
         return EncodingChoice(f"file:{override}", True)
+    choice = _choices.get(model)
+    if choice is None:
+        if len(_choices) >= 256:  # model names come from users: never an unbounded memo
+            _choices.clear()
+        choice = _choices[model] = _table_choice(model)
+    return choice
+
+
+def _table_choice(model: str | None) -> EncodingChoice:
     m = (model or "").lower().rsplit("/", 1)[-1]  # "openai/gpt-4o" -> "gpt-4o"
     for prefix, enc in _MODEL_TABLE:
         if m.startswith(prefix):

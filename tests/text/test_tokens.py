@@ -377,6 +377,26 @@ def test_the_encoding_file_overrides_every_model(monkeypatch, tmp_path):
     assert tokens.EncodingChoice("cl100k_base", False).label == "cl100k_base (estimate)"
 
 
+def test_a_models_choice_is_remembered_but_the_override_is_read_every_time(monkeypatch, tmp_path):
+    """The table's answer is looked up once per model; an override set after that still
+    wins at once, and unsetting it gives the remembered choice back. The memo holds at
+    most 256 models (names come from users) and answers the same after it is cleared."""
+    monkeypatch.delenv("OCW_ENCODING_FILE", raising=False)
+    monkeypatch.setattr(tokens, "_choices", {})
+    first = encoding_for_model("gpt-4o")
+    assert first == tokens.EncodingChoice("o200k_base", True) and encoding_for_model("gpt-4o") is first
+    monkeypatch.setenv("OCW_ENCODING_FILE", str(tmp_path / "x.tiktoken"))
+    assert encoding_for_model("gpt-4o").name == f"file:{tmp_path / 'x.tiktoken'}"
+    monkeypatch.delenv("OCW_ENCODING_FILE")
+    assert encoding_for_model("gpt-4o") is first
+    for k in range(300):
+        assert encoding_for_model(f"model-{k}") == tokens.EncodingChoice("cl100k_base", False)
+        assert len(tokens._choices) <= 256
+    # gpt-4o and model-0 … model-254 filled it to 256; model-255 cleared it; 45 since.
+    assert len(tokens._choices) == 45 and "gpt-4o" not in tokens._choices
+    assert encoding_for_model("gpt-4o") == first
+
+
 def test_render_block_of_every_type_and_missing_fields():
     assert render_block({"type": "text"}) == ""
     assert render_block({"type": "thinking"}) == ""
