@@ -111,6 +111,9 @@ class Store:
             s = self._sessions.get(sid)
             if s is None:
                 s = self._sessions[sid] = Session(self, self.backend, sid)
+                follow = getattr(self.backend, "follow", None)  # PostgreSQL: other kernels' turns notify us
+                if follow is not None:
+                    follow(sid)
         s.sync()
         return s
 
@@ -130,8 +133,8 @@ class Store:
                     s.sync()  # reads and adopts under the lock: never an older row over a newer
                 except OcwError:  # deleted meanwhile: the next command says so
                     continue
-                if sid is None and s._rev == before:
-                    continue  # "some session changed" (the team database's NOTIFY), not this one
+                if s._rev == before:
+                    continue  # not this one ("some session changed"), or a catch-up read that found nothing new
             s._publish()
 
     def share_session(self, id_or_name: str, role: str, share: bool = True) -> tuple[str, bool]:

@@ -15,11 +15,15 @@ import time
 import psycopg
 import pytest
 
+from ocw.store.postgres import append as pg_append
+from pg_server import OLD_NOTIFY_SQL
+
 import ocw
 from ocw.notebook import cli
 from ocw.store.postgres import schema as pg_schema
 from ocw.store.postgres.listen import wait_ready
 from ocw.text.errors import InvalidArgument, SessionNotFound, StoreError
+from waiting import wait_for
 
 PW = "Te4m-S3cret-pw"  # the marker password: never in any output
 _n = itertools.count(1)
@@ -61,7 +65,7 @@ def team(pg_cluster, monkeypatch, tmp_path, capsys):
         lines = lines[1:]  # the role is the server's: made by the first test to run init only
     assert lines == [
         "ocw db init: created schema ocw, owned by ocw_owner",
-        "ocw db init: created ocw's tables (schema version 4) with row-level security",
+        "ocw db init: created ocw's tables (schema version 5) with row-level security",
         f"ocw db init: granted {t.alice} the use of schema ocw (its own sessions, and those shared with it); "
         "its search_path in this database is ocw",
         f"ocw db init: granted {t.bob} the use of schema ocw (its own sessions, and those shared with it); "
@@ -89,8 +93,40 @@ def test_init_makes_ocw_owner_own_every_table_and_no_user_owns_anything(team):
                                 ).fetchall())
         login = conn.execute("SELECT rolcanlogin FROM pg_roles WHERE rolname = 'ocw_owner'").fetchone()[0]
     assert set(owners.values()) == {"ocw_owner"} and login is False
-    assert set(owners) == {"sessions", "nodes", "node_counts", "session_shares", "ocw_meta", "schema_version"}
+    assert set(owners) == {"sessions", "nodes", "node_counts", "session_shares", "session_watchers", "ocw_meta",
+                           "schema_version"}
     assert {t for t, on in rls.items() if on} == {"sessions", "nodes", "node_counts", "session_shares"}
+
+
+def test_no_role_reads_the_watches_but_each_kernel_records_its_own(team):
+    """p005: `session_watchers` is granted to no role (it would tell whose session is
+    open where); a role records and clears its watches only through the SECURITY
+    DEFINER functions, and a turn by another role sharing the session is notified."""
+    a, b = _stores(team)
+    ear = psycopg.connect(team.url(team.carol), autocommit=True)
+    try:
+        s = a.create_session(name="watched")
+        a.share_session(s.name, team.bob)
+        with psycopg.connect(team.url(team.alice), autocommit=True) as alice:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                alice.execute("SELECT * FROM session_watchers")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                alice.execute("INSERT INTO session_watchers VALUES (%s, 1)", [s.id])
+        with team.admin() as conn:
+            defs = conn.execute("SELECT proname, prosecdef, pg_get_userbyid(proowner) FROM pg_proc p JOIN pg_namespace n"
+                                " ON n.oid = p.pronamespace WHERE n.nspname = 'ocw' AND proname IN"
+                                " ('ocw_watch', 'ocw_unwatch', 'ocw_watched') ORDER BY 1").fetchall()
+        assert defs == [(f, True, "ocw_owner") for f in ("ocw_unwatch", "ocw_watch", "ocw_watched")]
+        ear.execute("LISTEN ocw_sessions")
+        seen_by_bob = b.open_session(s.id)  # bob's kernel opens it: its listener watches it
+        assert wait_ready(b.backend._listener)
+        s.append("user", "alice writes; bob's kernel is told")
+        assert wait_for(lambda: seen_by_bob.head == s.head), "bob's listener did not sync"
+        assert [n.payload for n in ear.notifies(timeout=0.5)]  # a NOTIFY was sent, payload-free
+    finally:
+        ear.close()
+        a.close()
+        b.close()
 
 
 def test_each_role_sees_and_changes_only_its_own_sessions(team):
@@ -198,7 +234,7 @@ def test_init_twice_changes_nothing(team, capsys):
     assert out.splitlines() == [f"ocw db init: granted {team.alice} the use of schema ocw (its own sessions, and "
                                 "those shared with it); its search_path in this database is ocw"]
     assert cli.main(["db", "init", team.admin_url]) == 0
-    assert capsys.readouterr().out == "ocw db init: schema ocw is up to date (version 4); nothing changed\n"
+    assert capsys.readouterr().out == "ocw db init: schema ocw is up to date (version 5); nothing changed\n"
     a = ocw.Store(team.url(team.alice))
     assert [s["name"] for s in a.sessions()] == ["kept"]
     a.close()
@@ -206,7 +242,7 @@ def test_init_twice_changes_nothing(team, capsys):
 
 def test_a_database_of_the_previous_schema_is_upgraded_and_its_sessions_stay_their_owners(pg_cluster, monkeypatch,
                                                                                           tmp_path, capsys):
-    """Schema 1 (one user owned every table) → opened by this ocw: version 4 (now), the
+    """Schema 1 (one user owned every table) → opened by this ocw: version 5 (now), the
     sessions are that user's; then `ocw db init --schema public` hands the tables to
     ocw_owner and a second role granted sees none of them."""
     monkeypatch.setenv("PGPASSFILE", str(tmp_path / "no-pgpass"))
@@ -215,6 +251,7 @@ def test_a_database_of_the_previous_schema_is_upgraded_and_its_sessions_stay_the
         conn.execute(f"ALTER DATABASE {t.db} OWNER TO {t.alice}")
     with monkeypatch.context() as m:  # the previous ocw: schema 1 only
         m.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:1])
+        m.setattr(pg_append, "NOTIFY_SQL", OLD_NOTIFY_SQL)  # that ocw's turn
         m.setattr(pg_schema, "SCHEMA_VERSION", 1)
         old = ocw.Store(t.url(t.alice))
         s = old.create_session(name="before")
@@ -229,11 +266,11 @@ def test_a_database_of_the_previous_schema_is_upgraded_and_its_sessions_stay_the
     finally:
         new.close()
     with t.sql(t.alice) as conn:
-        assert conn.execute("SELECT value FROM ocw_meta WHERE key = 'schema_version'").fetchone()[0] == "4"
+        assert conn.execute("SELECT value FROM ocw_meta WHERE key = 'schema_version'").fetchone()[0] == "5"
         assert conn.execute("SELECT owner FROM sessions").fetchall() == [(t.alice,)]
     assert cli.main(["db", "init", t.admin_url, "--schema", "public", "--grant", t.alice, "--grant", t.bob]) == 0
     out = capsys.readouterr().out
-    assert "handed 11 of ocw's objects in schema public to ocw_owner" in out, out
+    assert "handed 15 of ocw's objects in schema public to ocw_owner" in out, out
     a, b = ocw.Store(t.url(t.alice)), ocw.Store(t.url(t.bob))
     try:
         assert [x["name"] for x in a.sessions()] == ["before"] and b.sessions() == []
@@ -256,13 +293,14 @@ def test_a_schema_1_database_upgraded_by_init_keeps_its_sessions_their_owners(pg
         conn.execute(f"ALTER DATABASE {t.db} OWNER TO {t.alice}")
     with monkeypatch.context() as m:
         m.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:1])
+        m.setattr(pg_append, "NOTIFY_SQL", OLD_NOTIFY_SQL)  # that ocw's turn
         m.setattr(pg_schema, "SCHEMA_VERSION", 1)
         old = ocw.Store(t.url(t.alice))
         old.create_session(name="before").append("user", "schema 1")
         old.close()
     assert cli.main(["db", "init", t.admin_url, "--schema", "public", "--grant", t.alice, "--grant", t.bob]) == 0
     out = capsys.readouterr().out
-    assert "upgraded schema public from version 1 to 4; its sessions stay their owner's" in out, out
+    assert "upgraded schema public from version 1 to 5; its sessions stay their owner's" in out, out
     a, b = ocw.Store(t.url(t.alice)), ocw.Store(t.url(t.bob))
     try:
         assert [x["name"] for x in a.sessions()] == ["before"] and b.sessions() == []
@@ -474,7 +512,7 @@ def test_init_by_a_non_superuser_that_may_create_roles(team, capsys):
             capsys.readouterr().err
         out = capsys.readouterr().out.splitlines()
         assert out[:2] == ["ocw db init: created schema ops, owned by ocw_owner",
-                           "ocw db init: created ocw's tables (schema version 4) with row-level security"]
+                           "ocw db init: created ocw's tables (schema version 5) with row-level security"]
         with team.admin() as conn:
             assert conn.execute("SELECT pg_has_role(%s, 'ocw_owner', 'MEMBER')", [dba]).fetchone() == (True,)
     finally:
@@ -491,5 +529,5 @@ def test_grant_on_a_schema_ocw_has_not_made_is_refused(team, capsys):
     assert cli.main(["db", "grant", team.admin_url, team.carol, "--schema", "plain"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("ocw db grant:") and "schema plain of " in err
-    assert "is not ocw's at version 4 (it is at 0)" in err and "run ocw db init first" in err
+    assert "is not ocw's at version 5 (it is at 0)" in err and "run ocw db init first" in err
     assert _state(team) == before  # carol granted nothing

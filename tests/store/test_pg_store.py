@@ -10,12 +10,16 @@ import time
 import psycopg
 import pytest
 
+from ocw.store.postgres import append as pg_append
+from pg_server import OLD_NOTIFY_SQL
+
 from ocw.text.errors import ForeignDatabase, InvalidArgument, NewerSchema, StoreError
 from ocw.store.postgres.listen import wait_ready
 from ocw.store.postgres.schema import SCHEMA_VERSION
 from ocw.store.postgres.store import PostgresStore
 from test_pg_roles import team  # noqa: F401  (the fixture: alice, bob and carol on a database `ocw db init` made)
 from test_store_contract import msgs, new_session, summary
+from waiting import wait_for
 
 
 @pytest.fixture
@@ -151,14 +155,60 @@ def _notified(listener) -> list:
     return [n.pid for n in listener.notifies(timeout=0.5)]
 
 
+def test_a_turn_notifies_only_when_another_kernels_listener_watches_its_session(pg, pg_url):
+    """p005: a turn's NOTIFY is sent only if a server process other than the writer's own
+    listener watches the session; a watch ends with its process (cleared by the next
+    `ocw_watch`) or by `ocw_unwatch`; a watch of a session that is gone is no error.
+    Other writes notify whatever the watches (the trigger)."""
+    new_session(pg, "s1")
+    new_session(pg, "s2")
+    ear = psycopg.connect(pg_url, autocommit=True)  # hears every NOTIFY of the database
+    other = psycopg.connect(pg_url, autocommit=True)  # another kernel's listener
+    own = psycopg.connect(pg_url, autocommit=True)  # this kernel's own listener
+    try:
+        ear.execute("LISTEN ocw_sessions")
+        turn = iter(range(100))
+
+        def append(sid):
+            k = next(turn)
+            pg.append_nodes(sid, msgs((f"{sid}-{k}", "user", 1)))
+            return _notified(ear)
+
+        assert append("s1") == []  # nobody watches: no NOTIFY
+        own.execute("SELECT ocw_watch(ARRAY['s1'])")
+        pg._watcher = lambda: own.info.backend_pid
+        assert append("s1") == []  # only the writer's own listener watches
+        other.execute("SELECT ocw_watch(ARRAY['s1', 'gone'])")  # "gone": deleted meanwhile, skipped
+        writers = append("s1")
+        assert len(writers) == 1 and writers[0] in pg._pool.pids  # once, by the writer
+        assert append("s2") == []  # a watch is of its session only
+        other.execute("SELECT ocw_unwatch()")
+        assert append("s1") == []
+        other.execute("SELECT ocw_watch(ARRAY['s1'])")
+        assert len(append("s1")) == 1
+        gone_pid = other.info.backend_pid
+        other.close()  # its process ends; its watch row stays until the next ocw_watch clears it
+        assert wait_for(lambda: sql(pg_url, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [gone_pid]) == [(0,)])
+        own.execute("SELECT ocw_watch(ARRAY['s1'])")
+        assert append("s1") == []
+        assert sql(pg_url, "SELECT count(*) FROM session_watchers WHERE pid = %s", [gone_pid]) == [(0,)]
+        pg.update_session("s2", lambda r: {"system_prompt": "new"})  # not a turn: the trigger, watched or not
+        assert len(_notified(ear)) == 1
+    finally:
+        for c in (ear, other, own):
+            c.close()
+
+
 def test_every_committed_change_notifies_once_and_a_turn_after_its_commit(pg, pg_url):
     """p004: an append sends its NOTIFY after its COMMIT (the trigger stands down for
     that transaction only), once; a change by any other statement or client is
-    still notified by the trigger; a write that fails notifies nothing."""
+    still notified by the trigger; a write that fails notifies nothing. (The
+    listener watches s1, as another kernel with it open does: p005.)"""
     new_session(pg, "s1")
     listener = psycopg.connect(pg_url, autocommit=True)
     try:
         listener.execute("LISTEN ocw_sessions")
+        listener.execute("SELECT ocw_watch(ARRAY['s1'])")
         row, _ = pg.append_nodes("s1", msgs(("a", "user", 1), ("b", "assistant", 1)))
         writers = _notified(listener)
         assert len(writers) == 1 and writers[0] in pg._pool.pids
@@ -254,7 +304,7 @@ def test_a_new_database_is_marked_and_migrated_once(pg_url):
     b = PostgresStore(pg_url)  # reopening applies nothing again
     new_session(b)
     b.close()
-    assert len(sql(pg_url, "SELECT version FROM schema_version")) == SCHEMA_VERSION == 4
+    assert len(sql(pg_url, "SELECT version FROM schema_version")) == SCHEMA_VERSION == 5
     assert sql(pg_url, "SELECT id FROM sessions") == [("s1",)]
 
 
@@ -265,6 +315,7 @@ def test_a_schema_2_database_upgrades_and_its_branch_takes_new_turns(pg_url, mon
 
     with monkeypatch.context() as m:
         m.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:2])
+        m.setattr(pg_append, "NOTIFY_SQL", OLD_NOTIFY_SQL)  # that ocw's turn
         m.setattr(pg_schema, "SCHEMA_VERSION", 2)
         old = PostgresStore(pg_url)
         new_session(old)
@@ -273,7 +324,7 @@ def test_a_schema_2_database_upgrades_and_its_branch_takes_new_turns(pg_url, mon
     assert sql(pg_url, "SELECT value FROM ocw_meta WHERE key = 'schema_version'") == [("2",)]
     b = PostgresStore(pg_url)
     try:
-        assert sql(pg_url, "SELECT version FROM schema_version ORDER BY version") == [(1,), (2,), (3,), (4,)]
+        assert sql(pg_url, "SELECT version FROM schema_version ORDER BY version") == [(1,), (2,), (3,), (4,), (5,)]
         assert [(n.id, n.parent_id, n.depth) for n in b.nodes_since("s1", 0)] == [("a", None, 1), ("b", "a", 2)]
         row, written = b.append_nodes("s1", msgs(("c", "user", 1)))
         assert (row["head_id"], written[0].parent_id, written[0].depth) == ("c", "b", 3)

@@ -9,9 +9,10 @@ messages of the simple query protocol, each carrying several statements:
 1. `BEGIN; EXECUTE lock; EXECUTE head` — the session row locked FOR UPDATE, then
    HEAD's node. The caller's `change(row, parent)` needs both before anything is
    written.
-2. `EXECUTE insert; EXECUTE update; COMMIT; SELECT pg_notify(…)` — one multi-row
+2. `EXECUTE insert; EXECUTE update; COMMIT; EXECUTE notify` — one multi-row
    INSERT … RETURNING, the row UPDATE … RETURNING, the COMMIT, and the NOTIFY for
-   listeners as a statement after the COMMIT (schema p004: the locking statement
+   listeners as a statement after the COMMIT, sent only if another kernel watches
+   the session (schema p005) (schema p004: the locking statement
    sets `ocw.notify_after_commit` for this transaction, and the trigger leaves the
    notification to it). Inside the write it would hold PostgreSQL's cluster-wide
    notify lock through the commit's flush, so no two writers' commits could share
@@ -72,7 +73,8 @@ def lock_sql(columns) -> str:
             " FROM sessions WHERE id = $1 FOR UPDATE")
 
 
-NOTIFY_SQL = f"SELECT pg_notify('{NOTIFY_CHANNEL}', '')"
+# Only if another kernel's listener watches the session ($1; $2 this kernel's own, schema p005).
+NOTIFY_SQL = f"SELECT pg_notify('{NOTIFY_CHANNEL}', '') WHERE ocw_watched($1::text, $2::integer)"
 
 
 def head_sql() -> str:
@@ -138,26 +140,27 @@ def _call(cur, sql: str, n: int) -> str:
 
 
 def append(store, conn, sid: str, nodes: list[dict],
-           change: Callable[[dict, Node | None], dict | None] | None) -> tuple[dict, list[Node]]:
+           change: Callable[[dict, Node | None], dict | None] | None, watcher: int = 0) -> tuple[dict, list[Node]]:
     """Append `nodes` as a chain under HEAD (as the locked row has it) and move HEAD to
     the last, with `change(row, parent)`'s columns, on `conn` (an autocommit
     connection from the pool). Two round trips; see the module doc. `store` is the
-    PostgresStore: its row and node readers and its writable columns are used as they are.
+    PostgresStore: its row and node readers and its writable columns are used as they are;
+    `watcher` the server process of its own listener (its watch does not call for a NOTIFY).
     Run once more if the connection had lost its prepared statements (nothing was
     written: the error stopped the transaction, which was rolled back)."""
     try:
-        return _append(store, conn, sid, nodes, change)
+        return _append(store, conn, sid, nodes, change, watcher)
     except Exception as e:
         if getattr(e, "sqlstate", None) != LOST_STATEMENT:
             raise
     _PREPARED.pop(conn, None)  # someone's DISCARD ALL: what it had prepared is gone, prepared again now
-    return _append(store, conn, sid, nodes, change)
+    return _append(store, conn, sid, nodes, change, watcher)
 
 
 LOST_STATEMENT = "26000"  # invalid_sql_statement_name: EXECUTE of a name the server no longer has
 
 
-def _append(store, conn, sid, nodes, change) -> tuple[dict, list[Node]]:
+def _append(store, conn, sid, nodes, change, watcher) -> tuple[dict, list[Node]]:
     from psycopg import ClientCursor
 
     SESSION_COLUMNS, _node, _session = store.SESSION_COLUMNS, store.node_of, store.row_of
@@ -185,7 +188,7 @@ def _append(store, conn, sid, nodes, change) -> tuple[dict, list[Node]]:
         args += [sid, *values]
         # Round trip 2: the inserts, the update, COMMIT, then the NOTIFY — its own
         # transaction, after the commit, never reached if anything before it failed.
-        cur.execute(f"{'; '.join(statements)}; COMMIT; {NOTIFY_SQL}", args)
+        cur.execute(f"{'; '.join(statements)}; COMMIT; {_call(cur, NOTIFY_SQL, 2)}", [*args, sid, watcher])
         got = {nid: (seq, created_at) for nid, seq, created_at in cur.fetchall()} if nodes else {}
         if nodes:
             cur.nextset()

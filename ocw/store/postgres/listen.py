@@ -2,7 +2,11 @@
 
 Every change of a session row sends `NOTIFY ocw_sessions` at commit (a trigger,
 ocw/store/postgres/schema.py), with no payload: the channel is the whole database's
-and any role that may CONNECT may LISTEN, so it says only "a session changed".
+and any role that may CONNECT may LISTEN, so it says only "a session changed". A
+turn's write notifies only if another kernel watches its session (schema p005), so
+the thread records each session the kernel opens (`follow`) as watched by its
+connection — after its LISTEN, and followed by one `callback(sid, None, None)`,
+since a turn committed before the record was seen may not have notified.
 One daemon thread per store holds its own connection, LISTENs, and calls
 `callback(None, None, pid)` for each burst of notifications (those within `SETTLE`
 of the first, answered together once it has passed; our own commits left out), with
@@ -25,7 +29,7 @@ from ocw.store.postgres.conn import CONNECT_TIMEOUT, driver, one_line
 from ocw.store.postgres.schema import NOTIFY_CHANNEL
 
 log = logging.getLogger("ocw")
-POLL = 0.5  # seconds between checks of the stop flag
+POLL = 0.1  # seconds between checks of the stop flag and of sessions newly followed
 # Seconds a notification waits for the rest of its burst: all that arrive meanwhile are
 # answered together, each session (or "some session") once. Payload-free, every commit
 # anywhere in the database is one notification to every kernel, and each answer is a
@@ -42,8 +46,22 @@ class Listener:
         self.url, self.where, self.callback, self.mine = url, where, callback, mine
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.ready = threading.Event()  # set once LISTEN is in place (tests wait on it)
+        self.ready = threading.Event()  # set once LISTEN and the watch of every followed session are in place
         self.reconnects = 0
+        self.pid = 0  # the listening connection's server process (its watches are its own)
+        self._lock = threading.Lock()
+        self._followed: set[str] = set()
+        self._pending: set[str] = set()  # followed, not yet recorded as watched on this connection
+
+    def follow(self, sid: str) -> None:
+        """Watch session `sid` from now on: recorded within POLL, then caught up once
+        (`callback(sid, None, None)`); `ready` is clear until then."""
+        with self._lock:
+            if sid in self._followed:
+                return
+            self._followed.add(sid)
+            self._pending.add(sid)
+            self.ready.clear()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ocw-pg-listen", daemon=True)
@@ -82,11 +100,17 @@ class Listener:
                 with psycopg.connect(pg_url.connect_url(self.url), autocommit=True, connect_timeout=CONNECT_TIMEOUT,
                                      application_name="ocw-listen") as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self.pid = conn.info.backend_pid
+                    with self._lock:  # a new connection: every followed session is watched again
+                        self._pending = set(self._followed)
+                    # After a reconnect the "sync all" below catches every session up.
+                    self._watch(conn, catch_up=not failures)
                     if failures:  # a reconnect (every lost connection counts one failure before it)
                         self._call(None, None)  # what was sent while we were away is lost: sync all
                     failures = 0
-                    self.ready.set()
                     while not self._stop.is_set():
+                        if self._pending:
+                            self._watch(conn)
                         batch = list(conn.notifies(timeout=POLL, stop_after=1))
                         if not batch:
                             continue
@@ -95,6 +119,7 @@ class Listener:
                         self._stop.wait(SETTLE)
                         batch += conn.notifies(timeout=0)
                         self._answer(batch)
+                    self._unwatch(conn)
             except psycopg.Error as e:
                 if self._stop.is_set():
                     return
@@ -106,6 +131,30 @@ class Listener:
                 self._stop.wait(RETRY[min(failures, len(RETRY) - 1)])
                 failures += 1
         self.ready.clear()
+
+    def _watch(self, conn, catch_up: bool = True) -> None:
+        """Record the sessions followed since the last call as watched by this connection —
+        those this role can see (row security), through `ocw_watch` (schema p005) — then,
+        with `catch_up`, call back once for each: a turn committed before the record was
+        visible did not notify."""
+        with self._lock:
+            sids, self._pending = sorted(self._pending), set()
+        if sids:
+            seen = [sid for (sid,) in conn.execute("SELECT id FROM sessions WHERE id = ANY(%s)", [sids])]
+            conn.execute("SELECT ocw_watch(%s)", [seen])
+        for sid in sids if catch_up else ():
+            self._call(sid, None)
+        with self._lock:  # ready: every session followed so far watched and caught up
+            if not self._pending:
+                self.ready.set()
+
+    @staticmethod
+    def _unwatch(conn) -> None:
+        """Leaving: our watches go with us (else they stay until an `ocw_watch` clears them)."""
+        try:
+            conn.execute("SELECT ocw_unwatch()")
+        except Exception:  # the connection is going anyway; a leftover watch costs only a NOTIFY
+            pass
 
 
 def wait_ready(listener: Listener | None, timeout: float = 10.0) -> bool:

@@ -15,7 +15,8 @@ break them, and tests/store/test_pg_store.py tries):
 - Every change of a session row sends `NOTIFY ocw_sessions` at commit (a
   trigger), with no payload, so other kernels' listeners sync their open sessions
   through the row policies (ocw/store/postgres/listen.py) — or, for a write that
-  promised it (p004), right after its commit, in the same round trip.
+  promised it (p004), right after its commit, in the same round trip, and only
+  when another kernel watches that session (p005).
 - Row-level security (p002): a role sees and changes only its own sessions, and
   those shared with it, with their nodes and recounts (see `p002_row_security`).
 
@@ -337,16 +338,75 @@ def p004_notify_after_commit(cur) -> None:
         END $$""")
 
 
+def p005_session_watchers(cur) -> None:
+    """A turn notifies only when another kernel watches its session (issue 28).
+
+    Every NOTIFY wakes every server process LISTENing in the database, whatever the
+    channel (PostgreSQL signals them all; each then reads the queue), and every kernel
+    then re-reads its open sessions. With 8 writers on 2 cores that cost a large part of
+    the CPU a turn takes, and almost always for nothing: a session is mostly open in
+    one kernel, the writer's own. Now each kernel's listening connection records the
+    sessions it has open in `session_watchers` (session, its server process), and a
+    turn's NOTIFY (p004's, after the commit) is sent only if some other process
+    watches the session. Other writes — any other statement or client — notify as
+    before (the trigger).
+    Why nothing is missed: a kernel LISTENs first, records its watch (committed), and
+    then re-reads the session once. A writer whose check ran before that record was
+    visible committed its data before the check, so that re-read sees it; a writer
+    whose check runs after it notifies. A watch of a process that has ended is never
+    trusted to be alive: `ocw_watch` clears those of processes no longer running, and
+    one left over only costs a NOTIFY nobody needed.
+    Why nothing leaks that p002 closed: no role is granted the table; it is read and
+    written only through these SECURITY DEFINER functions, which return nothing about
+    another role's sessions but "watched or not" for a session id the caller names
+    (and wrote to). The functions run with a fixed search_path (this schema).
+    """
+    cur.execute("SELECT quote_ident(current_schema())")
+    schema = cur.fetchone()[0]
+    cur.execute("""
+        CREATE TABLE session_watchers (
+            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            pid integer NOT NULL,
+            PRIMARY KEY (session_id, pid)
+        )""")
+    cur.execute(f"""
+        CREATE FUNCTION ocw_watch(ids text[]) RETURNS void LANGUAGE plpgsql
+        SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+        DECLARE sid text;
+        BEGIN
+            DELETE FROM session_watchers w WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.pid);
+            FOREACH sid IN ARRAY ids LOOP
+                BEGIN
+                    INSERT INTO session_watchers (session_id, pid) VALUES (sid, pg_backend_pid())
+                        ON CONFLICT DO NOTHING;
+                EXCEPTION WHEN foreign_key_violation THEN
+                    NULL;  -- deleted meanwhile: nothing to watch
+                END;
+            END LOOP;
+        END $$""")
+    cur.execute(f"""
+        CREATE FUNCTION ocw_unwatch() RETURNS void LANGUAGE sql
+        SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+            DELETE FROM session_watchers WHERE pid = pg_backend_pid()
+        $$""")
+    cur.execute(f"""
+        CREATE FUNCTION ocw_watched(sid text, own integer) RETURNS boolean LANGUAGE sql STABLE
+        SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+            SELECT EXISTS (SELECT 1 FROM session_watchers WHERE session_id = sid AND pid <> own)
+        $$""")
+
+
 MIGRATIONS: list[Callable] = [
     p001_initial,
     p002_row_security,
     p003_checks_by_id,
     p004_notify_after_commit,
+    p005_session_watchers,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 # The ocw release that first wrote each schema version of the PostgreSQL store.
-OCW_VERSION_OF_SCHEMA = {1: "0.2.0", 2: "0.2.0", 3: "0.2.0", 4: "0.2.0"}
+OCW_VERSION_OF_SCHEMA = {1: "0.2.0", 2: "0.2.0", 3: "0.2.0", 4: "0.2.0", 5: "0.2.0"}
 
 
 def _objects(cur) -> list[str]:

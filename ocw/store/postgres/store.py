@@ -113,6 +113,16 @@ class PostgresStore(Sharing):
             self._listener = Listener(self.path, self.describe(), on_notify, mine=lambda pid: pid in self._pool.pids)
             self._listener.start()
 
+    def follow(self, sid: str) -> None:
+        """Tell other kernels' turns on session `sid` to notify (schema p005): `watch`'s
+        listener records that it watches it. No-op before `watch`."""
+        if self._listener is not None:
+            self._listener.follow(sid)
+
+    def _watcher(self) -> int:
+        """Our listener's server process (0: none yet): its own watch calls for no NOTIFY."""
+        return getattr(self._listener, "pid", 0) or 0
+
     # -- plumbing ---------------------------------------------------------------------
     @property
     def lock_timeout(self) -> float:
@@ -304,7 +314,7 @@ class PostgresStore(Sharing):
         from ocw.store.postgres import append
 
         with self._errors(), self._pool.connection() as conn:
-            return append.append(self, conn, sid, nodes, change)
+            return append.append(self, conn, sid, nodes, change, self._watcher())
 
     @staticmethod
     def _insert(cur, args: list) -> tuple:
