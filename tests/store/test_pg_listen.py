@@ -39,14 +39,18 @@ def listening(pg_url: str, name: str = "test"):
     the list its callback appends (session, rev) to."""
     from ocw.store.postgres.listen import Listener
 
+    global _the_listener
     heard: list = []
-    listener = Listener(pg_url, name, lambda sid, rev, pid: heard.append((sid, rev)))
+    listener = _the_listener = Listener(pg_url, name, lambda sid, rev, pid: heard.append((sid, rev)))
     listener.start()
     try:
         assert wait_ready(listener)
         yield heard
     finally:
         listener.stop()
+
+
+_the_listener = None  # the one `listening` started last
 
 
 def other_process_writes(url: str) -> dict:
@@ -196,6 +200,38 @@ def test_a_kernels_widget_refreshes_when_another_kernel_chats(pg_url, tmp_path):
     finally:
         a.close()
         b.close()
+
+
+def test_a_followed_session_is_caught_up_once_then_its_turns_are_heard(pg_url):
+    """p005: a turn notifies only if another kernel watches its session, so one committed
+    before the watch was recorded was not heard: following a session records the watch
+    (after LISTEN), then calls back once for it; from then on another kernel's turn
+    notifies; a session of no interest to the listener is not watched."""
+    writer = ocw.Store(pg_url)
+    try:
+        s = writer.create_session(name="followed")
+        other = writer.create_session(name="not-followed")
+        with listening(pg_url) as heard:
+            listener = _the_listener
+            s.append("user", "before anyone watches")  # nobody watches: no NOTIFY
+            listener.follow(s.id)
+            assert wait_for(lambda: (s.id, None) in heard) and wait_ready(listener)
+            assert heard == [(s.id, None)]  # the catch-up, once
+            pid = listener.pid
+            assert {w for w in _watched(pg_url) if w[1] == pid} == {(s.id, pid)}  # (the writer's own listener
+            # watches both of its sessions: its own watch calls for no NOTIFY)
+            other.append("user", "a turn on a session nobody else watches")
+            s.append("user", "a turn on the watched one")
+            assert wait_for(lambda: len(heard) == 2)
+            assert heard == [(s.id, None), (None, None)]
+        assert [w for w in _watched(pg_url) if w[1] == pid] == []  # the listener left: its watch with it
+    finally:
+        writer.close()
+
+
+def _watched(url) -> set:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return set(conn.execute("SELECT session_id, pid FROM session_watchers").fetchall())
 
 
 def test_closing_the_store_ends_the_listener_and_its_connection(pg_url):
