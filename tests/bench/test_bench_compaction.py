@@ -79,17 +79,19 @@ def test_compact_cost_quick_run_reports_its_rows_and_checks(tmp_path):
     assert r["checks"] == {"compactions_succeeded": True, "same_summary": True, "tail_tokens": r["checks"]["tail_tokens"],
                            "failures": []}
     assert 12_000 < r["checks"]["tail_tokens"] < 32_000  # 60 messages of the builder's mix, under the window
-    for key in ("compact", "floor", "auto", "normal"):
+    for key in ("compact", "model", "own", "floor", "auto", "normal"):
         s = r["rows"][key]
         assert s["n"] == 2 and 0 < s["p50"] <= s["p99"] <= s["max"]
+    assert r["rows"]["model"]["max"] < r["rows"]["compact"]["max"] and r["rows"]["own"]["max"] < r["rows"]["compact"]["max"]
     assert r["ratios"]["compact_vs_floor"] == r["rows"]["compact"]["p50"] / r["rows"]["floor"]["p50"]
+    assert r["ratios"]["own_vs_floor"] == r["rows"]["own"]["p50"] / r["rows"]["floor"]["p50"]
     assert r["ratios"]["auto_vs_normal"] == r["rows"]["auto"]["p50"] / r["rows"]["normal"]["p50"]
     assert len(r["load"]) == 2 and all(len(la) == 3 for la in r["load"])
     text = out.getvalue().splitlines()
     assert text[0].startswith("ocw bench compact_cost — 60 messages") and "load average" in text[0]
-    assert [line.split("  ")[0] for line in text[2:6]] == [label for _, label in compact_cost.LABELS]
-    assert "%compact ÷ read+tokenize" in text[6] and "auto turn ÷ normal turn" in text[6]
-    assert text[7] == "checks: every compaction succeeded, one summary for every run"
+    assert [line[:34].rstrip() for line in text[2:8]] == [label for _, label in compact_cost.LABELS]
+    assert "%compact ÷ read+tokenize" in text[8] and "ocw's own work alone" in text[8] and "auto turn ÷ normal turn" in text[8]
+    assert text[9] == "checks: every compaction succeeded, one summary for every run"
 
 
 def test_compact_cost_fails_its_checks_when_an_auto_turn_does_not_compact(tmp_path, monkeypatch):
