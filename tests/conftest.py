@@ -288,7 +288,7 @@ def store_dump():
 
 
 # -- PostgreSQL store (issue 16): a real server started by the tests ----------------
-from pg_server import pg_cluster, pg_url  # noqa: E402,F401
+from pg_server import bouncer_url, pg_cluster, pg_url  # noqa: E402,F401
 
 # -- mutation-killing tests (issue 13): an encoding where every byte is one token --
 @_pytest.fixture(scope="session")

@@ -38,3 +38,56 @@ def pg_url(pg_cluster):
 # ocw/store/postgres/append.py, whose NOTIFY calls p005's `ocw_watched`; it takes the
 # same two parameters and reads neither.
 OLD_NOTIFY_SQL = "SELECT pg_notify('ocw_sessions', ''), $1::text, $2::integer"
+
+
+@pytest.fixture
+def bouncer_url(pg_cluster):
+    """A fresh database behind PgBouncer in TRANSACTION pooling (each transaction gets
+    whichever of 2 server connections is free): the URL clients use. PgBouncer missing
+    FAILS the test with how to install it (CI installs it: .ci/run)."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from ocw.store.postgres.cluster import free_port
+
+    exe = shutil.which("pgbouncer") or next((p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer")
+                                              if os.path.exists(p)), None)
+    if exe is None:
+        pytest.fail("PgBouncer is not installed (apt-get install pgbouncer)", pytrace=False)
+    name = f"ocw_b{next(_names)}"
+    pg_cluster.create_database(name)
+    # Run as root, PgBouncer drops to `nobody`, who must reach and write its folder: one
+    # directly in the temp dir (pytest's own folders are the user's alone).
+    folder = Path(tempfile.mkdtemp(prefix="ocw-pgbouncer-"))
+    os.chmod(folder, 0o777)
+    port = free_port()
+    (folder / "users.txt").write_text('"postgres" ""\n')
+    (folder / "pgbouncer.ini").write_text(
+        f"[databases]\n{name} = host=127.0.0.1 port={pg_cluster.port} dbname={name} user=postgres\n"
+        f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nauth_type = trust\n"
+        f"auth_file = {folder}/users.txt\npool_mode = transaction\ndefault_pool_size = 2\n"
+        f"max_client_conn = 100\nlogfile = {folder}/pgbouncer.log\npidfile = {folder}/pgbouncer.pid\n"
+        "unix_socket_dir =\n")
+    argv = [exe] + (["-u", "nobody"] if os.geteuid() == 0 else []) + [str(folder / "pgbouncer.ini")]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log = (folder / "pgbouncer.log").read_text() if (folder / "pgbouncer.log").exists() else ""
+                proc.kill()
+                pytest.fail(f"PgBouncer did not start: {proc.stdout.read().decode(errors='replace')}{log}",
+                            pytrace=False)
+            time.sleep(0.05)
+    yield f"postgresql://postgres@127.0.0.1:{port}/{name}"
+    proc.terminate()
+    proc.wait(10)
+    shutil.rmtree(folder, ignore_errors=True)

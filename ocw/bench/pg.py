@@ -172,11 +172,15 @@ def turn_on_the_wire(url: str) -> dict:
     whole turn as `%%chat` runs it (a sync read of the session row first)."""
     import ocw
     from ocw.bench import wire
+    from ocw.store.postgres.listen import wait_ready
 
     store = ocw.Store(url)
     try:
         s = store.create_session(name="wire", model="gpt-4o", context_window=1_000_000)
         s.append_many([("user", "warm"), ("assistant", "up")], usage=10)
+        # The listener's first read of the session (after recording its watch, schema p005)
+        # runs on its own thread: done before the count, or it would take a connection of its own.
+        wait_ready(store.backend._listener)
         with wire.traced(store.backend._pool) as write:
             s.append_many([("user", "q"), ("assistant", "a")], usage=20)
             s.occupancy()

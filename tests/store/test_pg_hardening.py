@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 import ocw
+from ocw.store.postgres.listen import wait_ready
 from ocw.text.errors import StoreError
 
 PASSWORD = "Pa55-w0rd-of-bob-77qz"
@@ -67,6 +68,7 @@ def test_a_connection_the_server_closed_is_replaced_not_an_error(role, pg_cluste
     store = ocw.Store(f"postgresql://{user}:{PASSWORD}@127.0.0.1:{port}/{db}")
     try:
         s = store.create_session(name="idle")
+        assert wait_ready(store.backend._listener)  # its first read of the session done (it takes a connection)
         connects = store.backend._pool.connects
         _drop_connections(pg_cluster, user)  # an idle timeout, a restart: the kept connection is gone
         s.append("user", "the next cell")  # no "is the server running?" first

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import weakref
 from typing import Callable
 
@@ -123,10 +124,17 @@ _NAMES: dict[str, str] = {}  # statement text -> its name, the same on every con
 _PREPARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # connection -> names prepared on it
 
 
-def _call(cur, sql: str, n: int) -> str:
-    """`EXECUTE name(%s, …)` with `n` parameters for `sql`, PREPAREd on this connection
-    first if it has not been (a statement of its own, once per connection and statement).
-    The name is a digest of the text, so two threads naming one statement agree."""
+def _call(cur, sql: str, args: list, plain: bool = False) -> tuple[str, list]:
+    """The text to send for `sql` with `args` ($1 … $n), and the values in the text's order.
+    Prepared: `EXECUTE name(%s, …)`, PREPAREd on this connection first if it has not
+    been (a statement of its own, once per connection and statement; the name is a digest
+    of the text, so two threads naming one statement agree). `plain`: the statement
+    itself, its $k as %s in the order they stand (a transaction pooler gives each
+    transaction whichever server connection is free, so a PREPARE made on one is not
+    on the next: see `append`)."""
+    if plain:
+        text, order = _plain(sql)
+        return text, [args[k - 1] for k in order]
     name = _NAMES.get(sql)
     if name is None:
         name = _NAMES[sql] = "ocw_" + hashlib.blake2s(sql.encode(), digest_size=10).hexdigest()
@@ -136,7 +144,20 @@ def _call(cur, sql: str, n: int) -> str:
     if name not in done:
         cur.execute(f"PREPARE {name} AS {sql}")
         done.add(name)
-    return f"EXECUTE {name}({', '.join(['%s'] * n)})" if n else f"EXECUTE {name}"
+    return (f"EXECUTE {name}({', '.join(['%s'] * len(args))})" if args else f"EXECUTE {name}"), args
+
+
+_PLAIN: dict[str, tuple[str, list[int]]] = {}
+_PARAM = re.compile(r"\$(\d+)")
+
+
+def _plain(sql: str) -> tuple[str, list[int]]:
+    """`sql` with each $k as %s (a literal % doubled) and the k of each, in order."""
+    got = _PLAIN.get(sql)
+    if got is None:
+        escaped = sql.replace("%", "%%")
+        got = _PLAIN[sql] = (_PARAM.sub("%s", escaped), [int(k) for k in _PARAM.findall(escaped)])
+    return got
 
 
 def append(store, conn, sid: str, nodes: list[dict],
@@ -144,30 +165,44 @@ def append(store, conn, sid: str, nodes: list[dict],
     """Append `nodes` as a chain under HEAD (as the locked row has it) and move HEAD to
     the last, with `change(row, parent)`'s columns, on `conn` (an autocommit
     connection from the pool). Two round trips; see the module doc. `store` is the
-    PostgresStore: its row and node readers and its writable columns are used as they are;
-    `watcher` the server process of its own listener (its watch does not call for a NOTIFY).
-    Run once more if the connection had lost its prepared statements (nothing was
-    written: the error stopped the transaction, which was rolled back)."""
-    try:
-        return _append(store, conn, sid, nodes, change, watcher)
-    except Exception as e:
-        if getattr(e, "sqlstate", None) != LOST_STATEMENT:
-            raise
-    _PREPARED.pop(conn, None)  # someone's DISCARD ALL: what it had prepared is gone, prepared again now
-    return _append(store, conn, sid, nodes, change, watcher)
+    PostgresStore: its row and node readers, its writable columns and its pool's `plain`
+    flag are used as they are; `watcher` the server process of its own listener (its
+    watch does not call for a NOTIFY).
+    A prepared statement the server does not have (26000), or has already (42P05), fails
+    the turn before anything is written (the error stopped the transaction, which was
+    rolled back), and the turn runs again: the first time the connection's statements
+    are forgotten and prepared again (someone's DISCARD ALL); a second time, or a
+    statement there that this connection never prepared, means a transaction pooler
+    (PgBouncer) hands each transaction another server connection — the pool goes
+    `plain` for good (no server-side prepared statements, psycopg's own included) and
+    the turn runs once more that way."""
+    for attempt in range(3):
+        plain = store._pool.plain
+        try:
+            return _append(store, conn, sid, nodes, change, watcher, plain)
+        except Exception as e:
+            state = getattr(e, "sqlstate", None)
+            if plain or state not in (LOST_STATEMENT, DUPLICATE_STATEMENT):
+                raise
+        _PREPARED.pop(conn, None)
+        if attempt or state == DUPLICATE_STATEMENT:
+            store._pool.go_plain(conn)
+    raise AssertionError("unreachable: the third attempt is plain")  # pragma: no cover
 
 
-LOST_STATEMENT = "26000"  # invalid_sql_statement_name: EXECUTE of a name the server no longer has
+LOST_STATEMENT = "26000"  # invalid_sql_statement_name: EXECUTE of a name the server does not have
+DUPLICATE_STATEMENT = "42P05"  # duplicate_prepared_statement: a PREPARE of a name the server has
 
 
-def _append(store, conn, sid, nodes, change, watcher) -> tuple[dict, list[Node]]:
+def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list[Node]]:
     from psycopg import ClientCursor
 
     SESSION_COLUMNS, _node, _session = store.SESSION_COLUMNS, store.node_of, store.row_of
     cur = ClientCursor(conn)
     try:
         # Round trip 1: BEGIN, the locked row and HEAD's node (one message, three results).
-        cur.execute(f"BEGIN; {_call(cur, lock_sql(SESSION_COLUMNS), 1)}; {_call(cur, head_sql(), 1)}", [sid, sid])
+        (lock, a1), (head, a2) = _call(cur, lock_sql(SESSION_COLUMNS), [sid], plain), _call(cur, head_sql(), [sid], plain)
+        cur.execute(f"BEGIN; {lock}; {head}", a1 + a2)
         cur.nextset()
         r = cur.fetchone()
         if r is None:
@@ -178,17 +213,19 @@ def _append(store, conn, sid, nodes, change, watcher) -> tuple[dict, list[Node]]
         parent = _node(h) if h is not None else None
         written, fields = chain_rows(row, parent, nodes, change)
         upd, values = update_sql(SESSION_COLUMNS, fields, store.WRITABLE)
-        statements, args = [], []
+        calls = [(upd, [sid, *values]), (NOTIFY_SQL, [sid, watcher])]
         if nodes:
-            statements.append(_call(cur, insert_sql(len(nodes)), 13 * len(nodes)))
-            args += [v for w, n in zip(written, nodes) for v in (
+            calls.insert(0, (insert_sql(len(nodes)), [v for w, n in zip(written, nodes) for v in (
                 w.id, sid, w.parent_id, w.role, w.name, json.dumps(n["content"], ensure_ascii=False), w.tokens,
-                n.get("encoding"), w.depth, w.cum, w.epoch, None, None)]
-        statements.append(_call(cur, upd, 1 + len(values)))
-        args += [sid, *values]
+                n.get("encoding"), w.depth, w.cum, w.epoch, None, None)]))
+        texts, args = [], []
+        for sql, values_of in calls:
+            text, values_of = _call(cur, sql, values_of, plain)
+            texts.append(text)
+            args += values_of
         # Round trip 2: the inserts, the update, COMMIT, then the NOTIFY — its own
         # transaction, after the commit, never reached if anything before it failed.
-        cur.execute(f"{'; '.join(statements)}; COMMIT; {_call(cur, NOTIFY_SQL, 2)}", [*args, sid, watcher])
+        cur.execute(f"{'; '.join(texts[:-1])}; COMMIT; {texts[-1]}", args)
         got = {nid: (seq, created_at) for nid, seq, created_at in cur.fetchall()} if nodes else {}
         if nodes:
             cur.nextset()

@@ -134,6 +134,19 @@ class Pool:
         self.connects = 0  # for tests and the benchmark
         self.info = None  # the last connection's (user, host, port, dbname)
         self.pids: set[int] = set()  # server processes of our open connections: our own writes' NOTIFY
+        # No server-side prepared statements (ours or psycopg's own): set when a connection turns
+        # out to reach the server through a pooler, or a turn finds a statement missing twice
+        # or one there it never prepared (ocw/store/postgres/append.py).
+        self.plain = False
+
+    def go_plain(self, conn=None) -> None:
+        """From now on no connection of this pool prepares a statement on the server:
+        a pooler gives each transaction whichever server connection is free."""
+        self.plain = True
+        with self._lock:
+            conns = [c for c, _ in self._idle] + ([conn] if conn is not None else [])
+        for c in conns:
+            c.prepare_threshold = None
 
     def _connect(self):
         psycopg = driver()
@@ -141,10 +154,19 @@ class Pool:
             conn = psycopg.connect(pg_url.connect_url(self.url), autocommit=True, connect_timeout=CONNECT_TIMEOUT,
                                    application_name=application_name())
             # Not `options=`: that would replace the URL's own (a search_path, say).
-            conn.execute(f"SET lock_timeout = {_ms(self.lock_timeout)}")
+            cur = conn.execute(f"SET lock_timeout = {_ms(self.lock_timeout)}; SELECT pg_backend_pid()")
+            cur.nextset()
+            server_pid = cur.fetchone()[0]
         except psycopg.Error as e:
             raise store_error(e, self.where, self.secrets, "connect to") from None
         self.connects += 1
+        if server_pid != conn.info.backend_pid and not self.plain:
+            # The server process is not the one the connection was told of: a pooler (PgBouncer,
+            # say) stands between, and may hand each transaction another server connection,
+            # where a statement prepared on this one is not (ocw/store/postgres/append.py).
+            self.go_plain()
+        if self.plain:
+            conn.prepare_threshold = None
         self._set_timeout[id(conn)] = self.lock_timeout
         i = conn.info
         self.pids.add(i.backend_pid)
@@ -155,6 +177,8 @@ class Pool:
     def connection(self) -> Iterator:
         psycopg = driver()
         conn = self._take(psycopg)
+        if self.plain and conn.prepare_threshold is not None:  # one that was out when the pool went plain
+            conn.prepare_threshold = None
         if self._set_timeout.get(id(conn)) != self.lock_timeout:  # %config Ocw.lock_timeout changed
             try:
                 conn.execute(f"SET lock_timeout = {_ms(self.lock_timeout)}")
