@@ -8,8 +8,12 @@ the one it was told of makes its pool `plain` (no server-side prepared statement
 and a turn that meets a missing or foreign prepared statement recovers."""
 from __future__ import annotations
 
+import psycopg
+import pytest
+
 import ocw
 from ocw.store.postgres import append as pg_append
+from ocw.text.errors import StoreBusy
 from test_store_contract import msgs
 
 
@@ -43,6 +47,36 @@ def test_turns_and_reads_of_three_kernels_through_a_transaction_pooler(bouncer_u
     finally:
         for st in stores:
             st.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_turn_through_the_pooler_still_gives_up_on_a_held_lock(bouncer_url, pg_cluster):
+    """A connection's SET goes to whichever server connection the pooler gave it then: the
+    turn's own transaction carries its lock_timeout (SET LOCAL), so a session another
+    writer holds is given up on — one StoreBusy line, nothing written — not waited for."""
+    store = ocw.Store(bouncer_url)
+    try:
+        s = store.create_session(name="held")
+        s.append("user", "before")
+        store.backend.lock_timeout = 0.5
+        s.sync()  # the pool sends its SET now (its connection's next use), not before the turns below
+        # Another client of the pooler leaves both server connections waiting forever for
+        # locks (a session-level SET, made while each holds one of the two).
+        others = [psycopg.connect(bouncer_url) for _ in range(2)]
+        for c in others:
+            c.execute("SET lock_timeout = 0")  # each in its own open transaction: two server connections
+        for c in others:
+            c.commit()
+            c.close()
+        dbname = bouncer_url.rsplit("/", 1)[1]
+        with psycopg.connect(pg_cluster.url(dbname)) as holder:  # direct, in a transaction
+            holder.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", [s.id])
+            for _ in range(3):  # whichever server connection each turn gets
+                with pytest.raises(StoreBusy, match="gave up after 0.5 s, nothing was written"):
+                    s.append("user", "while held")
+        assert [m["content"][0]["text"] for m in s.rendered_history()] == ["before"]
+    finally:
+        store.close()
 
 
 def test_a_direct_connection_keeps_preparing(pg_url):

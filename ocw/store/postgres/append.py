@@ -12,9 +12,8 @@ messages of the simple query protocol, each carrying several statements:
 2. `EXECUTE insert; EXECUTE update; COMMIT; EXECUTE notify` — one multi-row
    INSERT … RETURNING, the row UPDATE … RETURNING, the COMMIT, and the NOTIFY for
    listeners as a statement after the COMMIT, sent only if another kernel watches
-   the session (schema p005) (schema p004: the locking statement
-   sets `ocw.notify_after_commit` for this transaction, and the trigger leaves the
-   notification to it). Inside the write it would hold PostgreSQL's cluster-wide
+   the session (schema p005). The locking statement sets `ocw.notify_after_commit`
+   for this transaction, and the trigger leaves the notification to it (schema p004). Inside the write it would hold PostgreSQL's cluster-wide
    notify lock through the commit's flush, so no two writers' commits could share
    one; after it, it is a transaction that writes nothing and waits for no flush.
 
@@ -29,7 +28,10 @@ its parameters quoted by psycopg's ClientCursor (the client-side binding psycopg
 does for any literal). PREPARE is not undone by a rollback, so what a connection
 has prepared is known exactly; a connection that lost them (a `DISCARD ALL` by
 someone) forgets them on the error that says so, and the turn runs once more,
-preparing them again.
+preparing them again. Behind a transaction pooler (PgBouncer), where each
+transaction may run on another server connection, nothing is prepared: the pool
+is `plain` (ocw/store/postgres/conn.py) and each statement goes as itself, with
+its parameters quoted the same way, in the same two messages (`append`).
 
 Why the invariants still hold: the lock is taken by the first statement after
 BEGIN, before anything is decided, and every statement of a message runs with a
@@ -202,8 +204,13 @@ def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list
     try:
         # Round trip 1: BEGIN, the locked row and HEAD's node (one message, three results).
         (lock, a1), (head, a2) = _call(cur, lock_sql(SESSION_COLUMNS), [sid], plain), _call(cur, head_sql(), [sid], plain)
-        cur.execute(f"BEGIN; {lock}; {head}", a1 + a2)
+        # Behind a pooler a connection's own SET may be on another server connection: the
+        # lock wait's bound goes with the transaction itself.
+        begin = f"BEGIN; SET LOCAL lock_timeout = {max(1, round(store._pool.lock_timeout * 1000))}" if plain else "BEGIN"
+        cur.execute(f"{begin}; {lock}; {head}", a1 + a2)
         cur.nextset()
+        if plain:
+            cur.nextset()
         r = cur.fetchone()
         if r is None:
             raise StoreError(f"session {sid} vanished from {store.describe()}")

@@ -31,9 +31,10 @@ from ocw.store.postgres.schema import NOTIFY_CHANNEL
 log = logging.getLogger("ocw")
 POLL = 0.1  # seconds between checks of the stop flag and of sessions newly followed
 # Seconds a notification waits for the rest of its burst: all that arrive meanwhile are
-# answered together, each session (or "some session") once. Payload-free, every commit
-# anywhere in the database is one notification to every kernel, and each answer is a
-# read per open session: with 8 writers, ~7 reads for every turn written (issue 28).
+# answered together, each session (or "some session") once. Payload-free, a notification
+# reaches every kernel listening to the database (a turn sends one only when some other
+# kernel watches its session, p005; any other change always does), and each answer is a
+# read per open session: with 8 writers on shared sessions, ~7 reads for every turn written.
 # The thread sleeps through the window and then reads what came at once: woken for each
 # notification it cost the kernel about 0.06 ms of CPU per commit anywhere in the database.
 SETTLE = 0.05
