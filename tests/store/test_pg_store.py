@@ -10,14 +10,13 @@ import time
 import psycopg
 import pytest
 
-from ocw.store.postgres import append as pg_append
-from pg_server import OLD_NOTIFY_SQL
-
 from ocw.text.errors import ForeignDatabase, InvalidArgument, NewerSchema, StoreError
+from ocw.store.postgres import append as pg_append
 from ocw.store.postgres.listen import wait_ready
 from ocw.store.postgres.schema import SCHEMA_VERSION
 from ocw.store.postgres.store import PostgresStore
 from test_pg_roles import team  # noqa: F401  (the fixture: alice, bob and carol on a database `ocw db init` made)
+from pg_server import OLD_NOTIFY_SQL
 from test_store_contract import msgs, new_session, summary
 from waiting import wait_for
 
