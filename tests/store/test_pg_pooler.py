@@ -153,6 +153,9 @@ def test_statements_lost_twice_in_one_turn_make_the_pool_plain_and_once_do_not(p
 
 
 def test_a_plain_statement_puts_each_value_where_its_number_stands():
-    """$1 … $n as %s in the order they stand (an UPDATE names its $1 last), % doubled."""
-    text, order = pg_append._plain("UPDATE t SET a = $2, b = $3 || '%' WHERE id = $1")
-    assert text == "UPDATE t SET a = %s, b = %s || '%%' WHERE id = %s" and order == [2, 3, 1]
+    """$1 … $n as %s in the order they stand (an UPDATE names its $1 last), % doubled, a
+    lone $ left as it is; asked again, the same answer (remembered)."""
+    sql = "UPDATE t SET a = $2, b = $3 || '%' || '$' WHERE id = $1"
+    text, order = pg_append._plain(sql)
+    assert text == "UPDATE t SET a = %s, b = %s || '%%' || '$' WHERE id = %s" and order == [2, 3, 1]
+    assert pg_append._plain(sql) is pg_append._plain(sql) == (text, order)

@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 import ocw
+from ocw.store.postgres.listen import wait_ready
 from ocw.bench import wire
 from ocw.text.errors import StoreError
 
@@ -30,6 +31,7 @@ def test_a_turn_is_one_commit_and_two_round_trips(pg_url):
     st = ocw.Store(pg_url)
     try:
         s = st.create_session(name="rt", model="gpt-4o", context_window=100_000)
+        assert wait_ready(st.backend._listener)  # its first read of the session done: it takes a connection
         _turn(s, 0)  # the pool has its connection now
         pool = st.backend._pool
         for i in range(1, 4):
@@ -52,6 +54,7 @@ def test_the_counter_sees_every_transaction_of_a_command(pg_url):
     st = ocw.Store(pg_url)
     try:
         s = st.create_session(name="rw", model="gpt-4o", context_window=100_000)
+        assert wait_ready(st.backend._listener)  # (as above)
         for i in range(3):
             _turn(s, i)
         with wire.traced(st.backend._pool) as seen:

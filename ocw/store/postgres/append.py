@@ -126,7 +126,7 @@ _NAMES: dict[str, str] = {}  # statement text -> its name, the same on every con
 _PREPARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # connection -> names prepared on it
 
 
-def _call(cur, sql: str, args: list, plain: bool = False) -> tuple[str, list]:
+def _call(cur, sql: str, args: list, plain: bool) -> tuple[str, list]:
     """The text to send for `sql` with `args` ($1 … $n), and the values in the text's order.
     Prepared: `EXECUTE name(%s, …)`, PREPAREd on this connection first if it has not
     been (a statement of its own, once per connection and statement; the name is a digest
@@ -163,7 +163,7 @@ def _plain(sql: str) -> tuple[str, list[int]]:
 
 
 def append(store, conn, sid: str, nodes: list[dict],
-           change: Callable[[dict, Node | None], dict | None] | None, watcher: int = 0) -> tuple[dict, list[Node]]:
+           change: Callable[[dict, Node | None], dict | None] | None, watcher: int) -> tuple[dict, list[Node]]:
     """Append `nodes` as a chain under HEAD (as the locked row has it) and move HEAD to
     the last, with `change(row, parent)`'s columns, on `conn` (an autocommit
     connection from the pool). Two round trips; see the module doc. `store` is the
