@@ -6,10 +6,11 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from ocw.store.postgres.conn import Pool, store_error
+from ocw.store.postgres.conn import Pool, _has_input, store_error
 from ocw.store.postgres.store import PostgresStore
 from ocw.text.errors import StoreError
 from test_store_contract import new_session
+from waiting import wait_for
 
 
 @pytest.mark.parametrize("text, hint", [
@@ -65,3 +66,36 @@ def test_a_connection_handed_back_mid_transaction_is_closed_not_kept(pg_url):
         assert pool.connects == 2
     finally:
         store.close()
+
+
+def test_at_most_four_idle_connections_are_kept(pg_url):
+    """Six used at once, all handed back: four are kept (KEEP_IDLE), the other two closed."""
+    from contextlib import ExitStack
+
+    pool = Pool(pg_url, "test")
+    try:
+        with ExitStack() as stack:
+            conns = [stack.enter_context(pool.connection()) for _ in range(6)]
+        kept = [c for c, _ in pool._idle]
+        assert len(kept) == 4 and all(not c.closed for c in kept)
+        assert sum(c.closed for c in conns) == 2 and len(pool.pids) == 4
+    finally:
+        pool.close()
+
+
+def test_a_kept_connection_the_server_ended_is_closed_and_forgotten(pg_url):
+    """Checked before use (it has input: the server's farewell), found dead, replaced: the
+    dead one is closed and its server process no longer counts as ours (the listener
+    leaves out the notifications of our own processes)."""
+    pool = Pool(pg_url, "test")
+    try:
+        with pool.connection() as conn:
+            dead, pid = conn, conn.info.backend_pid
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        assert wait_for(lambda: _has_input(dead))
+        with pool.connection() as conn:
+            assert conn is not dead and conn.execute("SELECT 1").fetchone() == (1,)
+        assert dead.closed and pid not in pool.pids and pool.connects == 2
+    finally:
+        pool.close()

@@ -134,6 +134,7 @@ class Pool:
         self.connects = 0  # for tests and the benchmark
         self.info = None  # the last connection's (user, host, port, dbname)
         self.pids: set[int] = set()  # server processes of our open connections: our own writes' NOTIFY
+        self._pid_of: dict[int, int] = {}  # id(connection) -> its server process (a broken one no longer says)
         # No server-side prepared statements (ours or psycopg's own): set when a connection turns
         # out to reach the server through a pooler, or a turn finds a statement missing twice
         # or one there it never prepared (ocw/store/postgres/append.py).
@@ -170,6 +171,7 @@ class Pool:
         self._set_timeout[id(conn)] = self.lock_timeout
         i = conn.info
         self.pids.add(i.backend_pid)
+        self._pid_of[id(conn)] = i.backend_pid
         self.info = (i.user, i.host, i.port, i.dbname)
         return conn
 
@@ -220,10 +222,7 @@ class Pool:
 
     def _discard(self, conn) -> None:
         self._set_timeout.pop(id(conn), None)
-        try:
-            self.pids.discard(conn.info.backend_pid)
-        except Exception:  # pragma: no cover - a dead connection may not say
-            pass
+        self.pids.discard(self._pid_of.pop(id(conn), None))
         try:
             conn.close()
         except Exception:  # pragma: no cover - closing a dead connection
