@@ -229,6 +229,27 @@ def test_a_followed_session_is_caught_up_once_then_its_turns_are_heard(pg_url):
         writer.close()
 
 
+def test_a_session_followed_before_the_first_connection_is_caught_up_once(pg_url):
+    """Sessions a kernel opens while its listener is still connecting are watched on the first
+    connection and each read once then (what was committed before is not missed); a later
+    reconnect catches up by "sync all" instead."""
+    from ocw.store.postgres.listen import Listener
+
+    writer = ocw.Store(pg_url)
+    heard: list = []
+    listener = Listener(pg_url, "test", lambda sid, rev, pid: heard.append((sid, rev)))
+    try:
+        s = writer.create_session(name="early")
+        listener.follow(s.id)  # before start: the first connection takes it
+        s.append("user", "written before the listener connected")
+        listener.start()
+        assert wait_ready(listener) and wait_for(lambda: heard)
+        assert heard == [(s.id, None)]
+    finally:
+        listener.stop()
+        writer.close()
+
+
 def _watched(url) -> set:
     with psycopg.connect(url, autocommit=True) as conn:
         return set(conn.execute("SELECT session_id, pid FROM session_watchers").fetchall())
@@ -417,8 +438,9 @@ def test_reconnect_attempts_back_off():
     listener._stop = Recording()
     listener.start()
     try:
-        assert wait_for(lambda: listener.reconnects >= 3)
+        assert wait_for(lambda: listener.reconnects >= 5)
     finally:
         listener.stop()
-    assert RETRY[:3] == (0.1, 0.25, 0.5) and listener._stop.waits[:3] == [0.1, 0.25, 0.5]
+    # (0.1, 0.25, 0.5 …): each failed attempt waits the next step, then the last step for good.
+    assert RETRY == (0.1, 0.25, 0.5, 1.0) and listener._stop.waits[:5] == [0.1, 0.25, 0.5, 1.0, 1.0]
     assert not listener.ready.is_set()
