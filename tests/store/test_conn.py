@@ -81,6 +81,7 @@ def test_at_most_four_idle_connections_are_kept(pg_url):
         assert sum(c.closed for c in conns) == 2 and len(pool.pids) == 4
     finally:
         pool.close()
+    assert all(c.closed for c in conns) and pool.pids == set() and pool._idle == []  # closing closes the kept
 
 
 def test_a_kept_connection_the_server_ended_is_closed_and_forgotten(pg_url):
