@@ -58,6 +58,7 @@ from typing import Callable
 
 from ocw.context.graph import Node
 from ocw.store.chain import chain_rows
+from ocw.store.postgres.conn import lock_ms
 from ocw.store.postgres.schema import NOTIFY_AFTER, NOTIFY_CHANNEL
 from ocw.text.errors import StoreError
 
@@ -206,7 +207,7 @@ def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list
         (lock, a1), (head, a2) = _call(cur, lock_sql(SESSION_COLUMNS), [sid], plain), _call(cur, head_sql(), [sid], plain)
         # Behind a pooler a connection's own SET may be on another server connection: the
         # lock wait's bound goes with the transaction itself.
-        begin = f"BEGIN; SET LOCAL lock_timeout = {max(1, round(store._pool.lock_timeout * 1000))}" if plain else "BEGIN"
+        begin = f"BEGIN; SET LOCAL lock_timeout = {lock_ms(store._pool.lock_timeout)}" if plain else "BEGIN"
         cur.execute(f"{begin}; {lock}; {head}", a1 + a2)
         cur.nextset()
         if plain:

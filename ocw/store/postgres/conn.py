@@ -85,7 +85,7 @@ def store_error(e: BaseException, where: str, secrets, doing: str = "use") -> St
 DEFAULT_LOCK_TIMEOUT = 10.0  # seconds; the notebook's is %config Ocw.lock_timeout
 
 
-def _ms(seconds: float) -> int:
+def lock_ms(seconds: float) -> int:
     return max(1, int(round(seconds * 1000)))
 
 
@@ -155,7 +155,7 @@ class Pool:
             conn = psycopg.connect(pg_url.connect_url(self.url), autocommit=True, connect_timeout=CONNECT_TIMEOUT,
                                    application_name=application_name())
             # Not `options=`: that would replace the URL's own (a search_path, say).
-            cur = conn.execute(f"SET lock_timeout = {_ms(self.lock_timeout)}; SELECT pg_backend_pid()")
+            cur = conn.execute(f"SET lock_timeout = {lock_ms(self.lock_timeout)}; SELECT pg_backend_pid()")
             cur.nextset()
             server_pid = cur.fetchone()[0]
         except psycopg.Error as e:
@@ -183,7 +183,7 @@ class Pool:
             conn.prepare_threshold = None
         if self._set_timeout.get(id(conn)) != self.lock_timeout:  # %config Ocw.lock_timeout changed
             try:
-                conn.execute(f"SET lock_timeout = {_ms(self.lock_timeout)}")
+                conn.execute(f"SET lock_timeout = {lock_ms(self.lock_timeout)}")
                 self._set_timeout[id(conn)] = self.lock_timeout
             except BaseException:
                 self._discard(conn)
