@@ -13,6 +13,11 @@ one parent chain, 10 % of messages ~2k-token tool outputs) with a ~100k-token un
   compaction folds the same tail `%compact` does (with it on, stubbing the old tool
   outputs alone brings this session under any threshold worth testing).
 
+The sessions are the offline model's own (`MODEL`): the offline summarizer is the model of a
+session without a provider, so that is the session it compacts for a user. (With a session
+of another model, e.g. gpt-4o's o200k tokens, the offline model would count the same input
+a second time in its own cl100k tokens: a mix no user runs but by setting an own summarizer.)
+
 Beside "%compact", the part of it the offline model itself took (its `complete`: counting
 the request as a provider would and writing the summary — what a real summarizer does on
 its server) and so ocw's own work, the rest. Each repetition builds a fresh session, so
@@ -34,6 +39,7 @@ from ocw.bench.build import build_session
 from ocw.bench.turns import stats
 
 WINDOW = 128_000
+MODEL = "ocw-offline"  # the offline summarizer's own sessions (see above)
 MESSAGES = 380  # ~103k tokens of tail at the builder's mix
 QUICK_MESSAGES, QUICK_WINDOW = 60, 32_000
 REPS, QUICK_REPS = 9, 2
@@ -98,7 +104,7 @@ def run(quick: bool = False, *, messages: int | None = None, window: int | None 
         store = Store(os.path.join(d, "cost.duckdb"))
         try:
             def fresh(k: int, tag: str):
-                return build_session(store, n, window=window, name=f"cost-{tag}-{k}", id_salt=f"c{tag}{k}_", verify=4)
+                return build_session(store, n, model=MODEL, window=window, name=f"cost-{tag}-{k}", id_salt=f"c{tag}{k}_", verify=4)
 
             warm = fresh(0, "warm")  # the encodings load once per kernel: not part of any row
             count_text("warm", warm.encoding.name)

@@ -32,7 +32,7 @@ from ocw.context.graph import SUMMARY_NAME
 from ocw.text.i18n import system_message
 from ocw.text.prompts import FOCUS_CLOSE, FOCUS_OPEN, MEMORY_REQUEST, SUMMARY_MARKER
 from ocw.context.render import block_text
-from ocw.text.tokens import FRAME_TOKENS, count_message, count_text, render_block, truncate_to_tokens
+from ocw.text.tokens import FRAME_TOKENS, count_message, count_soon, count_text, render_block, truncate_to_tokens
 from ocw.context.cut import TOO_SHORT as CUT_TOO_SHORT, find_cut_index
 from ocw.context.facts import append_facts
 from ocw.context import memory as mem
@@ -282,12 +282,14 @@ def _fit(partial: str, lines: list[str], in_budget: int, encoding: str, memory: 
     raise OcwError("could not fit a summarizer call into its window")  # pragma: no cover - defensive
 
 
-def summarize(provider, prep: Prepared, on_call=None) -> tuple[str, int]:
+def summarize(provider, prep: Prepared, on_call=None, meanwhile=None) -> tuple[str, int]:
     """Rolling summary of the prepared transcript onto the old summary. Each call
     takes as many lines as fit beside the current partial summary, and its input is
     counted exactly before it is sent, so every call fits the summarizer's window.
     `on_call(k, done, n)` is told before the k-th call, with `done` of the `n` lines
-    summarized so far (progress: call k of an estimated total).
+    summarized so far (progress: call k of an estimated total). `meanwhile()` runs
+    once, while the first call's input is counted on another thread (`count_soon`):
+    Python work that needs no answer overlaps the longest count of the compaction.
     Returns (text, calls made)."""
     if prep.in_budget < MIN_SUMMARIZER_INPUT:
         raise OcwError.localized("err_summarizer_window", window=f"{prep.window:,}")
@@ -298,6 +300,10 @@ def summarize(provider, prep: Prepared, on_call=None) -> tuple[str, int]:
     while i < n:
         room = max(128, prep.in_budget - count_text(partial + memory, enc) - WRAPPER_TOKENS)
         j = _take(prep.estimates, i, room)
+        if meanwhile is not None:  # the input `_fit` tries first, exactly as it will build it
+            count_soon(_summary_input(partial, prep.lines[i:j], memory), enc)
+            meanwhile()
+            meanwhile = None
         body, used = _fit(partial, prep.lines[i:j], prep.in_budget, enc, memory)
         if on_call is not None:
             on_call(prep.calls + 1, i, n)

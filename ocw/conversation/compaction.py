@@ -166,12 +166,20 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
     no_room = prep.in_budget < MIN_SUMMARIZER_INPUT
     small = keep_recent_tokens is None and plan.replaced_tokens < MIN_SUMMARIZER_INPUT  # an explicit keep asks the model
     structural = no_room or small
+    early: list = []  # (read, memory) of the deterministic pass, when it ran beside the first count
+
+    def memory_pass() -> None:
+        read = _unpruned(session, plan)
+        early.append((read, build_memory(prep, session.context_window, read=read)))
+
     try:
         if structural:
             text = structural_text(prep)
         else:
             try:
-                text = summarize(provider, prep, on_call)[0]
+                # Unstructured (the offline model, a window too small for the ask), the memory
+                # needs no answer: it is built while the summarizer's input is counted.
+                text = summarize(provider, prep, on_call, None if prep.structured else memory_pass)[0]
             except ContextOverflowError as e:
                 # A summarizer of its own refused a call as too long: its window is smaller than its
                 # model's known one. Learn it (its own, one write) and try once more, planned for it.
@@ -181,12 +189,15 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
                 text = structural_text(prep) if prep.in_budget < MIN_SUMMARIZER_INPUT \
                     else summarize(provider, prep, on_call)[0]
         stop.check(stops)  # pressed during the last call: still nothing saved
-        read = _unpruned(session, plan)
-        # A real model's structured memory, grounded, merged with the deterministic pass (latest
-        # wins); an answer that did not parse adds nothing and is said in one line below.
-        extra = events_of(prep.memory_answer, memory_turns(plan, read), plan.old_memory) \
-            if prep.structured and not structural else ()
-        memory = build_memory(prep, session.context_window, extra=extra, read=read)
+        if early:
+            read, memory = early[0]
+        else:
+            read = _unpruned(session, plan)
+            # A real model's structured memory, grounded, merged with the deterministic pass (latest
+            # wins); an answer that did not parse adds nothing and is said in one line below.
+            extra = events_of(prep.memory_answer, memory_turns(plan, read), plan.old_memory) \
+                if prep.structured and not structural else ()
+            memory = build_memory(prep, session.context_window, extra=extra, read=read)
         # What the user forgot stays forgotten, re-derived from the folded turns or not (context/pins.py).
         memory = apply_forgets(memory, forgets(session.metadata))
         text = summary_blocks(finish(prep, text, memory), memory)

@@ -188,6 +188,44 @@ def counting_once():
         _memo.reset(token)
 
 
+class _Counting:
+    """A count started by `count_soon`, on its own thread: `result` waits for it."""
+
+    def __init__(self):
+        self._done = threading.Event()
+        self._n: int | None = None
+        self._error: BaseException | None = None
+
+    def run(self, enc: tiktoken.Encoding, text: str) -> None:
+        try:
+            self._n = len(enc.encode_ordinary(text))
+        except BaseException as e:  # handed to whoever asks for the count
+            self._error = e
+        finally:
+            self._done.set()
+
+    def result(self) -> int:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._n
+
+
+def count_soon(text: str, encoding: str) -> None:
+    """Inside `counting_once()`: start counting `text` on a thread of its own, and a later
+    `count_text` of it waits for that count instead of tokenizing again. tiktoken's encoder
+    releases the GIL (measured: a 530 KB count beside three regex passes over it took 51 ms
+    against 77 ms one after the other), so a long count runs on another core while the
+    caller does Python work — a compaction's memory pass beside the count of the
+    summarizer's input. Outside a scope, for a short text or one counted already: nothing."""
+    memo = _memo.get()
+    if memo is None or len(text) < MEMO_MIN_CHARS or (encoding, text) in memo:
+        return
+    enc = get_encoding(encoding)  # loaded here: a first load's errors are the caller's
+    counting = memo[(encoding, text)] = _Counting()
+    threading.Thread(target=counting.run, args=(enc, text), name="ocw-count", daemon=True).start()
+
+
 def count_text(text: str, encoding: str = "cl100k_base") -> int:
     """Tokens in plain text (special-token strings count as ordinary text)."""
     if not text:
@@ -199,6 +237,8 @@ def count_text(text: str, encoding: str = "cl100k_base") -> int:
     n = memo.get(key)
     if n is None:
         n = memo[key] = len(get_encoding(encoding).encode_ordinary(text))
+    elif isinstance(n, _Counting):
+        n = memo[key] = n.result()
     return n
 
 

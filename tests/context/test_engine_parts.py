@@ -618,3 +618,32 @@ def test_a_window_too_small_for_the_memory_json_asks_for_prose_alone_keeping_the
     assert not below.structured and below.system == engine.summary_system(focus) and focus in below.system
     assert below.in_budget == edge - 1 - 256 - (count_text(below.system, ENC) + 64)
     assert not prepare(plan, OfflineLike(), window=edge, calibration=1.0, encoding=ENC).structured
+
+
+def test_meanwhile_runs_once_while_the_first_input_is_counted_and_that_count_is_the_one_used(fake_summarizer,
+                                                                                           monkeypatch):
+    """`meanwhile` runs before the first call, once, with the first input's count already
+    started on its own thread: the input `_fit` builds is that text, so it is tokenized once."""
+    import tiktoken
+
+    from ocw.text import tokens
+
+    encoded, events = [], []
+    orig = tiktoken.Encoding.encode_ordinary
+    monkeypatch.setattr(tiktoken.Encoding, "encode_ordinary", lambda self, t: encoded.append(t) or orig(self, t))
+    fake = fake_summarizer(lambda rec: events.append("call") or f"S{rec['index'] + 1}")
+    whole = n(body_of("", LINES))
+    encoded.clear()
+
+    def meanwhile():  # the first try (every line: estimates of 1 each) is being counted already
+        memo = tokens._memo.get()
+        events.append(("meanwhile", (ENC, body_of("", LINES)) in memo if memo is not None else None))
+
+    with tokens.counting_once():
+        assert summarize(fake, prep_for(LINES, in_budget=whole - 1), meanwhile=meanwhile) == ("S2", 2)
+    # It is one token over, so the first call takes two lines, the second the third.
+    assert events == [("meanwhile", True), "call", "call"]
+    assert encoded.count(body_of("", LINES)) == 1
+    events.clear()
+    assert summarize(fake, prep_for(LINES, in_budget=whole), meanwhile=meanwhile) == ("S3", 1)  # no scope: still once
+    assert events == [("meanwhile", None), "call"]

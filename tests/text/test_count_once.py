@@ -97,3 +97,49 @@ def test_the_split_count_uses_the_messages_own_encoding(byte_encoding):
         whole = T.FRAME_TOKENS + len(T.render_message(role, [{"type": "text", "text": body}], name).encode())
         with T.counting_once():
             assert T.count_message(role, [{"type": "text", "text": body}], byte_encoding, name) == whole, role
+
+
+def test_count_soon_counts_on_a_thread_once_and_count_text_takes_that_count(encodes):
+    import threading
+
+    body = BODIES[0] * 40
+    fresh = len(T.get_encoding("o200k_base").encode_ordinary(body))
+    encodes.clear()
+    with T.counting_once():
+        T.count_soon(body, "o200k_base")
+        pending = T._memo.get()[("o200k_base", body)]
+        assert isinstance(pending, T._Counting)
+        assert T.count_text(body, "o200k_base") == fresh
+        assert T._memo.get()[("o200k_base", body)] == fresh  # the waited count replaces the pending one
+        T.count_soon(body, "o200k_base")  # counted already: no second thread
+        assert T.count_text(body, "o200k_base") == fresh
+    assert encodes == [body]
+    assert not [t for t in threading.enumerate() if t.name == "ocw-count"]  # the thread ended with its count
+
+
+def test_count_soon_does_nothing_outside_a_scope_or_for_a_short_text(encodes, monkeypatch):
+    import threading
+
+    started = []
+    monkeypatch.setattr(threading.Thread, "start", lambda self: started.append(self.name))
+    T.count_soon("a" * 300, "o200k_base")  # no scope: nowhere to keep the count
+    with T.counting_once():
+        T.count_soon("a" * 255, "o200k_base")  # below MEMO_MIN_CHARS: never kept
+        T.count_soon("a" * 256, "o200k_base")
+    assert started == ["ocw-count"] and encodes == []
+
+
+def test_an_error_of_the_threads_count_is_raised_where_the_count_is_asked(monkeypatch):
+    class Broken(Exception):
+        pass
+
+    def boom(self, text):
+        raise Broken("encoder failed")
+
+    body = "z" * 400
+    with T.counting_once():
+        T.get_encoding("cl100k_base")
+        monkeypatch.setattr(tiktoken.Encoding, "encode_ordinary", boom)
+        T.count_soon(body, "cl100k_base")
+        with pytest.raises(Broken, match="encoder failed"):
+            T.count_text(body, "cl100k_base")
