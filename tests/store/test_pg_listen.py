@@ -271,7 +271,7 @@ def test_stop_gives_a_stuck_refresh_2_seconds_then_returns(pg_url):
     still alive. The wait bound is read off the real thread's join (a spy that calls through),
     not from a clock, so load on the machine cannot change the verdict."""
     from ocw.store.postgres.listen import Listener
-    from ocw.store.postgres.schema import NOTIFY_CHANNEL
+    from ocw.store.postgres.migrations import NOTIFY_CHANNEL
 
     entered, release = threading.Event(), threading.Event()
 

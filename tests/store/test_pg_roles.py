@@ -18,6 +18,7 @@ import pytest
 import ocw
 from ocw.notebook import cli
 from ocw.store.postgres import append as pg_append
+from ocw.store.postgres import migrations as pg_migrations
 from ocw.store.postgres import schema as pg_schema
 from ocw.store.postgres.listen import wait_ready
 from ocw.text.errors import InvalidArgument, SessionNotFound, StoreError
@@ -201,7 +202,7 @@ def test_a_connect_only_role_learns_nothing_from_notify_and_the_listener_still_s
     a_again = ocw.Store(team.url(team.alice))
     listen = psycopg.connect(team.url(team.carol), autocommit=True)  # CONNECT only: never granted
     try:
-        listen.execute(f"LISTEN {pg_schema.NOTIFY_CHANNEL}")
+        listen.execute(f"LISTEN {pg_migrations.NOTIFY_CHANNEL}")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             listen.execute("SELECT count(*) FROM ocw.sessions")
         s = a.create_session(name="private-name")
@@ -250,7 +251,7 @@ def test_a_database_of_the_previous_schema_is_upgraded_and_its_sessions_stay_the
     with pg_cluster.admin() as conn:
         conn.execute(f"ALTER DATABASE {t.db} OWNER TO {t.alice}")
     with monkeypatch.context() as m:  # the previous ocw: schema 1 only
-        m.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:1])
+        m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:1])
         m.setattr(pg_append, "NOTIFY_SQL", OLD_NOTIFY_SQL)  # that ocw's turn
         m.setattr(pg_schema, "SCHEMA_VERSION", 1)
         old = ocw.Store(t.url(t.alice))
@@ -292,7 +293,7 @@ def test_a_schema_1_database_upgraded_by_init_keeps_its_sessions_their_owners(pg
     with pg_cluster.admin() as conn:
         conn.execute(f"ALTER DATABASE {t.db} OWNER TO {t.alice}")
     with monkeypatch.context() as m:
-        m.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:1])
+        m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:1])
         m.setattr(pg_append, "NOTIFY_SQL", OLD_NOTIFY_SQL)  # that ocw's turn
         m.setattr(pg_schema, "SCHEMA_VERSION", 1)
         old = ocw.Store(t.url(t.alice))

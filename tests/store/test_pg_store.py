@@ -12,6 +12,7 @@ import pytest
 
 from ocw.text.errors import ForeignDatabase, InvalidArgument, NewerSchema, StoreError
 from ocw.store.postgres import append as pg_append
+from ocw.store.postgres import migrations as pg_migrations
 from ocw.store.postgres.listen import wait_ready
 from ocw.store.postgres.schema import SCHEMA_VERSION
 from ocw.store.postgres.store import PostgresStore
@@ -313,7 +314,7 @@ def test_a_schema_2_database_upgrades_and_its_branch_takes_new_turns(pg_url, mon
     from ocw.store.postgres import schema as pg_schema
 
     with monkeypatch.context() as m:
-        m.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:2])
+        m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:2])
         m.setattr(pg_append, "NOTIFY_SQL", OLD_NOTIFY_SQL)  # that ocw's turn
         m.setattr(pg_schema, "SCHEMA_VERSION", 2)
         old = PostgresStore(pg_url)

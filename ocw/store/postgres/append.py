@@ -59,7 +59,7 @@ from typing import Callable
 from ocw.context.graph import Node
 from ocw.store.chain import chain_rows
 from ocw.store.postgres.conn import lock_ms
-from ocw.store.postgres.schema import NOTIFY_AFTER, NOTIFY_CHANNEL
+from ocw.store.postgres.migrations import NOTIFY_AFTER, NOTIFY_CHANNEL
 from ocw.text.errors import StoreError
 
 NODE_COLUMNS = ("id, session_id, parent_id, role, name, content, tokens, encoding, depth, cum_tokens, epoch,"

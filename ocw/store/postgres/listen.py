@@ -1,7 +1,7 @@
 """Another kernel's writes, noticed: a background LISTEN on the PostgreSQL store.
 
 Every change of a session row sends `NOTIFY ocw_sessions` at commit (a trigger,
-ocw/store/postgres/schema.py), with no payload: the channel is the whole database's
+ocw/store/postgres/migrations.py), with no payload: the channel is the whole database's
 and any role that may CONNECT may LISTEN, so it says only "a session changed". A
 turn's write notifies only if another kernel watches its session (schema p005), so
 the thread records each session the kernel opens (`follow`) as watched by its
@@ -26,7 +26,7 @@ from typing import Callable
 
 from ocw.store.postgres import url as pg_url
 from ocw.store.postgres.conn import CONNECT_TIMEOUT, driver, one_line
-from ocw.store.postgres.schema import NOTIFY_CHANNEL
+from ocw.store.postgres.migrations import NOTIFY_CHANNEL
 
 log = logging.getLogger("ocw")
 POLL = 0.1  # seconds between checks of the stop flag and of sessions newly followed

@@ -2,7 +2,7 @@
 
 Who owns what, and why:
 - ocw's tables belong to a role of their own, `ocw_owner` (NOLOGIN): no user owns
-  them, so no user bypasses or rewrites the row policies (schema.p002_row_security),
+  them, so no user bypasses or rewrites the row policies (migrations.p002_row_security),
   and a user role gets exactly the grants below — no more.
 - `init` runs as a role that may create roles and schemas (a superuser, or one with
   CREATEROLE that owns the database). It creates `ocw_owner` and the schema (owned by

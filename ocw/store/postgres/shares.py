@@ -1,6 +1,6 @@
 """Sharing a session with another database role: the rows the row policies read.
 
-Row-level security (ocw/store/postgres/schema.py, p002) lets a role see and change its
+Row-level security (ocw/store/postgres/migrations.py, p002) lets a role see and change its
 own sessions and those with a `session_shares` row naming it. These methods write and
 read those rows, through the store's own transaction and connection (a mixin of
 PostgresStore), so they are under the same policies as everything else: only a

@@ -13,7 +13,7 @@ Invariants, and why they hold:
   smaller ones — the order the tail's range reads (ocw/store/tail.py) rely on.
 - Everything else the store promises (append-only nodes, HEAD a message of
   its own session, generation and compaction count never going down) the
-  database enforces with constraints and triggers (ocw/store/postgres/schema.py).
+  database enforces with constraints and triggers (ocw/store/postgres/migrations.py).
 - No password is kept or shown: the URL held here has none (ocw/store/postgres/url.py);
   `describe()` and every error say user, host and database only.
 """
