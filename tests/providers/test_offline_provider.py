@@ -8,7 +8,7 @@ from refserver import user
 
 from ocw.text.errors import ContextOverflowError
 from ocw.providers import SUMMARY_MARKER, OfflineProvider, make_provider
-from ocw.providers.offline import identifiers
+from ocw.providers.offline_summary import identifiers
 from ocw.text.tokens import count_message, count_text
 
 TOOLS = [
@@ -200,13 +200,13 @@ def test_the_identifier_hint_never_hides_an_identifier(monkeypatch):
     """Issue 28: text without the hint's characters skips the searches; the answers are
     those of the full searches on every sentence of generated sessions and on edge cases."""
     from ocw.bench.quality_gen import generate
-    from ocw.providers import offline
+    from ocw.providers import offline_summary as offline
 
     texts = ["see `x`", "a/b", "run 5 ms", "file.py here", "KeyError raised", "ABC-1", "https://h.io/x",
              "plain words only.", "End. Next", "Ünïcode ٣ ms", "DataWarning", "no.", "e.g. this", ""]
     for seed in range(6):
         for st in generate(seed, 30, "ABC"[seed % 3]).steps:
-            texts += offline._sentences(st.text)
+            texts += offline.sentences(st.text)
     fast = [offline.identifiers(t) for t in texts]
     always = type("Always", (), {"search": staticmethod(lambda t: True)})
     monkeypatch.setattr(offline, "_IDENT_HINT", always)
@@ -227,11 +227,11 @@ def test_the_patterns_needs_and_lines_never_change_the_identifiers(monkeypatch):
     """Issue 28: a pattern runs only where what it needs occurs, and the body's patterns (all
     but the quantities) only in the lines holding it; the answers are those of every pattern
     over the whole text."""
-    from ocw.providers import offline
+    from ocw.providers import offline_summary as offline
 
     edge = ["a.pyhttp://x.io/y", "see http://a.b/c.py and a/b", "took 4\nms", "x\nDataWarning\nAB-12 `q`\n/a/b",
             "line.md\nnext", "Error-1 ZZ-9\n-", "a/\nb", "`a\nb`", "run 5\n\n ms"]
-    texts = edge + _generated_texts() + [offline._sentences(t)[0] for t in _generated_texts()]
+    texts = edge + _generated_texts() + [offline.sentences(t)[0] for t in _generated_texts()]
     fast = [offline.identifiers(t) for t in texts]
     monkeypatch.setattr(offline, "_IDENT_NEEDS", tuple(lambda t: True for _ in offline._IDENT_NEEDS))
     monkeypatch.setattr(offline, "_lines", lambda text: None)
@@ -241,7 +241,7 @@ def test_the_patterns_needs_and_lines_never_change_the_identifiers(monkeypatch):
 
 
 def test_the_count_bound_never_changes_a_summary_and_spares_counts(monkeypatch):
-    from ocw.providers import offline
+    from ocw.providers import offline_summary as offline
     from ocw.text import tokens
 
     p = OfflineProvider(context_window=200_000)
@@ -302,7 +302,7 @@ def test_identifiers_are_dropped_last_when_the_joined_summary_is_over_budget(mon
     """Joins can count more than their parts: here every character is a token, so the ", "
     between identifiers costs two where one was planned. The summary is trimmed, sentences
     first, then identifiers, until it fits."""
-    from ocw.providers import offline
+    from ocw.providers import offline_summary as offline
 
     monkeypatch.setattr(offline, "count_text", lambda text, encoding="cl100k_base": len(text))
     filler = "and then the job went on with the next batch of rows " * 10  # no sentence fits the summary
