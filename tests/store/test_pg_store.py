@@ -615,3 +615,12 @@ def test_a_database_error_is_one_line_naming_the_database(pg, pg_url):
         pg.node("s1", "a")
     assert str(e.value).startswith(f"cannot use the ocw database {pg.describe()}: ")
     assert 'relation "node_counts" does not exist' in str(e.value) and "\n" not in str(e.value)
+
+
+def test_every_schema_version_names_the_ocw_that_first_wrote_it():
+    """The marker's `needs_ocw` comes from this table: one entry per migration, in order,
+    each a release (an older ocw reading a newer database names the release it needs)."""
+    table = pg_migrations.OCW_VERSION_OF_SCHEMA
+    assert list(table) == list(range(1, len(pg_migrations.MIGRATIONS) + 1)) == list(range(1, SCHEMA_VERSION + 1))
+    assert all(v.count(".") == 2 and v.replace(".", "").isdigit() for v in table.values())
+    assert [m.__name__[:4] for m in pg_migrations.MIGRATIONS] == [f"p{k:03d}" for k in table]

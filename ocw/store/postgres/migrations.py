@@ -399,16 +399,3 @@ MIGRATIONS: list[Callable] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 # The ocw release that first wrote each schema version of the PostgreSQL store.
 OCW_VERSION_OF_SCHEMA = {1: "0.2.0", 2: "0.2.0", 3: "0.2.0", 4: "0.2.0", 5: "0.2.0"}
-
-
-MIGRATIONS: list[Callable] = [
-    p001_initial,
-    p002_row_security,
-    p003_checks_by_id,
-    p004_notify_after_commit,
-    p005_session_watchers,
-]
-
-SCHEMA_VERSION = len(MIGRATIONS)
-# The ocw release that first wrote each schema version of the PostgreSQL store.
-OCW_VERSION_OF_SCHEMA = {1: "0.2.0", 2: "0.2.0", 3: "0.2.0", 4: "0.2.0", 5: "0.2.0"}
