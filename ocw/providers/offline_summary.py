@@ -145,7 +145,7 @@ _OWN_STUB = re.compile(re.escape(PRUNED_STUB_OPEN) + r"[^\]]*\]|\[… [\d,]+ of 
 _OWN_DIGEST = re.compile(r"\(offline model\)|^\s*(\[assistant\]\s*)?It is \d+ tokens long and begins")
 
 
-def summarize(texts: list[str], budget: int, encoding: str, focus: str | None = None) -> str:
+def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -> str:
     """An extractive summary of the transcript, never over ``budget`` tokens.
 
     Sentences are scored by their content terms, each weighted df·log(1+N/df)

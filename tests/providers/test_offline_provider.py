@@ -1,6 +1,7 @@
 """The built-in offline model: deterministic, honest, counted, and network-free."""
 from __future__ import annotations
 
+import re
 import socket
 
 import pytest
@@ -50,6 +51,8 @@ def test_streams_in_several_text_chunks():
     reply = OfflineProvider().stream([user("tell me something about tokens")], on_event=lambda k, d: events.append((k, d)))
     assert len(events) >= 3 and {k for k, _ in events} == {"text"}
     assert "".join(d for _, d in events) == reply.text
+    # Three words a chunk, as a model streams a few tokens at a time (the last holds the rest).
+    assert all(len(d.split()) == 3 for _, d in events[:-1]) and 1 <= len(events[-1][1].split()) <= 3
 
 
 def test_usage_is_counted_with_the_tokenizer():
@@ -313,3 +316,17 @@ def test_identifiers_are_dropped_last_when_the_joined_summary_is_over_budget(mon
     listed = text.split(offline.LABELS[1] + " ")[1].split(", ")
     assert 5 < len(listed) < 120  # ... then identifiers, from the end, until it fit
     assert listed[0] == "out/part_0.parquet"
+    # Dropped whole, from the end: every one listed is an identifier of the text, none cut short.
+    assert all(re.fullmatch(r"out/part_\d+\.parquet|logs/run_\d+\.log", i.rstrip(".")) for i in listed), listed
+    # "Never over the budget" includes the budget itself: here the trimmed summary fills 401 exactly.
+    exact = OfflineProvider(context_window=200_000).summarize([user("\n".join(lines))], 401)
+    assert len(exact) == 401
+
+
+def test_keywords_are_the_five_most_frequent_content_words_numbers_included():
+    from ocw.providers.offline_summary import keywords
+
+    text = "retry 8080 8080 8080 port port port alpha alpha beta beta gamma gamma delta delta epsilon"
+    assert keywords(text) == ["8080", "port", "alpha", "beta", "gamma"]
+    reply = OfflineProvider().stream([user(text)])
+    assert reply.text.endswith("\u2014 keywords: 8080, port, alpha, beta, gamma.")
