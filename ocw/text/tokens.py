@@ -191,9 +191,10 @@ def counting_once():
 class _Counting:
     """A count started by `count_soon`, on its own thread: `result` waits for it."""
 
+    _n: int  # set by `run` before it is done, unless the count failed (`_error`)
+
     def __init__(self):
         self._done = threading.Event()
-        self._n: int | None = None
         self._error: BaseException | None = None
 
     def run(self, enc: tiktoken.Encoding, text: str) -> None:
@@ -223,6 +224,7 @@ def count_soon(text: str, encoding: str) -> None:
         return
     enc = get_encoding(encoding)  # loaded here: a first load's errors are the caller's
     counting = memo[(encoding, text)] = _Counting()
+    # A daemon: a kernel that exits mid-compaction does not wait for a count nobody will read.
     threading.Thread(target=counting.run, args=(enc, text), name="ocw-count", daemon=True).start()
 
 
