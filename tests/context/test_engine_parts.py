@@ -647,3 +647,23 @@ def test_meanwhile_runs_once_while_the_first_input_is_counted_and_that_count_is_
     events.clear()
     assert summarize(fake, prep_for(LINES, in_budget=whole), meanwhile=meanwhile) == ("S3", 1)  # no scope: still once
     assert events == [("meanwhile", None), "call"]
+
+
+def test_meanwhile_counts_the_input_the_first_call_sends_current_memory_included(fake_summarizer):
+    """With a structured ask the input carries the current memory: the text counted ahead is
+    that whole input, the one the first call sends (a count of anything else is wasted)."""
+    from ocw.text import tokens
+
+    old = mem.Memory([mem.Item("setting", "learning rate", "3e-4", 1)])
+    prep = prep_for(LINES, in_budget=100_000, old="Earlier: the plan.")
+    prep.plan.old_memory, prep.structured = old, True
+    ahead = []
+
+    def meanwhile():
+        ahead.extend(text for (enc, text), v in tokens._memo.get().items() if isinstance(v, tokens._Counting))
+
+    fake = fake_summarizer("S")
+    with tokens.counting_once():
+        assert summarize(fake, prep, meanwhile=meanwhile) == ("S", 1)
+    (sent,) = [c["input"] for c in fake.calls]
+    assert memory_model.current_json(old) in sent and ahead == [sent]
