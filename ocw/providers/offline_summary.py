@@ -20,6 +20,7 @@ from ocw.text.tokens import count_text, line_pieces, tokens_at_least, truncate_t
 PREFIX = "(offline model) "  # every answer of the offline model starts with it
 HEADER = f"{PREFIX}Summary of the earlier conversation (extractive)."
 LABELS = ("Key points:", "Identifiers:")
+_OWN_LINES = (HEADER, *LABELS)
 _INSTRUCTION = re.compile(r"\W*(please\s+)?(summari[sz]e|write a summary)\b", re.I)
 
 _STOP = frozenset(
@@ -145,6 +146,26 @@ _OWN_STUB = re.compile(re.escape(PRUNED_STUB_OPEN) + r"[^\]]*\]|\[… [\d,]+ of 
 _OWN_DIGEST = re.compile(r"\(offline model\)|^\s*(\[assistant\]\s*)?It is \d+ tokens long and begins")
 
 
+def readable(text: str) -> str:
+    """`text` as the summarizer reads it: a previous summary as plain sentences (its
+    header and labels dropped); without the request's wrapper tags, transcript role
+    markers, this model's own digests, ocw's prune stubs and cut notes (their figures
+    are not the conversation's). Each pattern runs only on a line holding the literal
+    it cannot match without ("<" or "(none)", "(offline model)" or "It is ", a leading
+    "[", the stub's opening): most lines hold none, and the answer is the same."""
+    out = []
+    for ln in text.splitlines():
+        if (ln.strip().startswith(_OWN_LINES) or (("<" in ln or "(none)" in ln) and _WRAPPER.match(ln))
+                or (("(offline model)" in ln or "It is " in ln) and _OWN_DIGEST.search(ln))):
+            continue
+        if ln.startswith("["):
+            ln = _ROLE_MARK.sub("", ln)
+        if PRUNED_STUB_OPEN in ln or "[… " in ln:
+            ln = _OWN_STUB.sub(" ", ln)
+        out.append(ln)
+    return "\n".join(out)
+
+
 def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -> str:
     """An extractive summary of the transcript, never over ``budget`` tokens.
 
@@ -163,15 +184,7 @@ def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -
     """
     text = "\n".join(t for t in texts if t)
     enc = encoding
-    # A previous summary is re-read as plain sentences (its labels are dropped);
-    # the request's wrapper tags, transcript role markers and this model's own
-    # boilerplate digests carry nothing worth keeping, nor do ocw's prune stubs and
-    # cut notes (their token counts are not the conversation's numbers).
-    body = "\n".join(
-        _OWN_STUB.sub(" ", _ROLE_MARK.sub("", ln)) for ln in text.splitlines()
-        if not ln.strip().startswith((HEADER, *LABELS)) and not _WRAPPER.match(ln)
-        and not _OWN_DIGEST.search(ln)
-    )
+    body = readable(text)
     sents = [s for s in dict.fromkeys(sentences(body)) if not _INSTRUCTION.match(s)]
     idents = focus_rules.focused_first(identifiers(body), focus)
     wanted, focus_terms = focus_rules.kinds(focus), focus_rules.terms(focus)

@@ -330,3 +330,27 @@ def test_keywords_are_the_five_most_frequent_content_words_numbers_included():
     assert keywords(text) == ["8080", "port", "alpha", "beta", "gamma"]
     reply = OfflineProvider().stream([user(text)])
     assert reply.text.endswith("\u2014 keywords: 8080, port, alpha, beta, gamma.")
+
+
+def test_readable_drops_and_strips_exactly_what_every_pattern_would_on_every_line():
+    """`readable` runs each pattern only on lines holding its literal: the same text as
+    running every pattern on every line, on lines made of every piece it knows."""
+    import random
+
+    from ocw.providers import offline_summary as o
+    from ocw.text.prompts import PRUNED_STUB_OPEN
+
+    def everywhere(text):
+        return "\n".join(o._OWN_STUB.sub(" ", o._ROLE_MARK.sub("", ln)) for ln in text.splitlines()
+                         if not ln.strip().startswith(o._OWN_LINES) and not o._WRAPPER.match(ln)
+                         and not o._OWN_DIGEST.search(ln))
+
+    pieces = ["[user] ", "[tool:run_sql] ", "[assistant]", " [user] ", "<new-turns>", "</previous-summary>", "  (none) ",
+              "(offline model) said", "It is 12 tokens long and begins", "[assistant] It is 3 tokens long and begins",
+              f"{PRUNED_STUB_OPEN} 1,776 tokens]", "[… 1,200 of 3,000 tokens cut from this tool result]", "[… x]",
+              o.HEADER, o.LABELS[0], " " + o.LABELS[1] + " a.py", "plain words", "worker[3] t=1.5ms", "<b>", "It is"]
+    rng = random.Random(11)
+    for _ in range(2000):
+        text = "\n".join("".join(rng.choice(pieces) for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(1, 6)))
+        assert o.readable(text) == everywhere(text), repr(text)
+    assert o.readable("[user] keep this\n<new-turns>\n(offline model) no") == "keep this"
