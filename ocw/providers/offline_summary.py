@@ -119,11 +119,10 @@ def identifiers(text: str) -> list[str]:
             tok = m.group(0).rstrip(".,;:!?") if not m.group(0).startswith("`") else m.group(0)
             if tok.strip("`").strip():
                 found.append((m.start(), tok))
-    seen: set[str] = set()
+    seen: set[str] = set()  # bare forms: a backticked name and its bare form are one
     out = []
     for _, tok in sorted(found, key=lambda p: p[0]):
-        if tok not in seen and tok.strip("`") not in seen:
-            seen.add(tok)
+        if tok.strip("`") not in seen:
             seen.add(tok.strip("`"))
             out.append(tok)
     return out
@@ -272,7 +271,7 @@ def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -
             kept_ids.pop()
         result = render()
     full, k = result, budget
-    while cost(result) > budget:  # last resort (a tiny budget)
-        k -= 1
+    while cost(result) > budget:  # last resort (a tiny budget): its first `budget` tokens, fewer if they count more
         result = truncate_to_tokens(full, k, enc) if k > 0 else ""
+        k -= 1
     return result

@@ -354,3 +354,30 @@ def test_readable_drops_and_strips_exactly_what_every_pattern_would_on_every_lin
         text = "\n".join("".join(rng.choice(pieces) for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(1, 6)))
         assert o.readable(text) == everywhere(text), repr(text)
     assert o.readable("[user] keep this\n<new-turns>\n(offline model) no") == "keep this"
+
+
+def test_a_sentence_that_fills_the_room_to_the_token_is_kept_and_one_more_is_not(monkeypatch):
+    """A token per word, and a lower bound as high as the count: the first sentence (the
+    opening's bonus ranks it first) is kept when the room is exactly its tokens plus its two
+    of framing, and not one token before. (No identifiers: no room is held back for them.)"""
+    from ocw.providers import offline_summary as o
+
+    words = lambda text, encoding="cl100k_base": len(text.split())  # noqa: E731
+    monkeypatch.setattr(o, "count_text", words)
+    monkeypatch.setattr(o, "tokens_at_least", words)
+    fillers = "red green blue brown amber coral ivory olive pearl ruby slate teal umber violet wheat".split()
+    sents = [f"The alpha beta gamma delta test holds {w} here." for w in fillers * 3]
+    texts = [" ".join(sents[:15]), " ".join(s.replace("here", "there") for s in sents[15:])]
+    first = sents[0]
+    exact = words(o.HEADER) + 8 + words(first) + 2
+    assert o.summarize(texts, exact, "cl100k_base", None).endswith("- " + first)
+    assert o.LABELS[0] not in o.summarize(texts, exact - 1, "cl100k_base", None)
+
+
+def test_a_budget_under_the_header_keeps_its_first_tokens_all_of_them():
+    from ocw.providers import offline_summary as o
+    from ocw.text.tokens import count_text
+
+    for budget in (1, 5, 9):
+        text = o.summarize(["One sentence here. Another one there."], budget, "cl100k_base", None)
+        assert o.HEADER.startswith(text) and count_text(text, "cl100k_base") == budget
