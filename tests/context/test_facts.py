@@ -489,3 +489,33 @@ def test_a_quantity_is_named_where_it_is_last_mentioned_as_itself():
     # whose words before it are no name: the name read is the one before its own mention.
     source = "p95 latency is 8.4 ms\nthe total came to a 18.4 ms"
     assert append_facts("S.", source, 200, ENC) == f"S.\n\n{FACTS_HEADER} p95 latency: 8.4 ms; 18.4 ms"
+
+
+def test_a_quantity_is_named_only_while_it_may_still_fit(monkeypatch):
+    from ocw.context import facts
+
+    named: list[str] = []
+    real = facts._named
+    monkeypatch.setattr(facts, "_named", lambda ident, source, at=None: named.append(ident) or real(ident, source, at))
+    source = "\n".join(f"step{k} latency is {100 + k} ms" for k in range(40))  # the newest is step39's
+    assert count_text("step39 latency: 139 ms", ENC) == 7
+    # The header (5), two of 7 tokens and a separator each, and a room of 2 left: a quantity's
+    # "1xx" and "ms" are two runs, at least 2 tokens and a separator, so none is named.
+    out = append_facts("S.", source, 5 + 8 + 8 + 2, ENC)
+    assert out == f"S.\n\n{FACTS_HEADER} step38 latency: 138 ms; step39 latency: 139 ms"
+    assert named == ["139 ms", "138 ms"]
+    named.clear()  # a room of 3: each may fit, so each is named (and counted over it)
+    assert append_facts("S.", source, 5 + 8 + 8 + 3, ENC) == out
+    assert len(named) == 40
+
+
+def test_with_a_focus_naming_kinds_every_quantity_is_named_for_the_order(monkeypatch):
+    from ocw.context import facts
+
+    named: list[str] = []
+    real = facts._named
+    monkeypatch.setattr(facts, "_named", lambda ident, source, at=None: named.append(ident) or real(ident, source, at))
+    source = "\n".join(f"step{k} latency is {100 + k} ms" for k in range(6)) + "\nsee src/app.py"
+    out = append_facts("S.", source, 5 + 9 + 5, ENC, focus="keep the file paths")
+    assert out == f"S.\n\n{FACTS_HEADER} src/app.py; step5 latency: 105 ms"  # the path first, as the focus asks
+    assert len(named) == 7
