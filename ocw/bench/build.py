@@ -88,11 +88,12 @@ def _tool_output(rng: random.Random, tokens: int, enc) -> str:
             return enc.decode(ids[:tokens])
 
 
-def _templates(session, rng: random.Random) -> list[tuple[int, str, str, int]]:
+def _templates(session, rng: random.Random, n: int | None = None) -> list[tuple[int, str, str, int]]:
     """(k, role, content JSON with @ID@ for the tool id, tokens) for chat messages, tool
     calls and tool outputs, counted exactly as `Session.append` counts: the rendered form,
     framing included. The tool id is not part of the rendered text (render_block), so
-    making it unique per call never changes a count."""
+    making it unique per call never changes a count. With `n`: one for each of n messages
+    (k = its index), in the kind and role the index gives, so no two messages are alike."""
     enc_name = session.encoding.name
     enc = get_encoding(enc_name)
     cap = session.tool_result_cap
@@ -102,34 +103,61 @@ def _templates(session, rng: random.Random) -> list[tuple[int, str, str, int]]:
         tokens = count_message(role, render_blocks(blocks, cap, enc_name), enc_name, None)
         rows.append((len(rows), role, json.dumps(blocks, ensure_ascii=False), tokens))
 
-    for i in range(N_CHAT):
-        add("user" if i % 2 == 0 else "assistant", [{"type": "text", "text": words(rng, rng.randint(20, 120))}])
-    for i in range(N_TOOL):
+    def call(i):
         add("assistant", [{"type": "text", "text": words(rng, 12)},
                           {"type": "tool_use", "id": "call_@ID@", "name": "run_shell",
                            "input": {"cmd": f"tail -n 400 /var/log/job{i}.log"}}])
-    for i in range(N_TOOL):
+
+    def output():
         add("tool", [{"type": "tool_result", "tool_use_id": "call_@ID@",
                       "content": _tool_output(rng, TOOL_TOKENS, enc)}])
+
+    def chat(i):
+        add("user" if i % 2 == 0 else "assistant", [{"type": "text", "text": words(rng, rng.randint(20, 120))}])
+
+    if n is not None:
+        for i in range(n):
+            if i % TOOL_EVERY == TOOL_EVERY - 1:
+                output()
+            elif i % TOOL_EVERY == TOOL_EVERY - 2:
+                call(i)
+            else:
+                chat(i)
+        return rows
+    for i in range(N_CHAT):
+        chat(i)
+    for i in range(N_TOOL):
+        call(i)
+    for i in range(N_TOOL):
+        output()
     return rows
 
 
+# Message i: a tool output when i % 10 == 9 (answering the call at i - 1, both with the id
+# call_<i - i % 10>), its call when i % 10 == 8, otherwise chat alternating user / assistant.
+_TEMPLATE_OF = f"""CASE
+                WHEN i % {TOOL_EVERY} = {TOOL_EVERY - 1} THEN {N_CHAT + N_TOOL} + (i // {TOOL_EVERY}) % {N_TOOL}
+                WHEN i % {TOOL_EVERY} = {TOOL_EVERY - 2} THEN {N_CHAT} + (i // {TOOL_EVERY}) % {N_TOOL}
+                ELSE ((i // 2) * 2 % {N_CHAT}) + (i % 2) END"""
+
+
 def build_session(store, n: int, *, model: str = "gpt-4o", window: int = 1_000_000_000, seed: int = 7,
-                  name: str | None = None, id_salt: str = "n_b", verify: int = 24):
+                  name: str | None = None, id_salt: str = "n_b", verify: int = 24, unique: bool = False):
     """A session of `n` messages on one parent chain, HEAD and rev set, returned loaded as a
     kernel would load it (`id_salt` makes its ids differ from another built session's).
+    The messages repeat N_CHAT + 2·N_TOOL templates (1M build in well under a minute), or,
+    `unique`, each is written for its place (for a few thousand: what reads text line by
+    line — a compaction — must not meet the same line again and again).
     `verify` sampled rows (and one whole cycle of templates) are
     recounted; a stored count that differs raises."""
     s = store.create_session(model=model, context_window=window, name=name or f"bench-{n}",
                              system_prompt=SYSTEM_PROMPT)
-    tpl = _templates(s, random.Random(seed))
+    tpl = _templates(s, random.Random(seed), n if unique else None)
     t0 = _id_times(n)
     with store.db.transaction() as con:
         con.execute("CREATE TEMP TABLE IF NOT EXISTS bench_tpl (k INTEGER, role VARCHAR, content VARCHAR, tokens INTEGER)")
         con.execute("DELETE FROM bench_tpl")
         con.executemany("INSERT INTO bench_tpl VALUES (?, ?, ?, ?)", tpl)
-        # Message i: a tool output when i % 10 == 9 (answering the call at i - 1, both with the
-        # id call_<i - i % 10>), its call when i % 10 == 8, otherwise chat alternating user / assistant.
         con.execute(
             f"""
             INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding, depth, cum_tokens, epoch)
@@ -137,10 +165,7 @@ def build_session(store, n: int, *, model: str = "gpt-4o", window: int = 1_000_0
                    replace(t.content, '@ID@', CAST(i - (i % {TOOL_EVERY}) AS VARCHAR))::JSON, t.tokens, $enc,
                    i + 1, sum(t.tokens) OVER (ORDER BY i ROWS UNBOUNDED PRECEDING), 0
             FROM range($n) r(i)
-            JOIN bench_tpl t ON t.k = CASE
-                WHEN i % {TOOL_EVERY} = {TOOL_EVERY - 1} THEN {N_CHAT + N_TOOL} + (i // {TOOL_EVERY}) % {N_TOOL}
-                WHEN i % {TOOL_EVERY} = {TOOL_EVERY - 2} THEN {N_CHAT} + (i // {TOOL_EVERY}) % {N_TOOL}
-                ELSE ((i // 2) * 2 % {N_CHAT}) + (i % 2) END
+            JOIN bench_tpl t ON t.k = {"i" if unique else _TEMPLATE_OF}
             ORDER BY i
             """,
             {"prefix": id_salt, "sid": s.id, "enc": s.encoding.name, "n": n, "t0": t0},

@@ -1,7 +1,8 @@
 """Benchmark: what a compaction costs against its floor — `python -m ocw.bench.compact_cost [--quick]`.
 
 Issue 28, items 3 and 6. In the same run, on sessions built alike (`ocw.bench.build.build_session`:
-one parent chain, 10 % of messages ~2k-token tool outputs) with a ~100k-token uncovered tail:
+one parent chain, 10 % of messages ~2k-token tool outputs, every message written for its place —
+`unique` — so no line repeats) with a ~100k-token uncovered tail:
 
 - "%compact": `Session.compact` with the offline summarizer, as `%compact` runs it (read,
   plan, summarize, memory and facts passes, what was lost, one write);
@@ -17,6 +18,10 @@ The sessions are the offline model's own (`MODEL`): the offline summarizer is th
 session without a provider, so that is the session it compacts for a user. (With a session
 of another model, e.g. gpt-4o's o200k tokens, the offline model would count the same input
 a second time in its own cl100k tokens: a mix no user runs but by setting an own summarizer.)
+The messages are unique because a compaction reads line by line and remembers what it read
+(the facts pass's line memo, the summarizer's sentence dedup): sessions repeating the
+builder's 96 templates let three lines in four be looked up instead of read (until session
+12 they did; the figures of both are in the README).
 
 Beside "%compact", the part of it the offline model itself took (its `complete`: counting
 the request as a provider would and writing the summary — what a real summarizer does on
@@ -104,7 +109,8 @@ def run(quick: bool = False, *, messages: int | None = None, window: int | None 
         store = Store(os.path.join(d, "cost.duckdb"))
         try:
             def fresh(k: int, tag: str):
-                return build_session(store, n, model=MODEL, window=window, name=f"cost-{tag}-{k}", id_salt=f"c{tag}{k}_", verify=4)
+                return build_session(store, n, model=MODEL, window=window, name=f"cost-{tag}-{k}", id_salt=f"c{tag}{k}_",
+                                     verify=4, unique=True)
 
             warm = fresh(0, "warm")  # the encodings load once per kernel: not part of any row
             count_text("warm", warm.encoding.name)

@@ -218,10 +218,15 @@ def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -
             c = counted[s] = count_text(s, enc)
         return c
 
+    at_least: dict[int, int] = {}
+
     def fits(i: int, room: int) -> bool:
-        """cost(sents[i]) + 2 <= room; a sentence whose lower bound is over the room
-        is not tokenized (once the summary is nearly full, most are not)."""
-        return tokens_at_least(sents[i], enc) + 2 <= room and cost(sents[i]) + 2 <= room
+        """cost(sents[i]) + 2 <= room; a sentence whose lower bound (found once) is over
+        the room is not tokenized (once the summary is nearly full, most are not)."""
+        low = at_least.get(i)
+        if low is None:
+            low = at_least[i] = tokens_at_least(sents[i], enc)
+        return low + 2 <= room and cost(sents[i]) + 2 <= room
 
     target = min(budget, max(64, cost(text) // 2))
     used = cost(HEADER) + 8  # labels and separators
@@ -241,6 +246,8 @@ def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -
     covered = "\n".join(sents[i] for i in chosen)
     kept_ids: list[str] = []
     for tok in idents:
+        if budget - used < 2:
+            break  # each costs a token at least and its separator: none fits any more
         if tok.strip("`") in covered:  # (tok in covered implies its bare form is)
             continue
         if used + cost(tok) + 1 <= budget:

@@ -4,6 +4,7 @@ lands. No timing is asserted; the verdict logic is tested on made-up figures."""
 from __future__ import annotations
 
 import io
+import json
 import re
 
 import pytest
@@ -121,6 +122,21 @@ def test_built_session_shape(store):
     for depth, cum, tokens, epoch in rows:
         running += tokens
         assert cum == running and epoch == 0
+
+
+def test_a_unique_build_repeats_no_message_and_keeps_the_same_shape(store):
+    def texts(s):  # each message's content without its tool-call id (unique in both builds)
+        return [json.dumps([{k: v for k, v in b.items() if k not in ("id", "tool_use_id")} for b in s.node(n)["content"]])
+                for n in s.branch()]
+
+    templated = build.build_session(store, 200, name="t", verify=10)
+    unique = build.build_session(store, 200, name="u", id_salt="u", unique=True, verify=200)  # every count checked
+    assert len(set(texts(templated))) == build.N_CHAT + 2 * build.N_TOOL  # 200 messages from 96 templates
+    assert len(set(texts(unique))) == 200
+    kinds = [[(s.node(n)["role"], s.node(n)["content"][-1]["type"]) for n in s.branch()] for s in (templated, unique)]
+    assert kinds[0] == kinds[1]  # the same roles and block kinds in the same places
+    tool_lines = [ln for t in texts(unique) if "tool_result" in t for ln in json.loads(t)[0]["content"].splitlines()]
+    assert len(tool_lines) > 1000 and len(set(tool_lines)) > 0.99 * len(tool_lines)
 
 
 def test_two_builds_in_one_file_never_share_an_id(store):

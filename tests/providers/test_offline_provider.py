@@ -381,3 +381,19 @@ def test_a_budget_under_the_header_keeps_its_first_tokens_all_of_them():
     for budget in (1, 5, 9):
         text = o.summarize(["One sentence here. Another one there."], budget, "cl100k_base", None)
         assert o.HEADER.startswith(text) and count_text(text, "cl100k_base") == budget
+
+
+def test_identifiers_are_not_counted_once_the_summary_has_no_room_for_one(monkeypatch):
+    from ocw.providers import offline_summary as offline
+
+    text = " ".join(f"Step {k} took {100 + k} ms." for k in range(300))
+    idents = identifiers(text)
+    assert len(idents) == 300 and idents[0] == "100 ms"
+    counted: list[str] = []
+    real = offline.count_text
+    monkeypatch.setattr(offline, "count_text", lambda t, e="cl100k_base": counted.append(t) or real(t, e))
+    out = offline.summarize([text], 120, "cl100k_base", None)
+    listed = out.split(offline.LABELS[1], 1)[1].strip().split(", ")
+    assert 0 < len(listed) < 300 and real(out, "cl100k_base") <= 120
+    # Counted: those listed, and at most the one that then ran over (each "1xx ms" is 2 tokens).
+    assert len({t for t in counted if t in set(idents)}) <= len(listed) + 1
