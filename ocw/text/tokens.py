@@ -334,14 +334,36 @@ def line_pieces(text: str, encoding: str) -> list[str]:
 _RUN = re.compile(r"[^\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
 
 
+# In ASCII text, each is a different pattern piece (so at least one token): a run of letters,
+# up to three digits, a run of two or more other non-space characters, one such character
+# not followed by a letter (one that is may begin a letter piece). See `tokens_at_least`.
+_ASCII_PIECE = re.compile(r"[A-Za-z]+|[0-9]{1,3}|[^ \t\n\r\x0b\x0cA-Za-z0-9]{2,}|[^ \t\n\r\x0b\x0cA-Za-z0-9](?![A-Za-z])")
+
+
 def tokens_at_least(text: str, encoding: str) -> int:
-    r"""A lower bound of `count_text(text, encoding)` without tokenizing: the runs of
-    non-whitespace characters, for an encoding with a stock pattern (else 0). Why it holds:
-    a pattern piece is whitespace only, or holds whitespace only as its first character or
-    as newlines after a punctuation run (followed by slashes in o200k's), so outside "\n/"
-    no piece reaches from one run into the next, and every piece is at least one token.
-    A text with "\n/" or "\r/" gets no bound (0)."""
-    if "\n/" in text or "\r/" in text or get_encoding(encoding)._pat_str not in (_CL100K_PAT, _O200K_PAT):
+    r"""A lower bound of `count_text(text, encoding)` without tokenizing, for an encoding
+    with a stock pattern (else 0). Every pattern piece is at least one token, so a count of
+    pieces that surely differ bounds it:
+    - any text: the runs of non-whitespace characters. A piece is whitespace only, or holds
+      whitespace only as its first character or as newlines after a punctuation run
+      (followed by slashes in o200k's), so outside "
+/" no piece reaches from one run into
+      the next. A text with "
+/" or "/" gets no bound (0).
+    - ASCII text (without an apostrophe, for o200k, whose letter pieces take "'s"): the
+      `_ASCII_PIECE` matches, each run ≥ 1 of them, so never fewer. A letter piece holds one
+      run of letters and no digit; a digit piece at most three digits; a punctuation piece
+      neither; so letter runs and digit triples are in pieces of their own. A run of other
+      characters is in a piece of its own too, unless it is one character before a letter
+      (the letter piece's prefix) — which is why a lone one counts only before a non-letter.
+    Prose and log lines come out 1.1–1.5× under their count this way, against ~2× for runs."""
+    if "\n/" in text or "\r/" in text:
+        return 0
+    pat = get_encoding(encoding)._pat_str
+    if pat == _CL100K_PAT or (pat == _O200K_PAT and "'" not in text):
+        if text.isascii():
+            return len(_ASCII_PIECE.findall(text))
+    elif pat != _O200K_PAT:
         return 0
     return len(_RUN.findall(text))
 

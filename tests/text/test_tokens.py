@@ -566,12 +566,28 @@ def test_tokens_at_least_counts_runs_and_gives_up_where_a_piece_may_span_two():
 
     assert tokens_at_least("the cat  sat\ton\u3000a mat", "cl100k_base") == 6
     assert count_text("the cat sat on a mat", "cl100k_base") == 6  # the bound is the count here
-    assert tokens_at_least("a\x1cb", "cl100k_base") == 1  # U+001C is no whitespace to the tokenizer
+    assert tokens_at_least("a\x1cb", "cl100k_base") == 2  # U+001C is no whitespace to the tokenizer ...
+    assert tokens_at_least("a\x1cb\u3000", "cl100k_base") == 1  # ... so one run, outside ASCII
     assert tokens_at_least("", "o200k_base") == 0
     # o200k's punctuation run takes newlines and slashes: ".\n/" is one token of two runs, so no bound
     assert count_text(".\n/", "o200k_base") == 1
     assert tokens_at_least(".\n/", "o200k_base") == 0 and tokens_at_least(".\r/", "cl100k_base") == 0
     assert tokens_at_least(".\n /", "o200k_base") == 2
+
+
+@pytest.mark.parametrize("text, cl100k, o200k", [
+    ("t=12.345ms", 6, 6),  # t, =, 12, ., 345, ms: a lone "=" or "." before a digit is a piece of its own
+    ("status=ok", 2, 2),  # ... and before a letter it may be that letter piece's prefix: not counted
+    ("((word", 2, 2), ("(word", 1, 1),  # two before a letter: at least one piece of their own
+    ("1234567", 3, 3),  # digits go three to a piece
+    ("it's", 2, 1),  # o200k's letter piece takes "'s": an apostrophe leaves it the runs
+    ("café au lait", 3, 3),  # not ASCII: the runs
+])
+def test_tokens_at_least_counts_ascii_pieces(text, cl100k, o200k):
+    from ocw.text.tokens import tokens_at_least
+
+    assert (tokens_at_least(text, "cl100k_base"), tokens_at_least(text, "o200k_base")) == (cl100k, o200k)
+    assert count_text(text, "cl100k_base") >= cl100k and count_text(text, "o200k_base") >= o200k
 
 
 def test_tokens_at_least_is_zero_for_a_pattern_of_the_users(tmp_path, monkeypatch):
