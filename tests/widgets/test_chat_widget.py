@@ -17,7 +17,7 @@ import pytest
 from anywidget.experimental import _ANYWIDGET_COMMANDS
 
 import ocw
-import ocw.widgets.chat as chat_widget_module
+import ocw.widgets.chat_requests as chat_requests_module
 from ocw.notebook.items import branch_items, message_items, summary_items, time_label
 from ocw.widgets.chat import ChatWidget
 from ocw.notebook.commands import COMMANDS, slash_menu
@@ -221,7 +221,7 @@ def test_the_whole_reply_is_shown_before_the_turn_ends_when_its_last_piece_came_
     chat(oip, "first")
     w = ocw.chat()
     # A clock that stands still: after the first piece (shown at once) every piece falls between renders.
-    monkeypatch.setattr(chat_widget_module, "time", types.SimpleNamespace(monotonic=lambda: 100.0))
+    monkeypatch.setattr(chat_requests_module, "time", types.SimpleNamespace(monotonic=lambda: 100.0))
     seen = []
     w.observe(lambda ch: seen.append(ch["new"]), names=["streaming"])
     reply = "The loader **retries** after 30 s. " + "It joins the orders table. " * 8
@@ -237,14 +237,14 @@ def test_the_stream_is_throttled_like_chat_cells(monkeypatch):
     """The first piece shows at once; then at most one render per 50 ms, and at least four
     times the last render's cost apart (ocw.notebook.streaming.StreamView's rule)."""
     clock = [100.0]
-    monkeypatch.setattr(chat_widget_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(chat_requests_module.time, "monotonic", lambda: clock[0])
     renders = []
 
     class W:
         streaming = ""
 
     w = W()
-    stream = chat_widget_module._Stream(w)
+    stream = chat_requests_module._Stream(w)
 
     def render(text):
         renders.append(text)
