@@ -79,8 +79,8 @@ def test_an_idle_file_goes_back_after_idle_close(tmp_db):
     db = Db(tmp_db, idle_close=0.2)
     with db.transaction() as con:
         con.execute("CREATE TABLE t (x INTEGER)")
-    assert not _free(db.sidecar)  # held while in use
-    assert wait_for(lambda: _free(db.sidecar), 10.0, 0.01)  # the reaper let it go once idle
+    assert not _free(db.sidecar.path)  # held while in use
+    assert wait_for(lambda: _free(db.sidecar.path), 10.0, 0.01)  # the reaper let it go once idle
     assert db.opens == 1 and db.handoffs == 0  # closed for idleness: nobody was waiting
     db.close()
 
@@ -152,7 +152,7 @@ def test_a_large_wal_is_merged_once_the_file_is_idle(tmp_db):
     assert wait_for(lambda: db.checkpoints >= 1, 10.0, 0.01)
     assert db.checkpoints == 1
     assert not os.path.exists(tmp_db + ".wal") or os.path.getsize(tmp_db + ".wal") == 0
-    assert db._con is not None and not _free(db.sidecar)  # merged, still held
+    assert db._con is not None and not _free(db.sidecar.path)  # merged, still held
     db.close()
 
 

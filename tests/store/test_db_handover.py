@@ -1,4 +1,4 @@
-"""Handing the file over between kernels (ocw/store/duckdb/db.py, issue 14): a busy holder yields on
+"""Handing the file over between kernels (ocw/store/duckdb/db.py and sidecar.py, issue 14): a busy holder yields on
 its own caller's next use, a process that yielded lets the waiter in before queueing
 again, and a small WAL is handed over unmerged (a large one checkpointed)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 import time
 
 import ocw
-from ocw.store.duckdb import db as dbm
+from ocw.store.duckdb import sidecar as sidecar_module
 from ocw.store.duckdb.db import Db
 
 
@@ -56,44 +56,44 @@ def test_a_busy_holder_hands_over_on_its_callers_next_use(tmp_db, monkeypatch):
 def test_a_yielder_waits_for_the_waiter_to_take_the_file(tmp_db, monkeypatch):
     # The bound (HANDOVER_WAIT, 0.5 s) raised out of reach: under load the other thread
     # may start late, and what is asserted is that the yielder waits for it, not how fast.
-    monkeypatch.setattr(dbm, "HANDOVER_WAIT", 60.0)
+    monkeypatch.setattr(sidecar_module, "HANDOVER_WAIT", 60.0)
     db = Db(tmp_db)
     mine = b"1:1".ljust(32)
-    with open(db.sidecar, "wb") as f:
+    with open(db.sidecar.path, "wb") as f:
         f.write(mine)
-    db._yield_token, db._yielded_at = mine, time.monotonic()
+    db.sidecar.yield_token, db.sidecar.yielded_at = mine, time.monotonic()
     taken = threading.Event()
 
     def other_holder():
         time.sleep(0.05)
-        fd = os.open(db.sidecar, os.O_RDWR)
+        fd = os.open(db.sidecar.path, os.O_RDWR)
         os.pwrite(fd, b"2:1".ljust(32), 0)
         os.close(fd)
         taken.set()
 
     threading.Thread(target=other_holder).start()
-    db._let_the_waiter_in()
+    db.sidecar.let_the_waiter_in()
     assert taken.is_set()  # it returned only once another holder had taken the file
-    assert db._yield_token is None
+    assert db.sidecar.yield_token is None
 
 
 def test_a_yielder_stops_waiting_for_a_waiter_that_gave_up(tmp_db, monkeypatch):
-    monkeypatch.setattr(dbm, "HANDOVER_WAIT", 0.05)
+    monkeypatch.setattr(sidecar_module, "HANDOVER_WAIT", 0.05)
     db = Db(tmp_db)
     mine = b"1:1".ljust(32)
-    with open(db.sidecar, "wb") as f:
+    with open(db.sidecar.path, "wb") as f:
         f.write(mine)
-    db._yield_token, db._yielded_at = mine, time.monotonic()
-    db._let_the_waiter_in()  # nobody takes the file: it returns anyway
-    assert db._holder_token() == mine
+    db.sidecar.yield_token, db.sidecar.yielded_at = mine, time.monotonic()
+    db.sidecar.let_the_waiter_in()  # nobody takes the file: it returns anyway
+    assert db.sidecar.holder_token() == mine
 
 
 def test_the_holder_names_itself_in_the_sidecar(tmp_db):
     store = ocw.Store(tmp_db)
     try:
         store.create_session(name="x")
-        token = store.db._holder_token()
-        assert token == store.db._token and token.startswith(f"{os.getpid()}:".encode())
+        token = store.db.sidecar.holder_token()
+        assert token == store.db.sidecar.token and token.startswith(f"{os.getpid()}:".encode())
     finally:
         store.close()
 

@@ -236,13 +236,13 @@ def test_waits_while_another_process_holds_the_file(tmp_db):
     try:
         assert holder.stdout.readline().strip() == "locked"
         waiting = threading.Event()
-        signal = store.db._signal_waiting  # what a waiting opener does each round: seen, then done
+        signal = store.db.sidecar.signal_waiting  # what a waiting opener does each round: seen, then done
 
         def seen_waiting():
             waiting.set()
             signal()
 
-        store.db._signal_waiting = seen_waiting
+        store.db.sidecar.signal_waiting = seen_waiting
 
         def release_once_waited_for():
             assert waiting.wait(timeout=30), "the store never waited for the file"

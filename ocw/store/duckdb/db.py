@@ -4,7 +4,7 @@ DuckDB locks a file to one process. Two kernels on one file must both work, and
 a turn must stay cheap, so `Db` holds one connection for as long as no other
 process wants the file, and hands it over within milliseconds when one does (a
 sidecar file, `<db>.ocw-lock`, carries the "someone waits" signal and an
-advisory lock). Closing — which checkpoints the WAL, 40–960 ms measured — and
+advisory lock: ocw/store/duckdb/sidecar.py). Closing — which checkpoints the WAL, 40–960 ms measured — and
 checkpoints happen on the reaper thread, never on the caller's, while no other
 process wants the file: an uncontended cell never pays for them (issue 14;
 ENVIRONMENT.md has the measurements). A busy caller that another process waits
@@ -12,8 +12,6 @@ for hands the file over itself: it would wait for that process anyway.
 """
 from __future__ import annotations
 
-import errno
-import itertools
 import os
 import random
 import threading
@@ -25,29 +23,15 @@ import duckdb
 
 from ocw.store.duckdb import ownership
 from ocw.store.duckdb.settings import DUCKDB_CONFIG
-from ocw.store.holder import BUSY_HINT, process_name
+from ocw.store.duckdb.sidecar import Sidecar
+from ocw.store.holder import BUSY_HINT
 from ocw.text.errors import StoreBusy, StoreError
-
-_TOKENS = itertools.count(1)
-
-try:  # advisory locks for the hand-over between kernels
-    import fcntl as _fcntl
-except ImportError:  # pragma: no cover - Windows
-    _fcntl = None
-try:
-    import msvcrt as _msvcrt
-except ImportError:
-    _msvcrt = None
 
 _ALIAS = "ocw_file"  # the name the file is attached under (then made the default database)
 
 
 def _quote(path: str) -> str:
     return "'" + path.replace("'", "''") + "'"
-
-
-HANDOVER_WAIT = 0.5  # seconds a process that just yielded the file waits, at most, for the waiter to take it
-
 
 
 def connection_settings() -> list[str]:
@@ -60,35 +44,6 @@ def connection_settings() -> list[str]:
     return [f"SET wal_autocheckpoint = '{Db.WAL_AUTOCHECKPOINT}'", "SET threads = 1"]
 
 
-def _try_lock(fd: int) -> bool:
-    """Exclusive, non-blocking advisory lock on `fd`: True if taken, False if another
-    holder has it. OSError: no advisory locks here (platform or filesystem)."""
-    if _fcntl is not None:
-        try:
-            _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
-    if _msvcrt is not None:  # pragma: no cover - Windows
-        try:
-            os.lseek(fd, 0, os.SEEK_SET)
-            _msvcrt.locking(fd, _msvcrt.LK_NBLCK, 1)
-            return True
-        except OSError as e:
-            if e.errno in (errno.EACCES, errno.EAGAIN, errno.EDEADLK):
-                return False
-            raise
-    raise OSError("no advisory file locks on this platform")
-
-
-def _unlock(fd: int) -> None:
-    if _fcntl is not None:
-        _fcntl.flock(fd, _fcntl.LOCK_UN)
-    elif _msvcrt is not None:  # pragma: no cover - Windows
-        os.lseek(fd, 0, os.SEEK_SET)
-        _msvcrt.locking(fd, _msvcrt.LK_UNLCK, 1)
-
-
 class _WriteFailed(Exception):
     """A commit DuckDB refused (inside Db.transaction only)."""
 
@@ -96,16 +51,6 @@ class _WriteFailed(Exception):
 def _first_line(e: BaseException) -> str:
     text = (str(e).strip().splitlines() or [type(e).__name__])[0]
     return text.removeprefix("TransactionContext Error: ").removeprefix("Failed to commit: ")
-
-
-def _holder(fd: int) -> str:
-    """The process that holds the sidecar lock (its token starts with its pid)."""
-    try:
-        token = os.pread(fd, 32, 0).decode("ascii", "replace")
-    except OSError:
-        token = ""
-    pid = token.split(":", 1)[0].strip()
-    return process_name(int(pid)) if pid.isdigit() else "another process"
 
 
 class Db:
@@ -132,7 +77,7 @@ class Db:
       sees that on its next use: between two back-to-back uses the reaper
       rarely gets the lock, and waiters waited 1–3 s). A process that handed
       the file over does not queue again until the sidecar names another holder
-      (or `HANDOVER_WAIT` passed): flock is not fair, and it would often take
+      (or `sidecar.HANDOVER_WAIT` passed): flock is not fair, and it would often take
       the file straight back. Both kernels' turns interleave; measured with two
       processes appending back to back on a loaded machine, the worst wait went
       from 1.4–2.9 s to 0.3–0.4 s. The share is 0.25 s: with 0.1 s, two kernels
@@ -181,109 +126,20 @@ class Db:
         self._attached = False  # the file is attached to _inst (else: a plain connection to it, or memory)
         self._opened_at = 0.0
         self._last_used = 0.0
-        self._yielded_at = -1e9
         self._dirty = False  # written since the last checkpoint
         self._depth = 0
         self._reaper: threading.Thread | None = None
         self._closing = False
-        self._lock_fd: int | None = None
-        self._mark: int | None = None  # the sidecar's mtime when we took the file
-        self._token: bytes | None = None  # what we wrote in the sidecar when we took the file
-        self._yield_token: bytes | None = None  # our token when we last handed the file over
-        self.sidecar = None if self.memory else path + ".ocw-lock"
+        self.sidecar = None if self.memory else Sidecar(path + ".ocw-lock", path)  # ocw/store/duckdb/sidecar.py
         # Counters, for tests and the benchmark.
         self.opens = 0  # times the file was opened
         self.waits = 0  # opens that had to wait for another holder
         self.handoffs = 0  # times we let go because another process waited
         self.checkpoints = 0  # checkpoints the reaper ran
 
-    # -- the sidecar ------------------------------------------------------------
-    def _signal_waiting(self) -> None:
-        try:
-            now = time.time_ns()
-            os.utime(self.sidecar, ns=(now, now))
-        except OSError:
-            pass
-
-    def _sidecar_lock(self, deadline: float) -> None:
-        """Take the advisory lock on the sidecar, signalling while we wait."""
-        try:
-            fd = os.open(self.sidecar, os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError:
-            return  # read-only place: DuckDB's own lock (and its retry) alone
-        delay = 0.0005
-        waited = False
-        while True:
-            try:
-                if _try_lock(fd):
-                    break
-            except OSError:
-                os.close(fd)  # no advisory locks here: DuckDB's own lock (and its retry) alone
-                return
-            if time.monotonic() >= deadline:
-                who = _holder(fd)
-                os.close(fd)
-                raise StoreBusy(f"database {self.path} is held by {who}; gave up after {self.lock_timeout:g} s",
-                                hint=BUSY_HINT) from None
-            waited = True
-            self._signal_waiting()
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.003)
-        self._lock_fd = fd
-        self.waits += waited
-        # Say who holds the file now: a process that just handed it over waits for this
-        # to change before queueing again (see _open). Written under the lock, unsynced.
-        self._token = f"{os.getpid()}:{next(_TOKENS)}".encode().ljust(32)
-        try:
-            os.pwrite(fd, self._token, 0)
-        except OSError:
-            self._token = None
-
-    def _holder_token(self) -> bytes | None:
-        try:
-            fd = os.open(self.sidecar, os.O_RDONLY)
-        except OSError:
-            return None
-        try:
-            return os.pread(fd, 32, 0)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-
-    def _let_the_waiter_in(self) -> None:
-        """We handed the file over to a waiting process: until it has taken it (the
-        sidecar names another holder), or HANDOVER_WAIT has passed (it gave up), do not
-        queue for the lock again — flock is not fair, and a process that yielded and
-        asks again at once would often take the file straight back, so a waiter on a
-        loaded machine could wait seconds. Keep signalling: the new holder then hands
-        the file back after its share."""
-        mine, self._yield_token = self._yield_token, None
-        if mine is None:
-            return
-        until = self._yielded_at + HANDOVER_WAIT
-        delay = 0.0005
-        while time.monotonic() < until and self._holder_token() == mine:
-            self._signal_waiting()
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.003)
-
-    def _sidecar_unlock(self) -> None:
-        if self._lock_fd is not None:
-            fd, self._lock_fd = self._lock_fd, None
-            try:
-                _unlock(fd)
-            finally:
-                os.close(fd)
-
     def _contended(self) -> bool:
         """Has another process signalled since we took the file?"""
-        if self._mark is None:
-            return False
-        try:
-            return os.stat(self.sidecar).st_mtime_ns != self._mark
-        except OSError:
-            return False
+        return self.sidecar is not None and self.sidecar.contended()
 
     # -- open / close -----------------------------------------------------------
     def _wait_for_lock(self, deadline: float, delay: float) -> float:
@@ -294,7 +150,8 @@ class Db:
         if time.monotonic() >= deadline:
             raise StoreBusy(f"database {self.path} is locked by another process; gave up after "
                             f"{self.lock_timeout:g} s", hint=BUSY_HINT) from None
-        self._signal_waiting()
+        if self.sidecar is not None:
+            self.sidecar.signal_waiting()
         time.sleep(delay * (0.5 + random.random()))
         return min(delay * 2, 0.05)
 
@@ -364,9 +221,9 @@ class Db:
             ownership.make_folder(self.path)
         deadline = time.monotonic() + self.lock_timeout
         if not self.memory:
-            self._let_the_waiter_in()
-            self._sidecar_lock(deadline)
-            if self._lock_fd is None and time.monotonic() - self._yielded_at < 0.2:
+            self.sidecar.let_the_waiter_in()
+            self.waits += self.sidecar.lock(deadline, self.lock_timeout)
+            if self.sidecar.fd is None and time.monotonic() - self.sidecar.yielded_at < 0.2:
                 # No advisory lock to queue on: the waiter polls DuckDB's lock every
                 # ≤50 ms. Give it that long to get in before taking the file back.
                 time.sleep(0.06)
@@ -384,13 +241,11 @@ class Db:
         except BaseException:
             if self._con is not None:
                 self._close(checkpoint=False)
-            self._sidecar_unlock()
+            if self.sidecar is not None:
+                self.sidecar.unlock()
             raise
-        if not self.memory:
-            try:
-                self._mark = os.stat(self.sidecar).st_mtime_ns
-            except OSError:
-                self._mark = None
+        if self.sidecar is not None:
+            self.sidecar.take_mark()
         self._opened_at = self._last_used = time.monotonic()
         self._dirty = not self.memory and self._wal_bytes() > 0  # a WAL handed over unmerged
         self.opens += 1
@@ -409,8 +264,8 @@ class Db:
                 yield self._con
                 return
             deadline = time.monotonic() + self.lock_timeout
-            if self.sidecar and os.path.exists(self.sidecar):
-                self._sidecar_lock(deadline)
+            if self.sidecar is not None and os.path.exists(self.sidecar.path):
+                self.waits += self.sidecar.lock(deadline, self.lock_timeout)
             try:
                 con = self._connect(deadline, read_only=True)
                 try:
@@ -418,7 +273,8 @@ class Db:
                 finally:
                     con.close()
             finally:
-                self._sidecar_unlock()
+                if self.sidecar is not None:
+                    self.sidecar.unlock()
 
     def _close(self, checkpoint: bool = True) -> None:
         """Let go of the file (and its sidecar lock): a checkpoint first unless told not
@@ -446,8 +302,9 @@ class Db:
                     self._attached = False
                     self._dirty = False
         finally:
-            self._mark = None
-            self._sidecar_unlock()
+            if self.sidecar is not None:
+                self.sidecar.mark = None
+                self.sidecar.unlock()
             self._cond.notify_all()
 
     def _hand_over(self) -> None:
@@ -455,8 +312,7 @@ class Db:
         replay (a few ms) instead of checkpointed on the way out (25–40 ms, every
         hand-over); a large one is checkpointed, so the WAL stays bounded."""
         self.handoffs += 1
-        self._yielded_at = time.monotonic()
-        self._yield_token = self._token
+        self.sidecar.handed_over()
         self._close(checkpoint=self._wal_bytes() > self.HANDOVER_WAL_BYTES)
 
     def _should_yield(self) -> bool:
