@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left
 from collections import Counter
 
 from ocw.text import focus as focus_rules
@@ -46,12 +47,27 @@ _IDENT_PATTERNS = [
 
 
 def sentences(text: str) -> list[str]:
+    return [s for s, _ in sentence_spans(text)]
+
+
+def sentence_spans(text: str) -> list[tuple[str, int]]:
+    """Each sentence of `text` (its lines split after ".", "!" or "?", each piece stripped of
+    whitespace and list marks, kept from three characters on) and where it starts in `text`."""
     out = []
-    for line in text.splitlines():
-        for s in _SENT_SPLIT.split(line.strip()):
-            s = s.strip(" \t-*#>")
+    at = 0
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")  # the line, without its end
+        stripped = body.strip()
+        start = at + len(body) - len(body.lstrip())
+        cut = 0
+        for m in [*_SENT_SPLIT.finditer(stripped), None]:
+            piece = stripped[cut:m.start() if m else len(stripped)]
+            s = piece.strip(" \t-*#>")
             if len(s) >= 3:
-                out.append(s)
+                out.append((s, start + cut + len(piece) - len(piece.lstrip(" \t-*#>"))))
+            if m:
+                cut = m.end()
+        at += len(line)
     return out
 
 
@@ -99,13 +115,18 @@ def _lines(text: str) -> list[tuple[int, str]]:
 
 def identifiers(text: str) -> list[str]:
     """Identifiers worth keeping verbatim, in order of first appearance, no duplicates."""
+    return _distinct(_found(text))
+
+
+def _found(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, token) of each identifier match in `text`, ordered by start."""
     if not _IDENT_HINT.search(text):
         return []
-    found: list[tuple[int, str]] = []
+    found: list[tuple[int, int, str]] = []
     rest = text
     if "http" in text:
         for m in _URL.finditer(text):
-            found.append((m.start(), m.group(0).rstrip(".,;:!?")))
+            found.append((m.start(), m.end(), m.group(0).rstrip(".,;:!?")))
         rest = _URL.sub(lambda m: " " * len(m.group(0)), text)  # paths inside URLs are not paths
     lines = _lines(rest) if "\n" in rest else None
     for pat, needs in zip(_IDENT_PATTERNS, _IDENT_NEEDS):
@@ -118,13 +139,42 @@ def identifiers(text: str) -> list[str]:
         for m in matches:
             tok = m.group(0).rstrip(".,;:!?") if not m.group(0).startswith("`") else m.group(0)
             if tok.strip("`").strip():
-                found.append((m.start(), tok))
+                found.append((m.start(), m.end(), tok))
+    return sorted(found, key=lambda f: f[0])
+
+
+def _distinct(found: list[tuple[int, int, str]]) -> list[str]:
     seen: set[str] = set()  # bare forms: a backticked name and its bare form are one
     out = []
-    for _, tok in sorted(found, key=lambda p: p[0]):
+    for _, _, tok in found:
         if tok.strip("`") not in seen:
             seen.add(tok.strip("`"))
             out.append(tok)
+    return out
+
+
+def identifier_counts(text: str, found: list[tuple[int, int, str]], spans: list[tuple[str, int]]) -> list[int]:
+    """`len(identifiers(s))` for each sentence (s, start) of `text`, read from `found` (`_found(text)`)
+    instead of matching each sentence again. Why the same: a sentence stands between a line's
+    start, whitespace or list marks ("-*#>") — none a word character, "/" or "." — so every
+    lookbehind and word boundary at its edges reads as at a string's edges, and the search
+    inside it runs as in the sentence alone once no match reaches across an edge. A
+    sentence that a match reaches across (a URL running into a stripped mark, a quantity
+    whose unit starts the next sentence) is matched on its own."""
+    starts = [f[0] for f in found]
+    reach, furthest = [], -1  # reach[k]: the furthest end of found[:k]
+    for f in found:
+        reach.append(furthest)
+        furthest = max(furthest, f[1])
+    reach.append(furthest)
+    out = []
+    for s, a in spans:
+        b = a + len(s)
+        lo, hi = bisect_left(starts, a), bisect_left(starts, b)
+        if reach[lo] > a or any(f[1] > b for f in found[lo:hi]):
+            out.append(len(identifiers(s)))
+        else:
+            out.append(len({f[2].strip("`") for f in found[lo:hi]}))
     return out
 
 
@@ -184,8 +234,11 @@ def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -
     text = "\n".join(t for t in texts if t)
     enc = encoding
     body = readable(text)
-    sents = [s for s in dict.fromkeys(sentences(body)) if not _INSTRUCTION.match(s)]
-    idents = focus_rules.focused_first(identifiers(body), focus)
+    spans = [(s, at) for s, at in dict(reversed(sentence_spans(body))).items()]  # each at its first place
+    spans = [(s, at) for s, at in sorted(spans, key=lambda p: p[1]) if not _INSTRUCTION.match(s)]
+    sents = [s for s, _ in spans]
+    found = _found(body)
+    idents = focus_rules.focused_first(_distinct(found), focus)
     wanted, focus_terms = focus_rules.kinds(focus), focus_rules.terms(focus)
 
     # Each sentence is read once: its terms, its identifiers and whether it is what the
@@ -193,7 +246,7 @@ def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -
     # so scoring and choosing are linear in the transcript.
     n = len(sents)
     sent_terms = [set(_terms(s)) for s in sents]
-    sent_ids = [len(identifiers(s)) for s in sents]
+    sent_ids = identifier_counts(body, found, spans)
     focused = [bool(focus_rules.matches(s, focus_terms)) or any(
         focus_rules.identifier_kind(t) in wanted for t in identifiers(s)) for s in sents] \
         if focus_terms or wanted else [False] * n

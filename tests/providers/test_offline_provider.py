@@ -397,3 +397,47 @@ def test_identifiers_are_not_counted_once_the_summary_has_no_room_for_one(monkey
     assert 0 < len(listed) < 300 and real(out, "cl100k_base") <= 120
     # Counted: those listed, and at most the one that then ran over (each "1xx ms" is 2 tokens).
     assert len({t for t in counted if t in set(idents)}) <= len(listed) + 1
+
+
+def test_sentence_spans_are_the_sentences_each_at_its_place():
+    import random
+
+    from ocw.providers.offline_summary import sentence_spans, sentences, _SENT_SPLIT
+
+    def plain(text):  # the reading before spans: lines, split after . ! ?, stripped of marks
+        return [s.strip(" \t-*#>") for line in text.splitlines() for s in _SENT_SPLIT.split(line.strip())
+                if len(s.strip(" \t-*#>")) >= 3]
+
+    rng = random.Random(12)
+    alphabet = list("ab AZ09.,!?/-*#>`'\"([\t\n\r\x0b\x0c\x1c\x85\u2028") + ["Hello. World", "x! Y", "- item", "1. A"]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60))) for _ in range(3000)]
+    for text in texts:
+        spans = sentence_spans(text)
+        assert [s for s, _ in spans] == plain(text) == sentences(text)
+        assert all(text[at:at + len(s)] == s for s, at in spans)
+    assert sentence_spans("- One. Two!\r\n  > three") == [("One.", 2), ("Two!", 7), ("three", 17)]
+
+
+def test_identifier_counts_are_each_sentences_own_even_where_a_match_crosses_its_edge():
+    import random
+
+    from ocw.providers.offline_summary import _found, identifier_counts, identifiers, readable, sentence_spans
+
+    def counts(text):
+        body = readable(text)
+        spans = sentence_spans(body)
+        return identifier_counts(body, _found(body), spans), [len(identifiers(s)) for s, _ in spans]
+
+    # A match that reaches across a sentence's edge: the path takes the list mark before
+    # "foo/bar.py" (the body's match starts before the sentence); "`a. B`" runs on into the
+    # next sentence (the body's match ends after it). Each of those sentences is read alone.
+    assert counts("-foo/bar.py see https://x.org/a/b.c now") == ([2], [2])
+    assert counts("`code` `a. B` here") == ([1, 0], [1, 0])
+    pieces = ["Set `batch_size` to 64.", "- src/app.py failed with KeyError.", "It took 250 ms. Then 3 s.",
+              "see https://x.org/a/b.c now", "ABC-123 is open", "ok", "-foo/bar.py", "#> notes.md", "`a. B` here",
+              "http://x.org/a-", "took 5 -", "ms later", "a/b-", "x.py-", "Done! 3 KB", "`code`-", "OPS-12-"]
+    rng = random.Random(28)
+    for _ in range(1500):
+        text = "\n".join(" ".join(rng.choice(pieces) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 6)))
+        got, alone = counts(text)
+        assert got == alone, text
