@@ -159,8 +159,8 @@ def identifier_counts(text: str, found: list[tuple[int, int, str]], spans: list[
     start, whitespace or list marks ("-*#>") — none a word character, "/" or "." — so every
     lookbehind and word boundary at its edges reads as at a string's edges, and the search
     inside it runs as in the sentence alone once no match reaches across an edge. A
-    sentence that a match reaches across (a URL running into a stripped mark, a quantity
-    whose unit starts the next sentence) is matched on its own."""
+    sentence that a match reaches across (a path taking the list mark before it, a
+    backticked span running over a sentence break) is matched on its own."""
     starts = [f[0] for f in found]
     reach, furthest = [], -1  # reach[k]: the furthest end of found[:k]
     for f in found:
@@ -234,8 +234,10 @@ def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -
     text = "\n".join(t for t in texts if t)
     enc = encoding
     body = readable(text)
-    spans = [(s, at) for s, at in dict(reversed(sentence_spans(body))).items()]  # each at its first place
-    spans = [(s, at) for s, at in sorted(spans, key=lambda p: p[1]) if not _INSTRUCTION.match(s)]
+    first: dict[str, int] = {}  # each sentence once, where it first stands
+    for s, at in sentence_spans(body):
+        first.setdefault(s, at)
+    spans = [(s, at) for s, at in first.items() if not _INSTRUCTION.match(s)]
     sents = [s for s, _ in spans]
     found = _found(body)
     idents = focus_rules.focused_first(_distinct(found), focus)

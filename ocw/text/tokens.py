@@ -346,10 +346,8 @@ def tokens_at_least(text: str, encoding: str) -> int:
     pieces that surely differ bounds it:
     - any text: the runs of non-whitespace characters. A piece is whitespace only, or holds
       whitespace only as its first character or as newlines after a punctuation run
-      (followed by slashes in o200k's), so outside "
-/" no piece reaches from one run into
-      the next. A text with "
-/" or "/" gets no bound (0).
+      (followed by slashes in o200k's), so outside "\n/" no piece reaches from one run into
+      the next. A text with "\n/" or "\r/" gets no bound (0).
     - ASCII text (without an apostrophe, for o200k, whose letter pieces take "'s"): the
       `_ASCII_PIECE` matches, each run ≥ 1 of them, so never fewer. A letter piece holds one
       run of letters and no digit; a digit piece at most three digits; a punctuation piece
@@ -360,11 +358,10 @@ def tokens_at_least(text: str, encoding: str) -> int:
     if "\n/" in text or "\r/" in text:
         return 0
     pat = get_encoding(encoding)._pat_str
-    if pat == _CL100K_PAT or (pat == _O200K_PAT and "'" not in text):
-        if text.isascii():
-            return len(_ASCII_PIECE.findall(text))
-    elif pat != _O200K_PAT:
+    if pat not in (_CL100K_PAT, _O200K_PAT):
         return 0
+    if text.isascii() and (pat == _CL100K_PAT or "'" not in text):
+        return len(_ASCII_PIECE.findall(text))
     return len(_RUN.findall(text))
 
 
