@@ -178,6 +178,22 @@ def identifier_counts(text: str, found: list[tuple[int, int, str]], spans: list[
     return out
 
 
+def _listed(idents: list[str], covered: str, used: int, budget: int, cost) -> tuple[list[str], int]:
+    """The identifiers listed after the summary's sentences, and the tokens used then: in
+    order, each the sentences (`covered`) do not hold that still fits (`cost` of it and a
+    separator). Once the room left is under 2, none can: none is counted or searched."""
+    kept: list[str] = []
+    for tok in idents:
+        if budget - used < 2:
+            break  # each costs a token at least and its separator: none fits any more
+        if tok.strip("`") in covered:  # (tok in covered implies its bare form is)
+            continue
+        if used + cost(tok) + 1 <= budget:
+            kept.append(tok)
+            used += cost(tok) + 1
+    return kept, used
+
+
 def keywords(text: str, n: int = 5) -> list[str]:
     """Most frequent content words, ties broken by first appearance."""
     words = [m.group(0) for m in _WORD.finditer(text)]
@@ -298,16 +314,7 @@ def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -
         if fits(i, target - used - reserve):
             chosen.add(i)
             used += cost(sents[i]) + 2
-    covered = "\n".join(sents[i] for i in chosen)
-    kept_ids: list[str] = []
-    for tok in idents:
-        if budget - used < 2:
-            break  # each costs a token at least and its separator: none fits any more
-        if tok.strip("`") in covered:  # (tok in covered implies its bare form is)
-            continue
-        if used + cost(tok) + 1 <= budget:
-            kept_ids.append(tok)
-            used += cost(tok) + 1
+    kept_ids, used = _listed(idents, "\n".join(sents[i] for i in chosen), used, budget, cost)
     for i in order:  # room left under the target: more sentences
         if i not in chosen and fits(i, target - used):
             chosen.add(i)

@@ -441,3 +441,21 @@ def test_identifier_counts_are_each_sentences_own_even_where_a_match_crosses_its
         text = "\n".join(" ".join(rng.choice(pieces) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 6)))
         got, alone = counts(text)
         assert got == alone, text
+
+
+def test_identifiers_are_listed_while_a_room_of_two_is_left_and_not_after():
+    from ocw.providers.offline_summary import _listed
+
+    costs = {"TypeError": 1, "src/app.py": 3, "OPS-12": 3}  # TypeError is one cl100k token
+    asked: list[str] = []
+
+    def cost(tok):
+        asked.append(tok)
+        return costs[tok]
+
+    # A room of 2: src/app.py (3 and a separator) is skipped, TypeError (1 and a separator) fits.
+    assert _listed(["src/app.py", "TypeError"], "", 8, 10, cost) == (["TypeError"], 10)
+    asked.clear()  # a room of 1: nothing can fit, so nothing is counted
+    assert _listed(["TypeError", "OPS-12"], "", 9, 10, cost) == ([], 9) and asked == []
+    # one the sentences hold is not listed again, backticked or not
+    assert _listed(["`OPS-12`", "TypeError"], "see OPS-12", 0, 10, cost) == (["TypeError"], 2)

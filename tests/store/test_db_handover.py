@@ -119,3 +119,14 @@ def test_a_small_wal_is_handed_over_unmerged(tmp_db, monkeypatch):
 
 def test_a_wal_over_the_limit_is_checkpointed_on_hand_over(tmp_db, monkeypatch):
     assert _handed_over_wal(tmp_db, monkeypatch, 0) == 0
+
+
+def test_reading_the_holders_token_leaves_no_file_open(tmp_db):
+    store = ocw.Store(tmp_db)
+    try:
+        store.create_session(name="x")
+        before = len(os.listdir("/proc/self/fd"))
+        tokens = {store.db.sidecar.holder_token() for _ in range(50)}
+        assert tokens == {store.db.sidecar.token} and len(os.listdir("/proc/self/fd")) == before
+    finally:
+        store.close()
