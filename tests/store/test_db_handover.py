@@ -83,9 +83,11 @@ def test_a_yielder_stops_waiting_for_a_waiter_that_gave_up(tmp_db, monkeypatch):
     mine = b"1:1".ljust(32)
     with open(db.sidecar.path, "wb") as f:
         f.write(mine)
+    os.utime(db.sidecar.path, ns=(1, 1))  # an mtime of long ago: a signal sets it to now
     db.sidecar.yield_token, db.sidecar.yielded_at = mine, time.monotonic()
     db.sidecar.let_the_waiter_in()  # nobody takes the file: it returns anyway
     assert db.sidecar.holder_token() == mine
+    assert os.stat(db.sidecar.path).st_mtime_ns > 1  # it kept signalling while it waited
 
 
 def test_the_holder_names_itself_in_the_sidecar(tmp_db):
@@ -130,3 +132,16 @@ def test_reading_the_holders_token_leaves_no_file_open(tmp_db):
         assert tokens == {store.db.sidecar.token} and len(os.listdir("/proc/self/fd")) == before
     finally:
         store.close()
+
+
+def test_taking_and_letting_go_of_the_file_leaves_no_file_open(tmp_db):
+    db = Db(tmp_db)
+    with db.connect() as con:
+        con.execute("SELECT 1")
+    db.close()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        with db.connect() as con:
+            con.execute("SELECT 1")
+        db.close()
+    assert len(os.listdir("/proc/self/fd")) == before and db.opens == 21
