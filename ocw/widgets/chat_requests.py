@@ -158,7 +158,7 @@ class ChatRequests:
             if self.ring is not None:
                 self.ring.panel_open = True
             return {}
-        result = self._result(cmd.name, cmd.name, args)
+        result = self._result(cmd.name, args)
         if result.send is not None:  # /doctor --send: the report is the user's message, a normal turn
             self._note("info", i18n_text("doctor_sent", self.lang))
             return self._turn(result.send, result.send)
@@ -167,26 +167,26 @@ class ChatRequests:
     def _added(self, name: str, args: str) -> dict:
         """An added command: its output into the conversation; one that raises is one line there."""
         try:
-            return {"output": self._command(name, name, args)}
+            return {"output": self._command(name, args)}
         except user_commands.CommandFailed as e:
             return {"output": self._note("failed", str(e)), "failed": True}
 
     @_answer
     def chat_rewind(self, msg: dict) -> dict:
         """A click on a message in the graph (confirmed in the browser): `%rewind <id>`."""
-        return {"output": self._command("rewind", "rewind", self._node_id(msg))}
+        return {"output": self._command("rewind", self._node_id(msg))}
 
     @_answer
     def chat_branch(self, msg: dict) -> dict:
         """A click on a branch in the graph: `%branch <id>`."""
-        return {"output": self._command("branch", "branch", self._node_id(msg))}
+        return {"output": self._command("branch", self._node_id(msg))}
 
     @_answer
     def chat_pin(self, msg: dict) -> dict:
         """The pin button on a message: `%pin` of that stored message, verbatim."""
         if self._in_turn or self._running:
             raise OcwError(ui_labels(self.lang)["chat_busy_refused"])
-        return {"output": self._command("pin", "pin", "--message " + self._node_id(msg))}
+        return {"output": self._command("pin", "--message " + self._node_id(msg))}
 
     @_answer
     def chat_older(self, msg: dict) -> dict:
@@ -227,16 +227,16 @@ class ChatRequests:
             raise OcwError(ui_labels(self.lang)["chat_err_node"].format(node=repr(node)[:60]))
         return node
 
-    def _command(self, busy: str, name: str, line: str) -> str:
+    def _command(self, name: str, line: str) -> str:
         """Run command `name` of the table as its magic would and put its result into
         the conversation as a note (unless a compaction event already said it)."""
-        return self._shown(self._result(busy, name, line))
+        return self._shown(self._result(name, line))
 
-    def _result(self, busy: str, name: str, line: str) -> Any:
-        """Run command `name` as its magic would: its Result."""
+    def _result(self, name: str, line: str) -> Any:
+        """Run command `name` as its magic would: its Result (`busy` shows its name meanwhile)."""
         self._runtime.config.check_environment()  # as a magic's `friendly` does first
-        self._event_texts, self._running = [], busy
-        self.busy = busy
+        self._event_texts, self._running = [], name
+        self.busy = name
         try:
             return actions.run(self._runtime, name, line)
         finally:

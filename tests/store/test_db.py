@@ -166,3 +166,70 @@ def test_a_small_wal_is_left_while_the_file_is_idle(tmp_db):
     assert wait_for(lambda: not db._dirty, 10.0, 0.01)  # the reaper looked at it once idle
     assert db.checkpoints == 0 and os.path.getsize(tmp_db + ".wal") == wal
     db.close()
+
+
+_HOLD_UNTIL_TOLD = """
+import sys, duckdb
+con = duckdb.connect(sys.argv[1])
+print("locked", flush=True)
+sys.stdin.readline()
+con.close()
+"""
+
+
+def test_a_file_another_process_holds_is_waited_for_then_opened(tmp_db):
+    """DuckDB's own lock, held by a process that is no kernel (no sidecar lock): the opener
+    waits, signalling, and opens the file once it is let go. No timing assumed: the holder
+    lets go only once the opener is seen waiting."""
+    import subprocess
+    import sys
+    import threading
+
+    duckdb.connect(tmp_db).close()
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_UNTIL_TOLD, tmp_db], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        db = Db(tmp_db, lock_timeout=60)
+        waiting, signal = threading.Event(), db.sidecar.signal_waiting
+        db.sidecar.signal_waiting = lambda: (waiting.set(), signal())
+
+        def release_once_waited_for():
+            if waiting.wait(timeout=60):
+                holder.stdin.write("go\n")
+                holder.stdin.flush()
+
+        threading.Thread(target=release_once_waited_for, daemon=True).start()
+        with db.connect() as con:
+            assert con.execute("SELECT 42").fetchone() == (42,)
+        assert db.waits == 1 and waiting.is_set()
+        db.close()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait(timeout=30)
+
+
+def test_opening_the_file_first_lets_in_a_waiter_it_handed_the_file_to(tmp_db):
+    db = Db(tmp_db)
+    seen: list = []
+    db.sidecar.let_the_waiter_in = lambda: seen.append(db.sidecar.fd)
+    with db.connect():
+        pass
+    assert seen == [None]  # asked before the lock was taken: a yielder queues only once the waiter is in
+    db.close()
+
+
+def test_a_read_only_look_shares_a_connection_this_process_has_open(tmp_db):
+    from ocw.store.duckdb.settings import DUCKDB_CONFIG
+
+    user = duckdb.connect(tmp_db, config=DUCKDB_CONFIG)  # the user's own, read-write, in this process
+    try:
+        user.execute("CREATE TABLE t (x INTEGER)")
+        user.execute("INSERT INTO t VALUES (7)")
+        db = Db(tmp_db, lock_timeout=5)
+        with db.read_only() as con:  # DuckDB refuses a read-only one beside it: that one is shared
+            assert con.execute("SELECT x FROM t").fetchall() == [(7,)]
+        db.close()
+    finally:
+        user.close()

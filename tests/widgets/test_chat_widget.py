@@ -551,6 +551,8 @@ def test_graph_clicks_run_rewind_and_branch_and_the_next_message_forks(small, mo
     for bad in ("n_nope", "x; rm", "", None, "n_" + "a" * 9):
         answer = invoke(w, "chat_rewind", {"node_id": bad}, monkeypatch)
         assert answer["ok"] is False, bad
+    # Not an id at all (its third character is no letter or digit): refused before any lookup.
+    assert invoke(w, "chat_rewind", {"node_id": "n_!abc"}, monkeypatch)["error"] == "not a message id: 'n_!abc'"
     assert s.head == old_leaf
 
 
@@ -582,6 +584,29 @@ def test_notes_are_numbered_from_one_in_the_order_said_and_carry_html_only_when_
                        {"id": 2, "kind": "info", "text": "the second line", "after": head}]
     w._note("output", "a summary", html="<p>a summary</p>")
     assert w.notes[-1] == {"id": 3, "kind": "output", "text": "a summary", "after": head, "html": "<p>a summary</p>"}
+
+
+def test_the_widget_keeps_the_last_fifty_notes_of_a_session(ip):
+    chat(ip, "hello")
+    w = ocw.chat()
+    for i in range(1, 51):
+        w.say(f"line {i}")
+    assert [n["id"] for n in w.notes] == list(range(1, 51))  # fifty: all kept
+    w.say("line 51")
+    assert [n["id"] for n in w.notes] == list(range(2, 52)) and w.notes[0]["text"] == "line 2"
+
+
+def test_a_notice_about_an_added_command_is_an_info_note(ip):
+    from ocw.notebook import user_commands
+
+    user_commands.clear()
+    try:
+        w = ocw.chat()
+        ocw.command("context", lambda args: "mine")  # a built-in's name: shadowed, the user told once
+        told = [n for n in w.notes if "/context" in n["text"]]
+        assert len(told) == 1 and told[0]["kind"] == "info", w.notes
+    finally:
+        user_commands.clear()
 
 
 def test_a_command_added_while_the_widget_is_shown_joins_its_slash_menu(ip):
@@ -641,7 +666,18 @@ def test_a_long_session_shows_its_tail_and_loads_older_pages(ip, monkeypatch):
     assert invoke(w, "chat_older", {}, monkeypatch) == {"ok": True, "count": 0}
     # A new turn keeps what was loaded and adds itself.
     chat(ip, "one more")
-    assert [m["depth"] for m in w.messages] == list(range(1, 103))
+    assert [m["depth"] for m in w.messages] == list(range(1, 103)) and not w.has_older
+
+
+def test_a_turn_keeps_load_older_while_older_messages_are_not_loaded(ip, monkeypatch):
+    chat(ip, "start")
+    ocw.current_session().append_many([(("user" if i % 2 == 0 else "assistant"), f"message {i + 3}") for i in range(98)])
+    get_runtime().close()
+    w = ocw.chat()
+    invoke(w, "chat_older", {}, monkeypatch)
+    assert w.messages[0]["depth"] == 21 and w.has_older
+    chat(ip, "one more")  # the new page starts inside what is loaded: the oldest loaded decides
+    assert [m["depth"] for m in w.messages] == list(range(21, 103)) and w.has_older
 
 
 def test_page_boundaries_and_branch_tree(ip):
