@@ -330,6 +330,9 @@ def test_keywords_are_the_five_most_frequent_content_words_numbers_included():
     assert keywords(text) == ["8080", "port", "alpha", "beta", "gamma"]
     reply = OfflineProvider().stream([user(text)])
     assert reply.text.endswith("\u2014 keywords: 8080, port, alpha, beta, gamma.")
+    # A number that ends a sentence is the number: its full stop is not part of it (3.5 keeps its point).
+    assert keywords("It took 250. Then it took 250 again. The build took 250. Then 3.5 ms.") == \
+        ["took", "250", "again", "build", "3.5"]
 
 
 def test_readable_drops_and_strips_exactly_what_every_pattern_would_on_every_line():
