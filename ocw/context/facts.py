@@ -27,7 +27,7 @@ import contextvars
 import re
 
 from ocw.text.tokens import count_text, tokens_at_least
-from ocw.text.focus import focused_first, kinds as focus_kinds
+from ocw.text.focus import identifier_kind, kinds as focus_kinds
 from ocw.context.memory_rules import clean
 
 _PATTERNS = [
@@ -254,18 +254,18 @@ def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focu
     raw = [i for i in raw if i not in in_phrases]
     where = {i: _mentions(i, source, where) for i in raw}
     raw.sort(key=lambda i: -where[i][1])  # newest first
-    if not raw or cap_tokens <= 0:
-        return summary
     chosen: list[tuple[str, str]] = []  # (listed form, the identifier it names)
     used = count_text(FACTS_HEADER, encoding) + 2
-    for form, ident in _offered(raw, source, where, focus):
+    focused = _focused(focus)
+    for ident in sorted(raw, key=focused):  # newest first; the focus's kinds before the rest
         room = cap_tokens - used
         if room < 2:
             break  # each costs its tokens (one at least) and a separator
-        if form is None:  # named only when it may fit: its form holds at least its own runs
-            if tokens_at_least(ident, encoding) + 1 > room:
-                continue
-            form = _named(ident, source, where[ident][1])
+        # Named only when it may fit: its listed form holds at least its own runs. A long
+        # session offers ~1,000 quantities for ~200 places.
+        if tokens_at_least(ident, encoding) + 1 > room:
+            continue
+        form = _named(ident, source, where[ident][1])
         cost = count_text(form, encoding) + 1
         if cost > room:
             continue  # skip a long one; a shorter one may still fit
@@ -273,19 +273,14 @@ def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focu
         used += cost
     if not chosen:
         return summary
-    # Chosen newest first; listed as they came (the focus's kinds first).
-    listed = focused_first([form for form, ident in sorted(chosen, key=lambda c: where[c[1]][0])], focus)
+    # Listed as they came, the focus's kinds first.
+    listed = [form for form, ident in sorted(chosen, key=lambda c: (focused(c[1]), where[c[1]][0]))]
     return summary.rstrip() + f"\n\n{FACTS_HEADER} " + "; ".join(listed)
 
 
-def _offered(raw: list[str], source: str, where: dict, focus: str | None) -> list[tuple[str | None, str]]:
-    """(listed form, identifier) in the order the list takes them: `raw`'s (newest first)
-    or, when the focus names kinds, those kinds first. The listed form ("p95 latency:
-    741 ms", `_named`) is found up front only for the focus's order; else it is left None
-    for the caller to find when the identifier may still fit — a long session offers
-    ~1,000 quantities for ~200 places. A form names exactly one identifier (the value
-    after its last ": " is the identifier itself), so forms never collide."""
-    if not focus_kinds(focus):
-        return [(None, i) for i in raw]
-    of = {_named(i, source, where[i][1]): i for i in raw}
-    return [(form, of[form]) for form in focused_first(list(of), focus)]
+def _focused(focus: str | None):
+    """A sort key: False for an identifier of a kind the focus names ("keep the numbers"),
+    True for any other. The identifier's kind, not its listed form's: "p95 latency: 741 ms"
+    is a number as much as "741 ms" is."""
+    wanted = focus_kinds(focus)
+    return lambda ident: bool(wanted) and identifier_kind(ident) not in wanted

@@ -489,6 +489,15 @@ def test_a_quantity_is_named_where_it_is_last_mentioned_as_itself():
     # whose words before it are no name: the name read is the one before its own mention.
     source = "p95 latency is 8.4 ms\nthe total came to a 18.4 ms"
     assert append_facts("S.", source, 200, ENC) == f"S.\n\n{FACTS_HEADER} p95 latency: 8.4 ms; 18.4 ms"
+    # the same when a focus names the kind
+    assert append_facts("S.", source, 200, ENC, focus="the latency numbers") == \
+        f"S.\n\n{FACTS_HEADER} p95 latency: 8.4 ms; 18.4 ms"
+
+
+def test_a_one_token_identifier_fits_a_room_of_two():
+    assert count_text("TypeError", ENC) == 1  # one cl100k token: with its separator, 2
+    assert append_facts("S.", "TypeError", 5 + 2, ENC) == f"S.\n\n{FACTS_HEADER} TypeError"
+    assert append_facts("S.", "TypeError", 5 + 1, ENC) == "S."
 
 
 def test_a_quantity_is_named_only_while_it_may_still_fit(monkeypatch):
@@ -509,7 +518,7 @@ def test_a_quantity_is_named_only_while_it_may_still_fit(monkeypatch):
     assert len(named) == 40
 
 
-def test_with_a_focus_naming_kinds_every_quantity_is_named_for_the_order(monkeypatch):
+def test_a_focus_ranks_by_the_identifiers_kind_and_names_only_what_may_fit(monkeypatch):
     from ocw.context import facts
 
     named: list[str] = []
@@ -518,4 +527,9 @@ def test_with_a_focus_naming_kinds_every_quantity_is_named_for_the_order(monkeyp
     source = "\n".join(f"step{k} latency is {100 + k} ms" for k in range(6)) + "\nsee src/app.py"
     out = append_facts("S.", source, 5 + 9 + 5, ENC, focus="keep the file paths")
     assert out == f"S.\n\n{FACTS_HEADER} src/app.py; step5 latency: 105 ms"  # the path first, as the focus asks
-    assert len(named) == 7
+    assert named == ["src/app.py", "105 ms"]  # then a room of 1: the list stops
+    # "keep the numbers": a named quantity is a number too ("p95 latency: 741 ms" is no less one than
+    # "18.4 ms"), so the list keeps its order of first mention, the path after both.
+    source = "p95 latency is 8.4 ms\nsee src/app.py\nthe total came to a 18.4 ms"
+    assert append_facts("S.", source, 200, ENC, focus="keep the numbers") == \
+        f"S.\n\n{FACTS_HEADER} p95 latency: 8.4 ms; 18.4 ms; src/app.py"
