@@ -153,9 +153,9 @@ def _distinct(found: list[tuple[int, int, str]]) -> list[str]:
     return out
 
 
-def identifier_counts(text: str, found: list[tuple[int, int, str]], spans: list[tuple[str, int]]) -> list[int]:
-    """`len(identifiers(s))` for each sentence (s, start) of `text`, read from `found` (`_found(text)`)
-    instead of matching each sentence again. Why the same: a sentence stands between a line's
+def identifier_counts(found: list[tuple[int, int, str]], spans: list[tuple[str, int]]) -> list[int]:
+    """`len(identifiers(s))` for each sentence (s, start) of a text, read from `found` (`_found` of
+    that text) instead of matching each sentence again. Why the same: a sentence stands between a line's
     start, whitespace or list marks ("-*#>") — none a word character, "/" or "." — so every
     lookbehind and word boundary at its edges reads as at a string's edges, and the search
     inside it runs as in the sentence alone once no match reaches across an edge. A
@@ -264,7 +264,7 @@ def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -
     # so scoring and choosing are linear in the transcript.
     n = len(sents)
     sent_terms = [set(_terms(s)) for s in sents]
-    sent_ids = identifier_counts(body, found, spans)
+    sent_ids = identifier_counts(found, spans)
     focused = [bool(focus_rules.matches(s, focus_terms)) or any(
         focus_rules.identifier_kind(t) in wanted for t in identifiers(s)) for s in sents] \
         if focus_terms or wanted else [False] * n

@@ -71,11 +71,16 @@ def test_main_exit_code(capsys):
 
 
 # -- issue 28, item 6: %compact against read+tokenize, an automatic compaction's turn against a normal one --
-def test_compact_cost_quick_run_reports_its_rows_and_checks(tmp_path):
+def test_compact_cost_quick_run_reports_its_rows_and_checks(tmp_path, monkeypatch):
     from ocw.bench import compact_cost
 
+    built = []
+    real = compact_cost.build_session
+    monkeypatch.setattr(compact_cost, "build_session", lambda *a, **kw: built.append(kw) or real(*a, **kw))
     out = io.StringIO()
     r = compact_cost.run(quick=True, messages=60, window=32_000, reps=2, out=out, tmpdir=str(tmp_path))
+    # every session it compacts repeats no message (the builder's unique mode), each the offline model's own
+    assert len(built) == 1 + 3 * 3 and all(kw["unique"] and kw["model"] == "ocw-offline" for kw in built)
     assert r["checks"] == {"compactions_succeeded": True, "same_summary": True, "tail_tokens": r["checks"]["tail_tokens"],
                            "failures": []}
     assert 12_000 < r["checks"]["tail_tokens"] < 32_000  # 60 messages of the builder's mix, under the window

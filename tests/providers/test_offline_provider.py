@@ -429,7 +429,7 @@ def test_identifier_counts_are_each_sentences_own_even_where_a_match_crosses_its
     def counts(text):
         body = readable(text)
         spans = sentence_spans(body)
-        return identifier_counts(body, _found(body), spans), [len(identifiers(s)) for s, _ in spans]
+        return identifier_counts(_found(body), spans), [len(identifiers(s)) for s, _ in spans]
 
     # A match that reaches across a sentence's edge: the path takes the list mark before
     # "foo/bar.py" (the body's match starts before the sentence); "`a. B`" runs on into the

@@ -4,11 +4,12 @@ DuckDB locks a file to one process. Two kernels on one file must both work, and
 a turn must stay cheap, so `Db` holds one connection for as long as no other
 process wants the file, and hands it over within milliseconds when one does (a
 sidecar file, `<db>.ocw-lock`, carries the "someone waits" signal and an
-advisory lock: ocw/store/duckdb/sidecar.py). Closing — which checkpoints the WAL, 40–960 ms measured — and
-checkpoints happen on the reaper thread, never on the caller's, while no other
-process wants the file: an uncontended cell never pays for them (issue 14;
-ENVIRONMENT.md has the measurements). A busy caller that another process waits
-for hands the file over itself: it would wait for that process anyway.
+advisory lock: ocw/store/duckdb/sidecar.py). Closing — which checkpoints the
+WAL, 40–960 ms measured — and checkpoints happen on the reaper thread, never on
+the caller's, while no other process wants the file: an uncontended cell never
+pays for them (issue 14; ENVIRONMENT.md has the measurements). A busy caller that
+another process waits for hands the file over itself: it would wait for that
+process anyway.
 """
 from __future__ import annotations
 
