@@ -27,7 +27,7 @@ import contextvars
 import re
 
 from ocw.text.tokens import count_text, tokens_at_least
-from ocw.text.focus import identifier_kind, kinds as focus_kinds
+from ocw.text.focus import focused_first
 from ocw.context.memory_rules import clean
 
 _PATTERNS = [
@@ -254,10 +254,11 @@ def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focu
     raw = [i for i in raw if i not in in_phrases]
     where = {i: _mentions(i, source, where) for i in raw}
     raw.sort(key=lambda i: -where[i][1])  # newest first
-    chosen: list[tuple[str, str]] = []  # (listed form, the identifier it names)
+    chosen: dict[str, str] = {}  # identifier → its listed form
     used = count_text(FACTS_HEADER, encoding) + 2
-    focused = _focused(focus)
-    for ident in sorted(raw, key=focused):  # newest first; the focus's kinds before the rest
+    # Newest first, the focus's kinds before the rest — the identifier's kind, not its listed
+    # form's: "p95 latency: 741 ms" is a number as much as "741 ms" is.
+    for ident in focused_first(raw, focus):
         room = cap_tokens - used
         if room < 2:
             break  # each costs its tokens (one at least) and a separator
@@ -269,18 +270,10 @@ def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focu
         cost = count_text(form, encoding) + 1
         if cost > room:
             continue  # skip a long one; a shorter one may still fit
-        chosen.append((form, ident))
+        chosen[ident] = form
         used += cost
     if not chosen:
         return summary
     # Listed as they came, the focus's kinds first.
-    listed = [form for form, ident in sorted(chosen, key=lambda c: (focused(c[1]), where[c[1]][0]))]
-    return summary.rstrip() + f"\n\n{FACTS_HEADER} " + "; ".join(listed)
-
-
-def _focused(focus: str | None):
-    """A sort key: False for an identifier of a kind the focus names ("keep the numbers"),
-    True for any other. The identifier's kind, not its listed form's: "p95 latency: 741 ms"
-    is a number as much as "741 ms" is."""
-    wanted = focus_kinds(focus)
-    return lambda ident: bool(wanted) and identifier_kind(ident) not in wanted
+    listed = focused_first(sorted(chosen, key=lambda i: where[i][0]), focus)
+    return summary.rstrip() + f"\n\n{FACTS_HEADER} " + "; ".join(chosen[i] for i in listed)

@@ -153,8 +153,8 @@ def _distinct(found: list[tuple[int, int, str]]) -> list[str]:
     return out
 
 
-def identifier_counts(found: list[tuple[int, int, str]], spans: list[tuple[str, int]]) -> list[int]:
-    """`len(identifiers(s))` for each sentence (s, start) of a text, read from `found` (`_found` of
+def sentence_identifiers(found: list[tuple[int, int, str]], spans: list[tuple[str, int]]) -> list[list[str]]:
+    """`identifiers(s)` for each sentence (s, start) of a text, read from `found` (`_found` of
     that text) instead of matching each sentence again. Why the same: a sentence stands between a line's
     start, whitespace or list marks ("-*#>") — none a word character, "/" or "." — so every
     lookbehind and word boundary at its edges reads as at a string's edges, and the search
@@ -171,10 +171,8 @@ def identifier_counts(found: list[tuple[int, int, str]], spans: list[tuple[str, 
     for s, a in spans:
         b = a + len(s)
         lo, hi = bisect_left(starts, a), bisect_left(starts, b)
-        if reach[lo] > a or any(f[1] > b for f in found[lo:hi]):
-            out.append(len(identifiers(s)))
-        else:
-            out.append(len({f[2].strip("`") for f in found[lo:hi]}))
+        crossed = reach[lo] > a or any(f[1] > b for f in found[lo:hi])
+        out.append(identifiers(s) if crossed else _distinct(found[lo:hi]))
     return out
 
 
@@ -264,9 +262,10 @@ def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -
     # so scoring and choosing are linear in the transcript.
     n = len(sents)
     sent_terms = [set(_terms(s)) for s in sents]
-    sent_ids = identifier_counts(found, spans)
+    sent_idents = sentence_identifiers(found, spans)
+    sent_ids = [len(ids) for ids in sent_idents]
     focused = [bool(focus_rules.matches(s, focus_terms)) or any(
-        focus_rules.identifier_kind(t) in wanted for t in identifiers(s)) for s in sents] \
+        focus_rules.identifier_kind(t) in wanted for t in ids) for s, ids in zip(sents, sent_idents)] \
         if focus_terms or wanted else [False] * n
     df = Counter(t for terms in sent_terms for t in terms)
     weights = {t: k * math.log(1 + n / k) for t, k in df.items()}  # each term's once, not per sentence

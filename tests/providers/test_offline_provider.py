@@ -421,28 +421,28 @@ def test_sentence_spans_are_the_sentences_each_at_its_place():
     assert sentence_spans("- One. Two!\r\n  > three") == [("One.", 2), ("Two!", 7), ("three", 17)]
 
 
-def test_identifier_counts_are_each_sentences_own_even_where_a_match_crosses_its_edge():
+def test_sentence_identifiers_are_each_sentences_own_even_where_a_match_crosses_its_edge():
     import random
 
-    from ocw.providers.offline_summary import _found, identifier_counts, identifiers, readable, sentence_spans
+    from ocw.providers.offline_summary import _found, identifiers, readable, sentence_identifiers, sentence_spans
 
-    def counts(text):
+    def both(text):  # (read from the one pass, matched alone)
         body = readable(text)
         spans = sentence_spans(body)
-        return identifier_counts(_found(body), spans), [len(identifiers(s)) for s, _ in spans]
+        return sentence_identifiers(_found(body), spans), [identifiers(s) for s, _ in spans]
 
     # A match that reaches across a sentence's edge: the path takes the list mark before
     # "foo/bar.py" (the body's match starts before the sentence); "`a. B`" runs on into the
     # next sentence (the body's match ends after it). Each of those sentences is read alone.
-    assert counts("-foo/bar.py see https://x.org/a/b.c now") == ([2], [2])
-    assert counts("`code` `a. B` here") == ([1, 0], [1, 0])
+    assert both("-foo/bar.py see https://x.org/a/b.c now") == ([["foo/bar.py", "https://x.org/a/b.c"]],) * 2
+    assert both("`code` `a. B` here") == ([["`code`"], []],) * 2
     pieces = ["Set `batch_size` to 64.", "- src/app.py failed with KeyError.", "It took 250 ms. Then 3 s.",
               "see https://x.org/a/b.c now", "ABC-123 is open", "ok", "-foo/bar.py", "#> notes.md", "`a. B` here",
               "http://x.org/a-", "took 5 -", "ms later", "a/b-", "x.py-", "Done! 3 KB", "`code`-", "OPS-12-"]
     rng = random.Random(28)
     for _ in range(1500):
         text = "\n".join(" ".join(rng.choice(pieces) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 6)))
-        got, alone = counts(text)
+        got, alone = both(text)
         assert got == alone, text
 
 

@@ -168,48 +168,6 @@ def test_a_small_wal_is_left_while_the_file_is_idle(tmp_db):
     db.close()
 
 
-_HOLD_UNTIL_TOLD = """
-import sys, duckdb
-con = duckdb.connect(sys.argv[1])
-print("locked", flush=True)
-sys.stdin.readline()
-con.close()
-"""
-
-
-def test_a_file_another_process_holds_is_waited_for_then_opened(tmp_db):
-    """DuckDB's own lock, held by a process that is no kernel (no sidecar lock): the opener
-    waits, signalling, and opens the file once it is let go. No timing assumed: the holder
-    lets go only once the opener is seen waiting."""
-    import subprocess
-    import sys
-    import threading
-
-    duckdb.connect(tmp_db).close()
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_UNTIL_TOLD, tmp_db], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        db = Db(tmp_db, lock_timeout=60)
-        waiting, signal = threading.Event(), db.sidecar.signal_waiting
-        db.sidecar.signal_waiting = lambda: (waiting.set(), signal())
-
-        def release_once_waited_for():
-            if waiting.wait(timeout=60):
-                holder.stdin.write("go\n")
-                holder.stdin.flush()
-
-        threading.Thread(target=release_once_waited_for, daemon=True).start()
-        with db.connect() as con:
-            assert con.execute("SELECT 42").fetchone() == (42,)
-        assert db.waits == 1 and waiting.is_set()
-        db.close()
-    finally:
-        if holder.poll() is None:
-            holder.kill()
-        holder.wait(timeout=30)
-
-
 def test_opening_the_file_first_lets_in_a_waiter_it_handed_the_file_to(tmp_db):
     db = Db(tmp_db)
     seen: list = []
