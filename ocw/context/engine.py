@@ -170,6 +170,7 @@ class Prepared:
     chunks: list[tuple[int, int]] = field(default_factory=list)  # planned calls: line ranges [start, end)
     calls: int = 0  # summarizer calls made so far
     usage_samples: list[tuple[int, int]] = field(default_factory=list)  # (measured, estimated) input tokens
+    last_input: str = ""  # the input of the last call sent (a refusal of it is sized against it)
     focus: str = ""  # what the user asked the summary to keep ('' for none)
     system: str = SUMMARY_SYSTEM  # the summarizer's system prompt (with the focus, if any)
     structured: bool = False  # a real model: the memory is asked for as JSON (memory_model)
@@ -305,27 +306,45 @@ def summarize(provider, prep: Prepared, on_call=None, meanwhile=None) -> tuple[s
             meanwhile()
             meanwhile = None
         body, used = _fit(partial, prep.lines[i:j], prep.in_budget, enc, memory)
-        if on_call is not None:
-            on_call(prep.calls + 1, i, n)
-        i += used
-        reply = provider.complete(
-            [{"role": "user", "content": [{"type": "text", "text": body}]}],
-            system=prep.system,
-            max_tokens=prep.max_tokens or prep.out_budget,
-        )
-        prep.calls += 1
-        measured = getattr(getattr(reply, "usage", None), "input_tokens", None)
-        if isinstance(measured, int) and measured > 0:  # the summarizer's own usage calibrates the session
-            prep.usage_samples.append((measured, count_message("user", [{"type": "text", "text": body}], enc)
-                                       + count_text(prep.system, enc) + FRAME_TOKENS))
-        partial = (reply.text or "").strip()
-        if prep.structured:  # the memory block leaves the prose; the next call reads it as current
-            partial, prep.memory_answer = memory_model.split_answer(partial)
-            if prep.memory_answer is not None:
-                memory = memory_model.current_json_of(prep.memory_answer)
-        if not partial:
+        for _ in range(2):  # an empty answer is asked once more: a sampled model can stop at once
+            if on_call is not None:
+                on_call(prep.calls + 1, i, n)
+            answer, parsed = _call(provider, prep, body), None
+            if prep.structured:  # the memory block leaves the prose; the next call reads it as current
+                answer, parsed = memory_model.split_answer(answer)
+            if answer:
+                break
+        if not answer:
             raise OcwError.localized("err_empty_summary")
+        i += used
+        partial = answer
+        if prep.structured:
+            prep.memory_answer = parsed
+            if parsed is not None:
+                memory = memory_model.current_json_of(parsed)
     return partial, prep.calls
+
+
+def _call(provider, prep: Prepared, body: str) -> str:
+    """One summarizer call on `body`; its answer stripped. Its usage, when reported, is a sample."""
+    prep.last_input = body
+    reply = provider.complete(
+        [{"role": "user", "content": [{"type": "text", "text": body}]}],
+        system=prep.system,
+        max_tokens=prep.max_tokens or prep.out_budget,
+    )
+    prep.calls += 1
+    measured = getattr(getattr(reply, "usage", None), "input_tokens", None)
+    if isinstance(measured, int) and measured > 0:  # the summarizer's own usage calibrates the session
+        prep.usage_samples.append((measured, call_estimate(prep)))
+    return (reply.text or "").strip()
+
+
+def call_estimate(prep: Prepared) -> int:
+    """The estimated input tokens of the last call sent: its message, system prompt and framing."""
+    enc = prep.encoding
+    return (count_message("user", [{"type": "text", "text": prep.last_input}], enc)
+            + count_text(prep.system, enc) + FRAME_TOKENS)
 
 
 def summary_budget(replaced_tokens: int, window: int) -> int:

@@ -21,8 +21,9 @@ from __future__ import annotations
 import time
 
 from ocw.context import events as ev
-from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, finish, memory_turns,
-                                plan_compaction, prepare, summarize, summary_blocks)
+from ocw.context.calibration import CALIBRATION_MAX, positive_int
+from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, call_estimate, finish,
+                                memory_turns, plan_compaction, prepare, summarize, summary_blocks)
 from ocw.context.facts import extracting_once
 from ocw.context.graph import SUMMARY_NAME
 from ocw.context.landing import landing_tail_room
@@ -98,6 +99,23 @@ def _sizing(session, provider, own: bool) -> tuple[int, float]:
     return summarizer_window(provider, session), session.calibration
 
 
+def refit(sizing: tuple[int, float], err: ContextOverflowError, estimate: int) -> tuple[int, float]:
+    """The (window, calibration) a retry of a refused summarizer call is planned with, from
+    the server's own words: the window it stated (never above the one planned with) and the
+    prompt size it counted over ocw's estimate of that call. The ratio is this retry's measure
+    only: a refused request calibrates nothing (DESIGN.md §3). Why the retry can fit: each call
+    is planned to the window in calibrated tokens, and the refused one was over it only by
+    what the calibration under-counted or the window over-stated. A refusal that tightens
+    neither (it stated nothing, or a prompt that fits with no room left for the reply) is
+    planned as if every token counted twice, so a retry never repeats the call that failed."""
+    window, calibration = sizing
+    if positive_int(err.limit):
+        window = min(window, err.limit)
+    if positive_int(err.prompt_tokens) and estimate > 0:
+        calibration = max(calibration, min(err.prompt_tokens / estimate, CALIBRATION_MAX))
+    return (window, calibration) if (window, calibration) != sizing else (window, calibration * 2)
+
+
 def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, incoming=None,
                     own=False) -> CompactionResult:
     session.sync()
@@ -141,8 +159,8 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
         focus = info.focus
     provider = provider or _default_provider(session)
 
-    def prepared():
-        window, calibration = _sizing(session, provider, own)
+    def prepared(sizing: tuple[int, float] | None = None):
+        window, calibration = sizing or _sizing(session, provider, own)
         return prepare(plan, provider, window=window, calibration=calibration, encoding=session.encoding.name,
                        focus=focus)
 
@@ -181,11 +199,12 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
                 # needs no answer: it is built while the summarizer's input is counted.
                 text = summarize(provider, prep, on_call, None if prep.structured else memory_pass)[0]
             except ContextOverflowError as e:
-                # A summarizer of its own refused a call as too long: its window is smaller than its
-                # model's known one. Learn it (its own, one write) and try once more, planned for it.
-                if not own or not own_rules.learn_window(session, provider, e.limit, "summarizer overflow"):
-                    raise
-                prep = prepared()
+                # The summarizer's server refused a call as too long: try once more, planned to what
+                # it said. A summarizer of its own also keeps the window it stated (its own, one
+                # write); the chat's model learns its window from the turn's own requests.
+                if own and e.limit:
+                    own_rules.learn_window(session, provider, e.limit, "summarizer overflow")
+                prep = prepared(refit(_sizing(session, provider, own), e, call_estimate(prep)))
                 text = structural_text(prep) if prep.in_budget < MIN_SUMMARIZER_INPUT \
                     else summarize(provider, prep, on_call)[0]
         stop.check(stops)  # pressed during the last call: still nothing saved

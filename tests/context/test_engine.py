@@ -614,3 +614,18 @@ def test_fit_always_fits_and_always_progresses():
         assert 1 <= used <= len(lines)
         assert count_text(body, "cl100k_base") <= budget
         assert "<new-turns>" in body
+
+
+@pytest.mark.parametrize("empties", [1, 2])
+def test_an_empty_answer_is_asked_once_more_and_a_second_fails_the_compaction(estore, fake_summarizer, empties):
+    """A sampled model can end its answer at once (the random-weights test model sometimes
+    does): the same input is asked once more, and only a second empty answer fails."""
+    s = build(estore)
+    fake = fake_summarizer(lambda call: "" if len(fake.calls) <= empties else "A fine summary.")
+    r = s.compact(provider=fake)
+    if empties == 1:
+        assert r.outcome == "succeeded" and r.summarizer_calls == len(fake.calls) >= 2
+        assert fake.calls[0]["messages"] == fake.calls[1]["messages"]  # the same call again
+    else:
+        assert r.outcome == "failed" and "empty summary" in r.error
+        assert len(fake.calls) == 2 and fake.calls[0]["messages"] == fake.calls[1]["messages"]

@@ -204,12 +204,14 @@ def test_a_summarizer_of_its_own_plans_with_its_window_and_learns_a_smaller_one(
     assert all(n <= 8_000 for n in small.sizes[1:])
     assert own_rules.window(s, small) == 8_000
 
+    # The chat's model: the refused call is tried once more, planned to the stated window, and
+    # nothing is learned here (the turn's own requests learn the chat's window, announced).
     as_chat = _OverflowingSummarizer(context_window=64_000, limit=8_000)
     s = session()
-    state = (s.head, s.generation)
-    res = compaction.compact(s, provider=as_chat)  # the chat's model: its overflow is not learned here
-    assert res.outcome == "failed" and "too long" in res.error
-    assert own_rules.KEY not in s.metadata and (s.head, s.generation) == state and len(as_chat.sizes) == 1
+    res = compaction.compact(s, provider=as_chat)
+    assert res.outcome == "succeeded", (res.error, as_chat.sizes)
+    assert as_chat.sizes[0] > 8_000 and all(n <= 8_000 for n in as_chat.sizes[1:]) and len(as_chat.sizes) >= 3
+    assert own_rules.KEY not in s.metadata and "learned_window" not in s.metadata and s.context_window == 16_000
 
 
 def test_a_pre_compact_hook_reads_no_focus_when_none_was_given(sess, fake_summarizer):
