@@ -359,7 +359,7 @@ class Runtime:
         found = probe()
         if not found:
             return
-        from ocw.conversation.turn import learn_window
+        from ocw.conversation.request import learn_window
 
         note = learn_window(session, *found, reported=True, lang=self.config.lang)
         if note and on_system is not None:

@@ -8,7 +8,7 @@ import pytest
 from ocw.context import pins as rules
 from ocw.context.memory import from_blocks, render
 from ocw.conversation import pinning
-from ocw.conversation.turn import to_provider_messages
+from ocw.conversation.request import to_provider_messages
 from ocw.text.errors import OcwError
 
 PAD = " ".join(f"filler{i}" for i in range(250))

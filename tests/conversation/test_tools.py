@@ -14,7 +14,7 @@ from ocw.notebook import report
 from ocw.text.errors import ToolError
 from ocw.conversation.toolbox import ToolRegistry
 from ocw.conversation.tools import Tool, registered, render_result
-from ocw.conversation.turn import unpaired_tool_blocks_as_text
+from ocw.conversation.request import unpaired_tool_blocks_as_text
 
 
 def schema_of(fn) -> dict:

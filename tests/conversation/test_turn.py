@@ -215,7 +215,7 @@ def test_snip_texts_in_both_languages(lang, compacted, text):
 
 # -- issue 26: what a turn says and sends around a refusal, a learned window, a prune ------------
 def test_a_window_is_announced_once_when_it_changes_what_ocw_plans_with(sess):
-    from ocw.conversation.turn import learn_window
+    from ocw.conversation.request import learn_window
 
     assert sess.context_window == 2000
     note = learn_window(sess, 1500, "stated in the server's error")
