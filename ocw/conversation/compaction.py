@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 
 from ocw.context import events as ev
-from ocw.context.calibration import CALIBRATION_MAX, positive_int
+from ocw.context.calibration import CALIBRATION_MAX, MIN_LEARNED_WINDOW, positive_int
 from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, call_estimate, finish,
                                 memory_turns, plan_compaction, prepare, summarize, summary_blocks)
 from ocw.context.facts import extracting_once
@@ -107,9 +107,10 @@ def refit(sizing: tuple[int, float], err: ContextOverflowError, estimate: int) -
     is planned to the window in calibrated tokens, and the refused one was over it only by
     what the calibration under-counted or the window over-stated. A refusal that tightens
     neither (it stated nothing, or a prompt that fits with no room left for the reply) is
-    planned as if every token counted twice, so a retry never repeats the call that failed."""
+    planned as if every token counted twice, so a retry never repeats the call that failed.
+    A stated window under MIN_LEARNED_WINDOW is a misreading, as everywhere else: not used."""
     window, calibration = sizing
-    if positive_int(err.limit):
+    if positive_int(err.limit) and err.limit >= MIN_LEARNED_WINDOW:
         window = min(window, err.limit)
     if positive_int(err.prompt_tokens) and estimate > 0:
         calibration = max(calibration, min(err.prompt_tokens / estimate, CALIBRATION_MAX))

@@ -22,6 +22,8 @@ def refusal(limit=None, prompt_tokens=None) -> ContextOverflowError:
 
 def test_the_retry_plans_with_the_stated_window_and_the_stated_prompt_size():
     assert refit((8_192, 1.0), refusal(limit=2_048), 1_000) == (2_048, 1.0)
+    assert refit((8_192, 1.0), refusal(limit=256), 1_000) == (256, 1.0)  # the smallest window read as one
+    assert refit((8_192, 1.0), refusal(limit=255), 1_000) == (8_192, 2.0)  # under it: a misreading
     assert refit((2_048, 1.0), refusal(limit=4_096, prompt_tokens=2_278), 1_200) == (2_048, 2_278 / 1_200)
     assert refit((2_048, 1.5), refusal(prompt_tokens=2_500), 1_000) == (2_048, 2.5)
     assert refit((2_048, 1.5), refusal(prompt_tokens=100_000), 1_000) == (2_048, 8.0)  # capped at the widest ratio
