@@ -22,8 +22,8 @@ import time
 
 from ocw.context import events as ev
 from ocw.context.calibration import CALIBRATION_MAX, MIN_LEARNED_WINDOW, positive_int
-from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, build_memory, call_estimate, finish,
-                                memory_turns, plan_compaction, prepare, summarize, summary_blocks)
+from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, call_estimate, plan_compaction, prepare,
+                                summarize)
 from ocw.context.facts import extracting_once
 from ocw.context.graph import SUMMARY_NAME
 from ocw.context.landing import landing_tail_room
@@ -31,6 +31,7 @@ from ocw.context.memory_model import events_of
 from ocw.context.pins import apply_forgets, forgets
 from ocw.context.render import render_blocks
 from ocw.context.structural import structural_summary
+from ocw.context.summary_text import build_memory, finish, memory_turns, summary_blocks
 from ocw.conversation import hooks, stop
 from ocw.conversation import summarizer as own_rules
 from ocw.text.errors import CompactionInProgress, ContextOverflowError, OcwError

@@ -158,7 +158,7 @@ def summary_read(view, s, blocks: list[dict] | None = None) -> tuple[list[dict],
     cache = view.__dict__.setdefault("_forgotten_summary_cache", {})
     key = (s.id, view.epoch, len(fs))
     if key not in cache:
-        from ocw.context.engine import drop_stale
+        from ocw.context.summary_text import drop_stale
         from ocw.context.graph import SUMMARY_NAME
 
         stored = blocks if blocks is not None else view._contents([s])[s.id]

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from ocw.context import engine, memory_model
+from ocw.context import engine, memory_model, summary_text
 from ocw.context import memory as mem
-from ocw.context.engine import CUT_NOTE, SUMMARY_SYSTEM, Plan, Prepared, facts_budget, finish, plan_compaction, prepare, summarize, summary_budget, transcript_line
+from ocw.context.engine import CUT_NOTE, SUMMARY_SYSTEM, Plan, Prepared, plan_compaction, prepare, summarize, summary_budget, transcript_line
+from ocw.context.summary_text import facts_budget, finish
 from ocw.text.errors import OcwError
 from ocw.context.graph import SUMMARY_NAME
 from ocw.text.tokens import FRAME_TOKENS, count_message, count_text
@@ -414,7 +415,7 @@ def test_plan_folds_what_the_cut_leaves_and_counts_what_it_replaces():
     assert [m["id"] for m in plan.new_messages] == ["n0", "n1"]
     assert plan.old_summary_text == "Earlier: the plan." and plan.replaced_tokens == 40 + 200
     # The memory numbers the folded turns from the session's first unless told otherwise.
-    assert plan.first_turn == 1 and [t for t, _, _ in engine.memory_turns(plan)] == [1, 2]
+    assert plan.first_turn == 1 and [t for t, _, _ in summary_text.memory_turns(plan)] == [1, 2]
     assert plan_compaction(rendered(5), 128_000, keep_recent_tokens=300, first_turn=7).first_turn == 7
 
 
@@ -569,7 +570,7 @@ def test_the_memory_takes_at_most_a_quarter_of_what_the_compaction_replaces():
     replaced = 2 * full  # a quarter is half the memory; the window's share (10 % of 100k) is far more
     plan = Plan(boundary_id="n_last", new_messages=[], old_summary_text="", replaced_tokens=replaced,
                 old_memory=old)
-    built = engine.build_memory(Prepared(plan, window=100_000, encoding=ENC), window=100_000)
+    built = summary_text.build_memory(Prepared(plan, window=100_000, encoding=ENC), window=100_000)
     kept = count_text(mem.render(built), ENC)
     assert replaced // 5 < kept <= replaced // 4  # filled to the quarter, not to a fifth
     assert built.evicted == 60 - len(built.current()) > 0
@@ -579,11 +580,11 @@ def test_a_stale_value_quoted_in_backticks_takes_out_the_sentence_naming_it_bare
     """The memory may hold a value as the model quoted it (`config/old.yaml`); the prose names
     it without the quotes, and that sentence must still go (a backtick-only value is no value)."""
     prose = "We began. We loaded config/old.yaml first. Then it went well (twice)."
-    assert engine.drop_stale(prose, {"`config/old.yaml`"}) == "We began. Then it went well (twice)."
-    assert engine.drop_stale(prose, {"``"}) == prose
+    assert summary_text.drop_stale(prose, {"`config/old.yaml`"}) == "We began. Then it went well (twice)."
+    assert summary_text.drop_stale(prose, {"``"}) == prose
     # a value beginning with X, and a one-letter one, are values like any other
-    assert engine.drop_stale("We chose XGBoost. It fit.", {"XGBoost"}) == "It fit."
-    assert engine.drop_stale("We plotted X. It fit.", {"X"}) == "It fit."
+    assert summary_text.drop_stale("We chose XGBoost. It fit.", {"XGBoost"}) == "It fit."
+    assert summary_text.drop_stale("We plotted X. It fit.", {"X"}) == "It fit."
 
 
 def test_finish_counts_the_memory_block_stored_beside_the_prose():
@@ -591,12 +592,12 @@ def test_finish_counts_the_memory_block_stored_beside_the_prose():
     memory that makes the node as large as what it replaces is refused."""
     text = "Short summary."
     memory = mem.Memory([mem.Item("setting", "learning rate", "3e-4", 1), mem.Item("todo", "t1", "write the report", 2)])
-    stored = count_message("llm", engine.summary_blocks(text, memory), ENC, SUMMARY_NAME)
-    assert stored > count_message("llm", engine.summary_blocks(text), ENC, SUMMARY_NAME) + 20
+    stored = count_message("llm", summary_text.summary_blocks(text, memory), ENC, SUMMARY_NAME)
+    assert stored > count_message("llm", summary_text.summary_blocks(text), ENC, SUMMARY_NAME) + 20
     assert finish(prep_for(["[user] nothing to list"], in_budget=1_000, replaced=stored + 1), text, memory) == text
     with pytest.raises(OcwError, match=f"the summary \\({stored:,} tokens\\) is not smaller"):
         finish(prep_for(["[user] nothing to list"], in_budget=1_000, replaced=stored), text, memory)
-    assert engine.summary_blocks(text) == [{"type": "text", "text": text}]  # no memory: the prose alone
+    assert summary_text.summary_blocks(text) == [{"type": "text", "text": text}]  # no memory: the prose alone
 
 
 def test_a_window_too_small_for_the_memory_json_asks_for_prose_alone_keeping_the_focus():

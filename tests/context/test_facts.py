@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ocw.context.engine import FACTS_MAX, facts_budget
+from ocw.context.summary_text import FACTS_MAX, facts_budget
 from ocw.context.facts import FACTS_HEADER, append_facts, extract_identifiers, missing_identifiers
 from ocw.text.tokens import count_text
 

@@ -110,7 +110,7 @@ def test_merge_is_latest_wins_whatever_the_input_order():
 
 
 def test_the_summary_prose_never_states_a_stale_value():
-    from ocw.context.engine import drop_stale
+    from ocw.context.summary_text import drop_stale
 
     prose = "We loaded config/old.yaml first. Then data/run_10.csv was read.\nThe rate is 319; it went well."
     out = drop_stale(prose, {"config/old.yaml", "319", "data/run_1.csv"})
