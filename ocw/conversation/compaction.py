@@ -1,7 +1,8 @@
 """One compaction of a session: read → threshold → summarize → persist → refresh.
 
-The engine (ocw/context/engine.py) is pure of the store: it plans, asks the
-summarizer and checks the text. This is where a session meets it:
+The engine (ocw/context/engine.py) is pure of the store: it plans and asks the
+summarizer; ocw/context/summary_text.py checks and finishes the text. This is
+where a session meets them:
 - No-op is decided before any LLM call, so "nothing to compact" never emits
   `compaction_started` and never reaches the summarizer.
 - All or nothing: the only write is `Session._persist_summary`, one
