@@ -101,7 +101,7 @@ def _sizing(session, provider, own: bool) -> tuple[int, float]:
     return summarizer_window(provider, session), session.calibration
 
 
-def refit(sizing: tuple[int, float], err: ContextOverflowError, estimate: int) -> tuple[int, float]:
+def refit(sizing: tuple[int, float], err: ContextOverflowError, estimate: int) -> tuple[int, float] | None:
     """The (window, calibration) a retry of a refused summarizer call is planned with, from
     the server's own words: the window it stated (never above the one planned with) and the
     prompt size it counted over ocw's estimate of that call. The ratio is this retry's measure
@@ -110,9 +110,12 @@ def refit(sizing: tuple[int, float], err: ContextOverflowError, estimate: int) -
     what the calibration under-counted or the window over-stated. A refusal that tightens
     neither (it stated nothing, or a prompt that fits with no room left for the reply) is
     planned as if every token counted twice, so a retry never repeats the call that failed.
-    A stated window under MIN_LEARNED_WINDOW is a misreading, as everywhere else: not used."""
+    None (no retry) for a stated window under MIN_LEARNED_WINDOW: a misreading or a window
+    no summarizer call fits (its input alone is at least MIN_SUMMARIZER_INPUT)."""
     window, calibration = sizing
-    if positive_int(err.limit) and err.limit >= MIN_LEARNED_WINDOW:
+    if positive_int(err.limit):
+        if err.limit < MIN_LEARNED_WINDOW:
+            return None
         window = min(window, err.limit)
     if positive_int(err.prompt_tokens) and estimate > 0:
         calibration = max(calibration, min(err.prompt_tokens / estimate, CALIBRATION_MAX))
@@ -207,7 +210,10 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
                 # write); the chat's model learns its window from the turn's own requests.
                 if own and e.limit:
                     own_rules.learn_window(session, provider, e.limit, "summarizer overflow")
-                prep = prepared(refit(_sizing(session, provider, own), e, call_estimate(prep)))
+                sizing = refit(_sizing(session, provider, own), e, call_estimate(prep))
+                if sizing is None:
+                    raise
+                prep = prepared(sizing)
                 text = structural_text(prep) if prep.in_budget < MIN_SUMMARIZER_INPUT \
                     else summarize(provider, prep, on_call)[0]
         stop.check(stops)  # pressed during the last call: still nothing saved

@@ -23,7 +23,7 @@ def refusal(limit=None, prompt_tokens=None) -> ContextOverflowError:
 def test_the_retry_plans_with_the_stated_window_and_the_stated_prompt_size():
     assert refit((8_192, 1.0), refusal(limit=2_048), 1_000) == (2_048, 1.0)
     assert refit((8_192, 1.0), refusal(limit=256), 1_000) == (256, 1.0)  # the smallest window read as one
-    assert refit((8_192, 1.0), refusal(limit=255), 1_000) == (8_192, 2.0)  # under it: a misreading
+    assert refit((8_192, 1.0), refusal(limit=255), 1_000) is None  # under it: no call fits, no retry
     assert refit((2_048, 1.0), refusal(limit=4_096, prompt_tokens=2_278), 1_200) == (2_048, 2_278 / 1_200)
     assert refit((2_048, 1.5), refusal(prompt_tokens=2_500), 1_000) == (2_048, 2.5)
     assert refit((2_048, 1.5), refusal(prompt_tokens=100_000), 1_000) == (2_048, 8.0)  # capped at the widest ratio
@@ -82,3 +82,15 @@ def test_a_second_refusal_fails_the_compaction_and_leaves_the_session_as_it_was(
     assert model.sizes[0] > 16_000 >= model.sizes[1]  # the retry was planned to fit at the stated measure
     assert (s.head, s.generation, s.compaction_count, s.active_summary(), s.occupancy()["total"]) == before
     assert s.auto_compact_failures == 1
+
+
+def test_a_refusal_stating_a_window_no_call_fits_is_not_retried(store):
+    class Tiny(CountsMore):
+        def complete(self, messages, system=None, max_tokens=None):
+            self.sizes.append(0)
+            raise ContextOverflowError("HTTP 400: n_ctx 50", status=400, limit=50, prompt_tokens=900)
+
+    model = Tiny(window=16_000, scale=1.0)
+    s = session(store, "tiny")
+    res = compaction.compact(s, provider=model)
+    assert res.outcome == "failed" and "n_ctx 50" in res.error and len(model.sizes) == 1
