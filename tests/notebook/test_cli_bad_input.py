@@ -111,6 +111,7 @@ def test_a_good_copy_still_works_and_twice_changes_nothing(folder, capsys):
     snap = _files(folder)["out.duckdb"]
     assert cli.main(["export", "--from", "src.duckdb", "--to", "out.duckdb"]) == 0
     assert "1 already there" in capsys.readouterr().out
+    assert _files(folder)["out.duckdb"] == snap  # the second copy wrote nothing
 
 
 def test_the_installed_command_prints_one_line_and_no_password(folder):
