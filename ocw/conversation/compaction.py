@@ -165,12 +165,13 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
         focus = info.focus
     provider = provider or _default_provider(session)
 
-    def prepared(sizing: tuple[int, float] | None = None):
-        window, calibration = sizing or _sizing(session, provider, own)
+    def prepared(sizing: tuple[int, float]):
+        window, calibration = sizing
         return prepare(plan, provider, window=window, calibration=calibration, encoding=session.encoding.name,
                        focus=focus)
 
-    prep = prepared()
+    sizing = _sizing(session, provider, own)
+    prep = prepared(sizing)
     session.compaction_running = True
     started, planned, stops = time.monotonic(), max(1, len(prep.chunks)), stop.count()
     session.events.emit(ev.COMPACTION_STARTED, {"trigger": trigger, "tokens_before": tokens_before,
@@ -210,12 +211,13 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
                 # write); the chat's model learns its window from the turn's own requests.
                 if own and e.limit:
                     own_rules.learn_window(session, provider, e.limit, "summarizer overflow")
-                sizing = refit(_sizing(session, provider, own), e, call_estimate(prep))
+                sizing = refit(sizing, e, call_estimate(prep))  # against what the refused call was planned with
                 if sizing is None:
                     raise
                 prep = prepared(sizing)
-                text = structural_text(prep) if prep.in_budget < MIN_SUMMARIZER_INPUT \
-                    else summarize(provider, prep, on_call)[0]
+                # Planned to what the server said, no call may fit: the structural summary, said so.
+                no_room = structural = prep.in_budget < MIN_SUMMARIZER_INPUT
+                text = structural_text(prep) if no_room else summarize(provider, prep, on_call)[0]
         stop.check(stops)  # pressed during the last call: still nothing saved
         if early:
             read, memory = early[0]

@@ -43,8 +43,9 @@ class CountsMore:
 
     name, offline = "tiny-server", True
 
-    def __init__(self, window: int, scale: float, always: bool = False):
+    def __init__(self, window: int, scale: float, always: bool = False, states_window: bool = False):
         self.context_window, self.scale, self.always, self.sizes = window, scale, always, []
+        self.states_window = states_window
         self.model, self.inner = "gpt-4o", OfflineProvider(context_window=10**9)
 
     def complete(self, messages, system=None, max_tokens=None):
@@ -52,7 +53,7 @@ class CountsMore:
         self.sizes.append(used + (max_tokens or 0))
         if used + (max_tokens or 0) > self.context_window or self.always:
             raise ContextOverflowError("HTTP 400: this model's maximum context length is exceeded", status=400,
-                                       prompt_tokens=used)
+                                       prompt_tokens=used, limit=self.context_window if self.states_window else None)
         return self.inner.complete(messages, system=system, max_tokens=max_tokens)
 
 
@@ -94,3 +95,14 @@ def test_a_refusal_stating_a_window_no_call_fits_is_not_retried(store):
     s = session(store, "tiny")
     res = compaction.compact(s, provider=model)
     assert res.outcome == "failed" and "n_ctx 50" in res.error and len(model.sizes) == 1
+
+
+def test_a_retry_planned_to_the_server_with_no_room_for_a_call_stores_the_structural_summary_and_says_so(store):
+    # The server holds 1,000 of its tokens and counts ~2.1× ocw's estimate: < 500 estimated, less
+    # than the summary's room and one call's least input together. No second request is sent.
+    model = CountsMore(window=1_000, scale=2.0, states_window=True)
+    s = session(store, "tight")
+    res = compaction.compact(s, provider=model)
+    assert res.outcome == "succeeded" and len(model.sizes) == 1 and model.sizes[0] > 1_000
+    assert 450 < res.payload["structural_window"] <= 500 and s.compaction_count == 1  # 1,000 ÷ the stated ~2.1
+    assert "learned_window" not in s.metadata and s.context_window == 16_000
