@@ -161,6 +161,7 @@ def test_two_call_turn_runs_tools_in_the_user_namespace(ocw_shell, refserver, ki
         calls = [c for m in last if m["role"] == "assistant" for c in m.get("tool_calls") or []]
         assert [m["tool_call_id"] for m in tool_msgs] == [c["id"] for c in calls]
         assert len({c["id"] for c in calls}) == 2  # the server reused call_ref_1; ocw kept them apart
+        assert calls[0]["id"] == "call_ref_1"  # an id no other visible call has is kept as the server sent it
         assert json.loads(calls[1]["function"]["arguments"]) == {"item": "pear", "qty": 2}
     else:
         results = [b for m in last if m["role"] == "user" for b in m["content"] if b["type"] == "tool_result"]
@@ -318,6 +319,18 @@ def test_a_call_in_a_turn_without_tools_gets_an_error_result_not_an_orphan(ocw_s
 
 
 # -- the step limit ---------------------------------------------------------------------------------
+def test_a_limit_of_one_tool_step_says_one_step(ocw_shell, refserver, capsys):
+    shell, rt = ocw_shell
+    configure(rt, refserver, "openai")
+    run(shell, ERRORS_CELL)
+    shell.run_line_magic("config", "Ocw.max_tool_steps = 1")
+    refserver.script(times=3, tool_calls=[{"name": "count_to", "input": {"n": 2}}])
+    chat(shell, "Count once.")
+    out = capsys.readouterr().out
+    assert "Stopped after 1 tool step (the limit, %config Ocw.max_tool_steps = 1)" in out
+    assert out.count("🔧 count_to") == 1 and refserver.pending == 2
+
+
 def test_endless_tool_calls_stop_at_max_tool_steps_with_a_message(ocw_shell, refserver, capsys):
     shell, rt = ocw_shell
     configure(rt, refserver, "openai")

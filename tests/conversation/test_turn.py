@@ -334,3 +334,13 @@ def test_usage_far_below_the_settled_calibration_is_stored_as_unverified_with_it
     assert unverified["count"] == 1 and unverified["last"][0] == measured
     assert measured < unverified["last"][1] < measured * 1.4  # ocw's estimate of what it sent: more than 0.9×
     assert sess.metadata["calibration"] == settled and sess.occupancy()["basis"] == "estimated"
+
+
+def test_a_turn_without_a_step_limit_stops_after_8_tool_steps(sess, provider, refserver):
+    """run_turn's own default (the API's, below %config Ocw.max_tool_steps): 8 steps, not 9.
+    The calls name no tool on: each is answered with an error result and the model asks again."""
+    refserver.script(times=12, tool_calls=[{"name": "lookup", "input": {"q": "x"}}])
+    notes = []
+    res = run_turn(sess, "Look it up, forever.", provider, on_system=notes.append)
+    assert res.tool_steps == 8 and res.step_limit_reached and refserver.pending == 4
+    assert notes[-1].startswith("Stopped after 8 tool steps (the limit, %config Ocw.max_tool_steps = 8)")
