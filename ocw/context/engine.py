@@ -8,13 +8,18 @@ Invariants, and why they hold:
   the old summary's text plus only the newly folded turns.
 - Pure of the store: the engine plans (`plan_compaction`, `prepare`) and asks
   the summarizer (`summarize`); the answer is checked and finished in
-  ocw/context/summary_text.py (`finish`). Both return text and never write. The caller (ocw/conversation/compaction.py) persists in one
-  transaction, so every failure leaves the file as it was.
+  ocw/context/summary_text.py (`finish`). Both return text and never write.
+  The caller (ocw/conversation/compaction.py) persists in one transaction, so
+  every failure leaves the file as it was.
 - A summary must be smaller than what it replaces, or it is rejected
   (`summary_text.finish`): a compaction that grows the context is a failure.
 - Every summarizer call fits the summarizer's window: lines are grouped by the
   cached per-node counts (no re-tokenizing in `prepare`), and each call's input
-  is counted exactly before it is sent (`_fit`), separators included.
+  is counted exactly before it is sent (`_fit`), separators included. A call
+  the server still refuses is sized against `call_estimate` by the caller,
+  which plans once more to what the server said (`compaction.refit`).
+- One bad answer fails nothing: an empty one is asked once more, the same
+  input; only a second empty answer fails the compaction.
 - Identifiers survive rolling compactions: the facts pass appends what the
   summary omitted, with room of its own (ocw/context/summary_text.py, where the
   answer becomes what is stored), and the next compaction reads that list as
