@@ -17,7 +17,7 @@ Invariants, and why they hold:
   cached per-node counts (no re-tokenizing in `prepare`), and each call's input
   is counted exactly before it is sent (`_fit`), separators included. A call
   the server still refuses is sized against `call_estimate` by the caller,
-  which plans once more to what the server said (`compaction.refit`).
+  which plans once more to what the server said (`refit`).
 - One bad answer fails nothing: an empty one is asked once more, the same
   input; only a second empty answer fails the compaction.
 - Identifiers survive rolling compactions: the facts pass appends what the
@@ -31,7 +31,8 @@ import math
 from dataclasses import dataclass, field
 
 from ocw.context import events as ev
-from ocw.text.errors import OcwError
+from ocw.context.calibration import CALIBRATION_MAX, MIN_LEARNED_WINDOW, positive_int
+from ocw.text.errors import ContextOverflowError, OcwError
 from ocw.context.graph import SUMMARY_NAME
 from ocw.text.i18n import system_message
 from ocw.text.prompts import FOCUS_CLOSE, FOCUS_OPEN, MEMORY_REQUEST, SUMMARY_MARKER
@@ -344,6 +345,27 @@ def call_estimate(prep: Prepared) -> int:
     enc = prep.encoding
     return (count_message("user", [{"type": "text", "text": prep.last_input}], enc)
             + count_text(prep.system, enc) + FRAME_TOKENS)
+
+
+def refit(sizing: tuple[int, float], err: ContextOverflowError, estimate: int) -> tuple[int, float] | None:
+    """The (window, calibration) a retry of a refused summarizer call is planned with, from
+    the server's own words: the window it stated (never above the one planned with) and the
+    prompt size it counted over ocw's estimate of that call. The ratio is this retry's measure
+    only: a refused request calibrates nothing (DESIGN.md §3). Why the retry can fit: each call
+    is planned to the window in calibrated tokens, and the refused one was over it only by
+    what the calibration under-counted or the window over-stated. A refusal that tightens
+    neither (it stated nothing, or a prompt that fits with no room left for the reply) is
+    planned as if every token counted twice, so a retry never repeats the call that failed.
+    None (no retry) for a stated window under MIN_LEARNED_WINDOW: a misreading or a window
+    no summarizer call fits (its input alone is at least MIN_SUMMARIZER_INPUT)."""
+    window, calibration = sizing
+    if positive_int(err.limit):
+        if err.limit < MIN_LEARNED_WINDOW:
+            return None
+        window = min(window, err.limit)
+    if positive_int(err.prompt_tokens) and estimate > 0:
+        calibration = max(calibration, min(err.prompt_tokens / estimate, CALIBRATION_MAX))
+    return (window, calibration) if (window, calibration) != sizing else (window, calibration * 2)
 
 
 def summary_budget(replaced_tokens: int, window: int) -> int:

@@ -22,9 +22,8 @@ from __future__ import annotations
 import time
 
 from ocw.context import events as ev
-from ocw.context.calibration import CALIBRATION_MAX, MIN_LEARNED_WINDOW, positive_int
 from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, call_estimate, plan_compaction, prepare,
-                                summarize)
+                                refit, summarize)
 from ocw.context.facts import extracting_once
 from ocw.context.graph import SUMMARY_NAME
 from ocw.context.landing import landing_tail_room
@@ -99,27 +98,6 @@ def _sizing(session, provider, own: bool) -> tuple[int, float]:
     if own:
         return own_rules.window(session, provider), own_rules.calibration(session, provider)
     return summarizer_window(provider, session), session.calibration
-
-
-def refit(sizing: tuple[int, float], err: ContextOverflowError, estimate: int) -> tuple[int, float] | None:
-    """The (window, calibration) a retry of a refused summarizer call is planned with, from
-    the server's own words: the window it stated (never above the one planned with) and the
-    prompt size it counted over ocw's estimate of that call. The ratio is this retry's measure
-    only: a refused request calibrates nothing (DESIGN.md §3). Why the retry can fit: each call
-    is planned to the window in calibrated tokens, and the refused one was over it only by
-    what the calibration under-counted or the window over-stated. A refusal that tightens
-    neither (it stated nothing, or a prompt that fits with no room left for the reply) is
-    planned as if every token counted twice, so a retry never repeats the call that failed.
-    None (no retry) for a stated window under MIN_LEARNED_WINDOW: a misreading or a window
-    no summarizer call fits (its input alone is at least MIN_SUMMARIZER_INPUT)."""
-    window, calibration = sizing
-    if positive_int(err.limit):
-        if err.limit < MIN_LEARNED_WINDOW:
-            return None
-        window = min(window, err.limit)
-    if positive_int(err.prompt_tokens) and estimate > 0:
-        calibration = max(calibration, min(err.prompt_tokens / estimate, CALIBRATION_MAX))
-    return (window, calibration) if (window, calibration) != sizing else (window, calibration * 2)
 
 
 def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, incoming=None,

@@ -11,7 +11,7 @@ import pytest
 
 from ocw.bench.build import build_session
 from ocw.conversation import compaction
-from ocw.conversation.compaction import refit
+from ocw.context.engine import refit
 from ocw.providers.offline import OfflineProvider
 from ocw.text.errors import ContextOverflowError
 
