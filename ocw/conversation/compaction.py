@@ -100,8 +100,7 @@ def _sizing(session, provider, own: bool) -> tuple[int, float]:
     return summarizer_window(provider, session), session.calibration
 
 
-def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, incoming=None,
-                    own=False) -> CompactionResult:
+def _compact_locked(session, keep_recent_tokens, trigger, provider, focus, incoming, own) -> CompactionResult:
     session.sync()
     # "X" of "X → Y" is the figure the ring showed just before (measured or calibrated).
     tokens_before = session.occupancy()["total"]
@@ -159,7 +158,7 @@ def _compact_locked(session, keep_recent_tokens, trigger, provider, focus=None, 
         stop.check(stops)  # the stop button, pressed while this runs off the main thread
         # "Compacting… k of n": n is the plan's chunk count at first, then the calls so far
         # plus the lines left at the pace so far (exact token counts can fit fewer lines).
-        calls = planned if k == 1 or done == 0 else (k - 1) + -(-(lines - done) * (k - 1) // done)
+        calls = planned if done == 0 else (k - 1) + -(-(lines - done) * (k - 1) // done)  # the first call: done 0
         session.events.emit(ev.COMPACTION_PROGRESS, {"call": k, "calls": max(calls, k), "trigger": trigger,
                                                      "elapsed": round(time.monotonic() - started, 1)})
 

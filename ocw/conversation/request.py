@@ -49,7 +49,7 @@ def to_provider_messages(history: list[dict]) -> tuple[str, list[dict]]:
     return "\n\n".join(p for p in system_parts if p), out
 
 
-def learn_window(session, tokens: int, source: str, *, reported: bool = False, lang: str = "en") -> str | None:
+def learn_window(session, tokens: int, source: str, *, lang: str, reported: bool = False) -> str | None:
     """Tell the session a window the server reported or stated; returns the one-time
     system line announcing it when the window ocw plans with changed, else None."""
     before = session.context_window
@@ -92,7 +92,7 @@ def unpaired_tool_blocks_as_text(history: list[dict]) -> list[dict]:
 class Requesting:
     """The request side of a `Turn`: build what is sent, size it, send it, recover once."""
 
-    def _outgoing(self, pending: list[tuple], limit: int | None = None) -> tuple[str, list[dict]]:
+    def _outgoing(self, pending: list[tuple], limit: int | None) -> tuple[str, list[dict]]:
         """Rendered history plus the not-yet-stored messages of this turn, snipped to
         `limit` calibrated tokens (default: the threshold's share of the window) if
         compaction could not bring it under."""

@@ -218,11 +218,11 @@ def test_a_window_is_announced_once_when_it_changes_what_ocw_plans_with(sess):
     from ocw.conversation.request import learn_window
 
     assert sess.context_window == 2000
-    note = learn_window(sess, 1500, "stated in the server's error")
+    note = learn_window(sess, 1500, "stated in the server's error", lang="en")
     assert note == ("The model's context window is 1,500 tokens (stated in the server's error); ocw plans "
                     "with it from now on (it assumed 2,000).")
     assert sess.context_window == 1500
-    assert learn_window(sess, 1500, "stated in the server's error") is None  # said once: nothing changed
+    assert learn_window(sess, 1500, "stated in the server's error", lang="en") is None  # said once: nothing changed
     assert learn_window(sess, 1500, "stated in the server's error", lang="zh") is None
     assert sess.context_window == 1500
 
