@@ -224,6 +224,12 @@ def test_a_window_is_announced_once_when_it_changes_what_ocw_plans_with(sess):
     assert sess.context_window == 1500
     assert learn_window(sess, 1500, "stated in the server's error", lang="en") is None  # said once: nothing changed
     assert learn_window(sess, 1500, "stated in the server's error", lang="zh") is None
+    # A window an error states never raises one learned; one the server reports does.
+    assert learn_window(sess, 1800, "stated in the server's error", lang="en") is None
+    assert sess.context_window == 1500
+    assert learn_window(sess, 1800, "its /props", lang="en", reported=True) is not None
+    assert sess.context_window == 1800
+    learn_window(sess, 1500, "stated in the server's error", lang="en")
     assert sess.context_window == 1500
 
 
