@@ -192,3 +192,22 @@ def test_a_turn_compacts_at_exactly_80_percent(store, turn_provider, refserver, 
     assert [c.trigger for c in res.compactions] == (["auto"] if compacts else [])
     assert len(refserver.summary_requests()) == (1 if compacts else 0)
     assert s.compaction_count == (1 if compacts else 0)
+
+
+@pytest.mark.parametrize("replaced, widened", [(255, True), (256, False)])
+def test_a_fold_under_256_tokens_is_widened_and_one_of_256_is_not(store, monkeypatch, replaced, widened):
+    """MIN_SUMMARIZER_INPUT (256) is the least a fold may replace before it is widened (_fold_enough):
+    pinned on both sides by the plan's own figure."""
+    import dataclasses
+
+    from ocw.conversation import compaction
+
+    real = compaction.plan_compaction
+    monkeypatch.setattr(compaction, "plan_compaction",
+                        lambda *a, **k: dataclasses.replace(real(*a, **k), replaced_tokens=replaced))
+    seen = []
+    monkeypatch.setattr(compaction, "_fold_enough", lambda session, plan, active, history: seen.append(plan) or plan)
+    s = store.create_session(model="ocw-offline", context_window=8192)
+    add_turns(s, 0, 12, size=200)
+    compaction.compact(s)
+    assert bool(seen) is widened
