@@ -196,8 +196,8 @@ def test_a_turn_compacts_at_exactly_80_percent(store, turn_provider, refserver, 
 
 @pytest.mark.parametrize("replaced, widened", [(255, True), (256, False)])
 def test_a_fold_under_256_tokens_is_widened_and_one_of_256_is_not(store, monkeypatch, replaced, widened):
-    """MIN_SUMMARIZER_INPUT (256) is the least a fold may replace before it is widened (_fold_enough):
-    pinned on both sides by the plan's own figure."""
+    """MIN_SUMMARIZER_INPUT (256) is the least a fold may replace before it is widened (_fold_enough)
+    and before a model is asked: pinned on both sides by the plan's own figure."""
     import dataclasses
 
     from ocw.conversation import compaction
@@ -209,5 +209,7 @@ def test_a_fold_under_256_tokens_is_widened_and_one_of_256_is_not(store, monkeyp
     monkeypatch.setattr(compaction, "_fold_enough", lambda session, plan, active, history: seen.append(plan) or plan)
     s = store.create_session(model="ocw-offline", context_window=8192)
     add_turns(s, 0, 12, size=200)
-    compaction.compact(s)
+    res = compaction.compact(s)
     assert bool(seen) is widened
+    # and under it no model is asked (too little for a smaller summary): the structural one, said so
+    assert res.outcome == "succeeded" and res.payload.get("structural_small", False) is widened
