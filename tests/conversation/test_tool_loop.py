@@ -319,28 +319,27 @@ def test_a_call_in_a_turn_without_tools_gets_an_error_result_not_an_orphan(ocw_s
 
 
 # -- the step limit ---------------------------------------------------------------------------------
-def test_a_limit_of_one_tool_step_says_one_step(ocw_shell, refserver, capsys):
+def count_with_limit(ocw_shell, refserver, capsys, limit: int, calls: int) -> str:
+    """A model that calls count_to `calls` times in a row, under Ocw.max_tool_steps = `limit`;
+    the cell's output."""
     shell, rt = ocw_shell
     configure(rt, refserver, "openai")
     run(shell, ERRORS_CELL)
-    shell.run_line_magic("config", "Ocw.max_tool_steps = 1")
-    refserver.script(times=3, tool_calls=[{"name": "count_to", "input": {"n": 2}}])
-    chat(shell, "Count once.")
-    out = capsys.readouterr().out
+    shell.run_line_magic("config", f"Ocw.max_tool_steps = {limit}")
+    refserver.script(times=calls, tool_calls=[{"name": "count_to", "input": {"n": 2}}])
+    chat(shell, "Count forever.")
+    return capsys.readouterr().out
+
+
+def test_a_limit_of_one_tool_step_says_one_step(ocw_shell, refserver, capsys):
+    out = count_with_limit(ocw_shell, refserver, capsys, limit=1, calls=3)
     assert "Stopped after 1 tool step (the limit, %config Ocw.max_tool_steps = 1)" in out
     assert out.count("🔧 count_to") == 1 and refserver.pending == 2
 
 
 def test_endless_tool_calls_stop_at_max_tool_steps_with_a_message(ocw_shell, refserver, capsys):
     shell, rt = ocw_shell
-    configure(rt, refserver, "openai")
-    run(shell, ERRORS_CELL)
-    shell.run_line_magic("config", "Ocw.max_tool_steps = 3")
-    refserver.script(times=10, tool_calls=[{"name": "count_to", "input": {"n": 2}}])
-
-    chat(shell, "Count forever.")
-
-    out = capsys.readouterr().out
+    out = count_with_limit(ocw_shell, refserver, capsys, limit=3, calls=10)
     assert out.count("🔧 count_to") == 3
     assert "Stopped after 3 tool steps (the limit, %config Ocw.max_tool_steps = 3)" in out
     assert len(model_requests(refserver)) == 3 and refserver.pending == 7
