@@ -304,6 +304,18 @@ def byte_encoding(tmp_path_factory):
 
 
 @_pytest.fixture(autouse=True)
+def _each_test_starts_from_a_kernel_that_has_read_nothing():
+    """The content-addressed memos (ocw/text/memo.py) live as long as the process: a test
+    that counts with a stand-in tokenizer would leave its counts for the next test, and a
+    test that counts what is tokenized would see fewer calls after another test read the
+    same lines. Each test starts with them empty."""
+    from ocw.text.memo import forget_all
+
+    forget_all()
+    yield
+
+
+@_pytest.fixture(autouse=True)
 def _tools_registered_by_a_test_end_with_it():
     """A tool a test registers (`@ocw.tool` in a shell's cell, say) is unregistered when
     the test ends: the registry is process-wide, and a leftover tool's definition would

@@ -91,10 +91,12 @@ def _timed(fn):
 
 def run(quick: bool = False, *, messages: int | None = None, window: int | None = None, reps: int | None = None,
         out=None, tmpdir: str | None = None) -> dict:
-    """Time the four rows; print the table; return {rows, ratios, load, checks}."""
+    """Time the rows; print the table; return {rows, ratios, load, checks}."""
+    from ocw.conversation import read_ahead
     from ocw.conversation.sessions import Store
     from ocw.conversation.turn import Turn
     from ocw.providers.offline import OfflineProvider
+    from ocw.text.memo import forget_all
     from ocw.text.tokens import count_text
 
     out = out or sys.stdout
@@ -102,42 +104,60 @@ def run(quick: bool = False, *, messages: int | None = None, window: int | None 
     window = window or (QUICK_WINDOW if quick else WINDOW)
     reps = reps or (QUICK_REPS if quick else REPS)
     provider = TimedModel(OfflineProvider(context_window=window))
-    times = {"compact": [], "model": [], "own": [], "floor": [], "auto": [], "normal": []}
-    summaries, tails, failures = set(), [], []
+    times: dict[str, list[float]] = {key: [] for key, _ in LABELS}
+    tails, failures, differ = [], [], 0
     load = [os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="ocw-bench-compact-cost-", dir=tmpdir) as d:
         store = Store(os.path.join(d, "cost.duckdb"))
         try:
-            def fresh(k: int, tag: str):
-                return build_session(store, n, model=MODEL, window=window, name=f"cost-{tag}-{k}", id_salt=f"c{tag}{k}_",
-                                     verify=4, unique=True)
+            def fresh(k: int, tag: str, ahead: bool):
+                """A session of its own text (seed k): none of it read yet in this process, or
+                (`ahead`) read ahead as the kernel reads each turn's messages after the turn."""
+                s = build_session(store, n, model=MODEL, window=window, name=f"cost-{tag}-{k}", id_salt=f"c{tag}{k}_",
+                                  verify=4, unique=True, seed=100 + k)
+                forget_all()
+                if ahead:
+                    t0 = time.perf_counter()
+                    read_ahead.read_session(s, provider)
+                    if not read_ahead.wait(120):
+                        failures.append("the read-ahead did not finish")
+                    if tag == "a" and k:
+                        times["read_ahead"].append((time.perf_counter() - t0) * 1000)
+                return s
 
-            warm = fresh(0, "warm")  # the encodings load once per kernel: not part of any row
+            def compacted(s) -> tuple[float, float, str | None]:
+                provider.ms = 0.0
+                ms, res = _timed(lambda: s.compact(provider=provider))
+                if res.outcome != "succeeded":
+                    failures.append(f"%compact: {res.outcome} {res.reason}")
+                    return ms, provider.ms, None
+                return ms, provider.ms, repr(s._contents([s._rows.get(res.summary_id)])[res.summary_id])
+
+            warm = fresh(0, "warm", False)  # the encodings load once per kernel: not part of any row
             count_text("warm", warm.encoding.name)
             count_text("warm", provider.encoding)
             warm.compact(provider=provider)
             for k in range(reps + 1):  # repetition 0 warms the file and the code paths
-                s = fresh(k, "c")
+                s = fresh(k, "c", False)
                 floor_ms, tail = _timed(lambda: read_and_tokenize(s))
-                provider.ms = 0.0
-                compact_ms, res = _timed(lambda: s.compact(provider=provider))
-                model_ms = provider.ms
-                if res.outcome != "succeeded":
-                    failures.append(f"%compact: {res.outcome} {res.reason}")
-                    continue
-                summary = s._rows.get(res.summary_id)
-                summaries.add(repr(s._contents([summary])[res.summary_id]))
+                forget_all()
+                cold_ms, cold_model, cold_text = compacted(s)
+                ahead_ms, ahead_model, ahead_text = compacted(fresh(k, "a", True))  # the same text, read ahead
+                differ += cold_text != ahead_text
                 tails.append(tail)
                 if k:
                     times["floor"].append(floor_ms)
-                    times["compact"].append(compact_ms)
-                    times["model"].append(model_ms)
-                    times["own"].append(compact_ms - model_ms)
-                for kind, threshold in (("auto", AUTO_THRESHOLD), ("normal", NORMAL_THRESHOLD)):
-                    t = fresh(k, kind[0])
+                    times["compact"].append(ahead_ms)
+                    times["model"].append(ahead_model)
+                    times["own"].append(ahead_ms - ahead_model)
+                    times["cold"].append(cold_ms)
+                for kind, threshold, ahead in (("auto", AUTO_THRESHOLD, True), ("auto_cold", AUTO_THRESHOLD, False),
+                                               ("normal", NORMAL_THRESHOLD, True)):
+                    t = fresh(k, kind, ahead)
                     ms, r = _timed(lambda: Turn(t, provider, threshold=threshold, prune=False).run(ASK))
-                    compacted = [c for c in r.compactions if c.outcome == "succeeded" and c.trigger == "auto"]
-                    if (kind == "auto") != bool(compacted) or len(r.compactions) != len(compacted):
+                    read_ahead.wait(120)  # the turn's own messages, read after it: not part of the next row
+                    compacted_ = [c for c in r.compactions if c.outcome == "succeeded" and c.trigger == "auto"]
+                    if (kind != "normal") != bool(compacted_) or len(r.compactions) != len(compacted_):
                         failures.append(f"{kind} turn: {[(c.trigger, c.outcome) for c in r.compactions]}")
                     elif k:
                         times[kind].append(ms)
@@ -145,10 +165,14 @@ def run(quick: bool = False, *, messages: int | None = None, window: int | None 
             store.close()
     load.append(os.getloadavg())
     rows = {key: stats(ms) for key, ms in times.items()}
-    ratios = {"compact_vs_floor": rows["compact"]["p50"] / rows["floor"]["p50"] if times["floor"] else float("nan"),
-              "own_vs_floor": rows["own"]["p50"] / rows["floor"]["p50"] if times["floor"] else float("nan"),
-              "auto_vs_normal": rows["auto"]["p50"] / rows["normal"]["p50"] if times["normal"] else float("nan")}
-    checks = {"compactions_succeeded": not failures, "same_summary": len(summaries) == 1,
+
+    def ratio(a: str, b: str) -> float:
+        return rows[a]["p50"] / rows[b]["p50"] if times[a] and times[b] else float("nan")
+
+    ratios = {"compact_vs_floor": ratio("compact", "floor"), "own_vs_floor": ratio("own", "floor"),
+              "cold_vs_floor": ratio("cold", "floor"), "auto_vs_normal": ratio("auto", "normal"),
+              "auto_cold_vs_normal": ratio("auto_cold", "normal")}
+    checks = {"compactions_succeeded": not failures, "same_summary": differ == 0,
               "tail_tokens": min(tails) if tails else 0, "failures": failures}
     result = {"messages": n, "window": window, "reps": reps, "rows": rows, "ratios": ratios, "load": load,
               "checks": checks}
@@ -156,25 +180,29 @@ def run(quick: bool = False, *, messages: int | None = None, window: int | None 
     return result
 
 
-LABELS = (("compact", "%compact, offline summarizer"), ("model", "  of which the offline model"),
-          ("own", "  of which ocw's own work"), ("floor", "read + tokenize the tail"),
-          ("auto", "turn with an automatic compaction"), ("normal", "normal turn"))
+LABELS = (("compact", "%compact, read ahead"), ("model", "  of which the offline model"),
+          ("own", "  of which ocw's own work"), ("cold", "%compact, nothing read ahead"),
+          ("read_ahead", "the read-ahead itself (idle time)"), ("floor", "read + tokenize the tail"),
+          ("auto", "turn with an automatic compaction"), ("auto_cold", "  the same, nothing read ahead"),
+          ("normal", "normal turn"))
 
 
 def format_report(r: dict) -> str:
-    c = r["checks"]
+    c, q = r["checks"], r["ratios"]
     lines = [f"ocw bench compact_cost — {r['messages']:,} messages, {c['tail_tokens']:,}-token tail, window "
              f"{r['window']:,}, {r['reps']} runs each, same run; load average "
              + " → ".join("/".join(f"{x:.2f}" for x in la) for la in r["load"]),
-             f"{'':34}  {'p50 ms':>9}  {'p99 ms':>9}  {'max ms':>9}"]
+             f"{'':36}  {'p50 ms':>9}  {'p99 ms':>9}  {'max ms':>9}"]
     for key, label in LABELS:
         s = r["rows"][key]
-        lines.append(f"{label:34}  {s['p50']:9,.1f}  {s['p99']:9,.1f}  {s['max']:9,.1f}")
-    lines.append(f"%compact ÷ read+tokenize: {r['ratios']['compact_vs_floor']:.1f}× (target ≤ 3×; ocw's own work "
-                 f"alone {r['ratios']['own_vs_floor']:.1f}×); "
-                 f"auto turn ÷ normal turn: {r['ratios']['auto_vs_normal']:.1f}× (target ≤ 3×)")
+        lines.append(f"{label:36}  {s['p50']:9,.1f}  {s['p99']:9,.1f}  {s['max']:9,.1f}")
+    lines.append(f"%compact ÷ read+tokenize: {q['compact_vs_floor']:.1f}× read ahead (target ≤ 3×; ocw's own work "
+                 f"alone {q['own_vs_floor']:.1f}×), {q['cold_vs_floor']:.1f}× with nothing read ahead; "
+                 f"auto turn ÷ normal turn: {q['auto_vs_normal']:.1f}× read ahead (target ≤ 3×), "
+                 f"{q['auto_cold_vs_normal']:.1f}× with nothing read ahead")
     lines.append("checks: " + ("every compaction succeeded" if c["compactions_succeeded"] else "FAILED: " + "; ".join(c["failures"]))
-                 + ", " + ("one summary for every run" if c["same_summary"] else "SUMMARIES DIFFER"))
+                 + ", " + ("the same summary read ahead or not" if c["same_summary"]
+                           else "READ-AHEAD CHANGED A SUMMARY"))
     return "\n".join(lines)
 
 

@@ -22,13 +22,12 @@ Rules (issue 22, item 4), and why they hold:
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import re
 
 from ocw.text.tokens import count_text, tokens_at_least
 from ocw.text.focus import focused_first
 from ocw.context.memory_rules import clean
+from ocw.text.memo import TEXT_BOUND, Memo
 
 _PATTERNS = [
     r"https?://[^\s<>\"'`)\]]+",  # URLs
@@ -82,40 +81,37 @@ def _crosses_lines(text: str) -> bool:
     return any(m.start() and _DIGIT.match(text, m.start() - 1) for m in _UNIT_LINE.finditer(text))
 
 
-_lines_memo: contextvars.ContextVar[dict | None] = contextvars.ContextVar("ocw_ident_lines", default=None)
-
-
-@contextlib.contextmanager
-def extracting_once():
-    """A scope (nested scopes share the outer one) where `extract_identifiers` remembers each
-    line's matches: a compaction reads the folded turns for the facts pass and again for
-    what was lost, as two texts that share nearly all their lines. Dropped when it ends."""
-    if _lines_memo.get() is not None:
-        yield
-        return
-    token = _lines_memo.set({})
-    try:
-        yield
-    finally:
-        _lines_memo.reset(token)
+# Each line's matches, for the kernel's life (ocw/text/memo.py): a compaction reads the folded
+# turns for the facts pass and again for what was lost, and the read-ahead reads each new line
+# once in the pause after its turn (ocw/conversation/read_ahead.py).
+LINE_MATCHES = Memo(TEXT_BOUND)
 
 
 def _spans(text: str) -> list[tuple[int, str]]:
-    """(offset, match) of each match of `text`, in order; inside `extracting_once()` each
-    line is matched once (its matches kept with their offsets in the line)."""
-    memo = _lines_memo.get()
-    if memo is None or _crosses_lines(text):
+    """(offset, match) of each match of `text`, in order; each line is matched once per kernel
+    (`LINE_MATCHES`: its matches kept with their offsets in the line)."""
+    if _crosses_lines(text):
         return [(m.start(), m.group()) for m in _RX.finditer(text)]
+    memo = LINE_MATCHES
     out: list[tuple[int, str]] = []
     at = 0
     for line in text.split("\n"):
         found = memo.get(line)
         if found is None:
-            found = memo[line] = [(m.start(), m.group()) for m in _RX.finditer(line)]
+            found = memo.keep(line, [(m.start(), m.group()) for m in _RX.finditer(line)], len(line) + 1)
         if found:
             out += [(at + start, match) for start, match in found]
         at += len(line) + 1
     return out
+
+
+def read_lines(text: str) -> None:
+    """Match each line of `text` not yet matched (the read-ahead: nothing is returned)."""
+    if not _crosses_lines(text):
+        memo = LINE_MATCHES
+        for line in text.split("\n"):
+            if line not in memo:
+                memo.keep(line, [(m.start(), m.group()) for m in _RX.finditer(line)], len(line) + 1)
 
 
 def located_identifiers(text: str) -> tuple[list[str], dict[str, tuple[int, int]]]:
@@ -147,6 +143,7 @@ def _present(ident: str, text: str) -> bool:
 
 
 _WORD_RUN = re.compile(r"\w+")
+_RUNS = Memo(TEXT_BOUND // 4)  # an identifier's word runs and their offsets
 _WORD_CHAR = re.compile(r"\w")
 _LEFT_CHAR = re.compile(r"[\w.]")
 
@@ -167,7 +164,9 @@ def present_in(idents, text: str) -> set[str]:
     out: set[str] = set()
     for ident in idents:
         bare = ident.strip("`")
-        runs = [(m.group(), m.start()) for m in _WORD_RUN.finditer(bare)]
+        runs = _RUNS.get(bare)
+        if runs is None:  # (kept: the facts pass and what was lost ask about the same ones)
+            runs = _RUNS.keep(bare, [(m.group(), m.start()) for m in _WORD_RUN.finditer(bare)], len(bare) + 1)
         if not runs:
             if _present(ident, text):
                 out.add(ident)

@@ -22,6 +22,7 @@ import re
 from ocw.context.memory import Event, Item, norm_key
 from ocw.context.memory_settings import BAD_KEYS, TOKEN, answer_value, asked_key, settings
 from ocw.text.fold import cased, fold
+from ocw.text.memo import TEXT_BOUND, Memo
 from ocw.text.prompts import SUMMARY_PREFIX, SYSTEM_NOTE_PREFIX
 
 _OWN_PREFIXES = ("(offline model)", "[old tool output pruned:", SYSTEM_NOTE_PREFIX.strip(), SUMMARY_PREFIX.strip(),
@@ -40,8 +41,18 @@ def own_text(line: str, keep_lists: bool = False) -> bool:
 
 
 def clean(text: str, keep_lists: bool = False) -> str:
-    """`text` without ocw's own lines and stubs."""
+    """`text` without ocw's own lines and stubs. Most texts hold none, found by two searches
+    in C: such a text is its own clean form (its lines split and joined again — without a
+    line break but "\\n", only a last "\\n" is lost)."""
+    if not _OWN_ANYWHERE.search(text) and not _OWN_LINE.search(text) and not _OTHER_BREAK.search(text):
+        return text[:-1] if text.endswith("\n") else text
     return "\n".join(_OWN_LINE.sub(" ", ln) for ln in text.splitlines() if not own_text(ln, keep_lists))
+
+
+# A line `own_text` could drop (a prefix after the line's leading whitespace), and the line
+# breaks other than "\n" that `splitlines` cuts at.
+_OWN_ANYWHERE = re.compile(r"^\s*(?:" + "|".join(re.escape(p) for p in _OWN_PREFIXES) + ")", re.M)
+_OTHER_BREAK = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 _TOKEN = TOKEN
@@ -187,51 +198,90 @@ def events(turns: list[tuple[int, str, str]]) -> list[Event]:
 
 
 def _events(turns: list[tuple[int, str, str]]) -> list[Event]:
-    """`events` of messages already `clean`ed (`update` reads the clean texts twice)."""
+    """`events` of messages already `clean`ed (`update` reads the clean texts twice); each
+    message read once per kernel (`_MESSAGES`), its events stamped with its turn here."""
     out: list[Event] = []
     asked = ""  # the setting the previous message asked about ("what batch size should we use?")
     for turn, role, text in turns:
-        if not text.strip():
+        found, then = _read(role, text, asked)
+        out += [Event(action, turn, None if item is None else Item(*item[:3], turn, *item[3:]), target)
+                for action, target, item in found]
+        asked = asked if then is None else then
+    return out
+
+
+# What one message says, for the kernel's life (ocw/text/memo.py): keyed by its role, its
+# clean text and (for the user's) the setting the message before it asked about — all
+# that `_message_events` reads — so a message read ahead (ocw/conversation/read_ahead.py)
+# is not read again when its turn is folded. Kept as tuples, never as the Items that
+# `merge` and `fit` go on to change.
+_MESSAGES = Memo(TEXT_BOUND)
+
+
+def read_message(role: str, text: str, asked: str) -> str:
+    """Read one clean message ahead (the read-ahead); returns what the next message is asked."""
+    then = _read(role, text, asked)[1]
+    return asked if then is None else then
+
+
+def _read(role: str, text: str, asked: str) -> tuple[tuple, str | None]:
+    key = (role, text, asked if role == "user" else "")
+    read = _MESSAGES.get(key)
+    return read if read is not None else _MESSAGES.keep(key, _message_events(role, text, asked), len(text) + 1)
+
+
+def _message_events(role: str, text: str, question: str) -> tuple[tuple, str | None]:
+    """(events, what it asks) of one clean message: each event as (action, target, item
+    fields but the turn), and the setting the message asks about (None: the one asked
+    before stands — a tool's output or an empty message is no answer)."""
+    evs = _sentence_events(role, text, question)
+    return tuple((e.action, e.target, None if e.item is None else (e.item.kind, e.item.key, e.item.value,
+                                                                   e.item.status, e.item.detail)) for e in evs), \
+        (None if not text.strip() or role == "tool" else asked_key(text) if role in ("user", "assistant") else "")
+
+
+def _sentence_events(role: str, text: str, question: str, turn: int = 0) -> list[Event]:
+    """The events of one clean message, `question` what the message before it asked."""
+    out: list[Event] = []
+    if not text.strip():
+        return out
+    if role == "tool":
+        return [Event("add", turn, i) for i in working_items(text, turn)]
+    if role != "user":
+        return out  # the model's own words restate; only the user's set what is current
+    for n, s in enumerate(sentences(text)):
+        if n == 0 and question and answer_value(s):  # across two turns: a bare answer to that question
+            out.append(Event("add", turn, Item("setting", question, answer_value(s), turn)))
             continue
-        if role == "tool":
-            out += [Event("add", turn, i) for i in working_items(text, turn)]
+        retracted, f = False, fold(s)  # the gates read the folded sentence (ocw/text/fold.py)
+        for m in (_RETRACT.finditer(s) if _RETRACT_HINT_F.search(f) else ()):
+            target = next(g for g in m.groups() if g).strip("`'\"")
+            if target.lower() in _BAD_KEYS:
+                continue  # "drop X, it does not exist": "it" retracts nothing
+            out.append(Event("retract", turn, target=target))
+            retracted = True
+        closes = _CLOSE_HINT_F.search(f) is not None
+        for m in (_CLOSE.finditer(s) if closes else ()):
+            out.append(Event("close", turn, target=(m.group("what") or m.group("what2")).strip()))
+        if retracted:
             continue
-        question, asked = asked, asked_key(text) if role in ("user", "assistant") else ""
-        if role != "user":
-            continue  # the model's own words restate; only the user's set what is current
-        for n, s in enumerate(sentences(text)):
-            if n == 0 and question and answer_value(s):  # across two turns: a bare answer to that question
-                out.append(Event("add", turn, Item("setting", question, answer_value(s), turn)))
-                continue
-            retracted, f = False, fold(s)  # the gates read the folded sentence (ocw/text/fold.py)
-            for m in (_RETRACT.finditer(s) if _RETRACT_HINT_F.search(f) else ()):
-                target = next(g for g in m.groups() if g).strip("`'\"")
-                if target.lower() in _BAD_KEYS:
-                    continue  # "drop X, it does not exist": "it" retracts nothing
-                out.append(Event("retract", turn, target=target))
-                retracted = True
-            closes = _CLOSE_HINT_F.search(f) is not None
-            for m in (_CLOSE.finditer(s) if closes else ()):
-                out.append(Event("close", turn, target=(m.group("what") or m.group("what2")).strip()))
-            if retracted:
-                continue
-            if _INSTRUCTION_F.search(f):
-                lang = _LANG.search(s)
-                key = "language" if lang else norm_key(re.sub(r"\b(always|never|don't|do not|not|please|from now on|"
-                                                              r"going forward|i prefer|i'd prefer)\b", " ", s.lower()))[:60]
-                out.append(Event("add", turn, Item("instruction", key, s[:240], turn)))
-                continue
-            choice = _decision(s, f)
-            if choice:
-                a, b = choice
-                out.append(Event("add", turn, Item("decision", norm_key(a), a, turn, detail=b)))
-                continue
-            t = (_TODO_F.search(f) and _TODO.search(s)) or (_QUESTION_F.search(f) and _QUESTION.search(s))
-            if t and not (closes and _CLOSE.search(s)):
-                what = _val(t.group("what"))
-                out.append(Event("add", turn, Item("todo", norm_key(" ".join(what.split()[:6])), what, turn)))
-            out += [Event("add", turn, i) for i in settings(s, turn)]
-            out += [Event("add", turn, i) for i in working_items(s, turn)]
+        if _INSTRUCTION_F.search(f):
+            lang = _LANG.search(s)
+            key = "language" if lang else norm_key(re.sub(r"\b(always|never|don't|do not|not|please|from now on|"
+                                                          r"going forward|i prefer|i'd prefer)\b", " ", s.lower()))[:60]
+            out.append(Event("add", turn, Item("instruction", key, s[:240], turn)))
+            continue
+        choice = _decision(s, f)
+        if choice:
+            a, b = choice
+            out.append(Event("add", turn, Item("decision", norm_key(a), a, turn, detail=b)))
+            continue
+        t = (_TODO_F.search(f) and _TODO.search(s)) or (_QUESTION_F.search(f) and _QUESTION.search(s))
+        if t and not (closes and _CLOSE.search(s)):
+            what = _val(t.group("what"))
+            out.append(Event("add", turn, Item("todo", norm_key(" ".join(what.split()[:6])), what, turn)))
+        out += [Event("add", turn, i) for i in settings(s, turn)]
+        out += [Event("add", turn, i) for i in working_items(s, turn)]
     return out
 
 

@@ -28,6 +28,13 @@ from ocw.store.tail import TailRows
 from ocw.text.tokens import count_message, count_text, encoding_for_model
 
 DEFAULT_TOOL_RESULT_CAP = 4000  # tokens of one tool result the model reads
+
+
+def _message(m: Node, blocks: list, tokens: int) -> dict:
+    msg = {"id": m.id, "role": m.role, "content": blocks, "tokens": tokens}
+    if m.name:
+        msg["name"] = m.name
+    return msg
 CONTENT_CACHE = 4096  # recent messages kept parsed in memory; older ones are read back
 
 
@@ -288,20 +295,24 @@ class BranchView(PrunedView):
             mark = self.prune_mark()
             stubs = self._pruned_nodes(mark, tail, contents) if mark is not None else {}
             for m in tail:
-                tokens = m.tokens
                 if m.id in stubs:
                     blocks, saved = stubs[m.id]
-                    tokens -= saved
-                # A message within the cap as a whole cannot hold a result over it.
-                elif m.tokens > cap:
-                    blocks = render_blocks(contents[m.id], cap, enc)
+                    out.append(_message(m, blocks, m.tokens - saved))
                 else:
-                    blocks = contents[m.id]
-                msg = {"id": m.id, "role": m.role, "content": blocks, "tokens": tokens}
-                if m.name:
-                    msg["name"] = m.name
-                out.append(msg)
+                    out.append(self._rendered(m, contents[m.id], cap, enc))
         return out
+
+    def rendered_messages(self, nodes: list[Node]) -> list[dict]:
+        """Tail `nodes` as `rendered_history` gives them before a prune stubs any (the read-ahead's input)."""
+        with self._lock:
+            contents = self._contents(nodes)
+        cap, enc = self.tool_result_cap, self.encoding.name
+        return [self._rendered(m, contents[m.id], cap, enc) for m in nodes]
+
+    @staticmethod
+    def _rendered(m: Node, blocks: list, cap: int, enc: str) -> dict:
+        # A message within the cap as a whole cannot hold a result over it.
+        return _message(m, render_blocks(blocks, cap, enc) if m.tokens > cap else blocks, m.tokens)
 
     def _fixed_tokens(self, kind: str, text: str) -> int:
         key = (kind, self.encoding.name, text)

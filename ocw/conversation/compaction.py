@@ -24,7 +24,6 @@ import time
 from ocw.context import events as ev
 from ocw.context.engine import (MIN_SUMMARIZER_INPUT, CompactionResult, call_estimate, plan_compaction, prepare,
                                 refit, summarize)
-from ocw.context.facts import extracting_once
 from ocw.context.graph import SUMMARY_NAME
 from ocw.context.landing import landing_tail_room
 from ocw.context.memory_model import events_of
@@ -70,8 +69,8 @@ def compact(session, *, keep_recent_tokens: int | None = None, trigger: str = "m
     if not session.compact_lock.acquire(blocking=False):
         raise CompactionInProgress(i18n_text("busy", getattr(session, "lang", None)))
     try:
-        # Each long text tokenized once, each line's identifiers matched once, per compaction.
-        with counting_once(), extracting_once():
+        # Each long text tokenized once per compaction (each line's identifiers: once per kernel).
+        with counting_once():
             return _compact_locked(session, keep_recent_tokens, trigger, provider, focus, incoming,
                                    own_summarizer and provider is not None)
     finally:

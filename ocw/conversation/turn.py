@@ -18,6 +18,7 @@ from typing import Callable
 
 from ocw.context import calibration as cal_rules
 from ocw.context.engine import CompactionResult
+from ocw.conversation import read_ahead
 from ocw.conversation.compaction import auto_compact_paused
 from ocw.conversation.request import Requesting
 from ocw.conversation.toolbox import no_tools_result
@@ -200,7 +201,16 @@ class Turn(Requesting):
                 e.turn_result = self.result
             raise
         self.result.usage = reply.usage
+        self._read_ahead()
         return self.result
+
+    def _read_ahead(self) -> None:
+        """The turn's messages, read for a later compaction while the user reads the reply
+        (ocw/conversation/read_ahead.py). Nothing here may fail the turn: it is stored."""
+        try:
+            read_ahead.read_session(self.session, self.summarizer or self.provider, ids=self.result.node_ids)
+        except Exception as e:
+            log.debug("ocw: no read-ahead after this turn: %s", e)
 
     def _unique_ids(self, calls: list[dict]) -> None:
         """Give every call an id no other visible call has: some servers send none, or

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter
 
 from ocw.text import focus as focus_rules
+from ocw.text.memo import TEXT_BOUND, Memo
 from ocw.text.prompts import PRUNED_STUB_OPEN
 from ocw.text.tokens import count_text, line_pieces, tokens_at_least, truncate_to_tokens
 
@@ -181,11 +182,15 @@ def _listed(idents: list[str], covered: str, used: int, budget: int, cost) -> tu
     order, each the sentences (`covered`) do not hold that still fits (`cost` of it and a
     separator). Once the room left is under 2, none can: none is counted or searched."""
     kept: list[str] = []
+    # A text holds `bare` only if it holds each of its 4-character pieces: a set of the
+    # covered text's pieces turns most identifiers away without a search of it.
+    grams = {covered[i:i + 4] for i in range(len(covered) - 3)}
     for tok in idents:
         if budget - used < 2:
             break  # each costs a token at least and its separator: none fits any more
-        if tok.strip("`") in covered:  # (tok in covered implies its bare form is)
-            continue
+        bare = tok.strip("`")
+        if all(bare[i:i + 4] in grams for i in range(len(bare) - 3)) and bare in covered:
+            continue  # (tok in covered implies its bare form is)
         if used + cost(tok) + 1 <= budget:
             kept.append(tok)
             used += cost(tok) + 1
@@ -216,17 +221,125 @@ def readable(text: str) -> str:
     are not the conversation's). Each pattern runs only on a line holding the literal
     it cannot match without ("<" or "(none)", "(offline model)" or "It is ", a leading
     "[", the stub's opening): most lines hold none, and the answer is the same."""
+    return "\n".join(ln for ln in map(_readable_line, text.splitlines()) if ln is not None)
+
+
+# What a line of a summary request is to the summarizer, kept for the kernel's life
+# (ocw/text/memo.py): a raw line's readable form, and a readable line's sentences (with
+# offsets in the line), each sentence's content terms and identifiers, and the line's
+# identifier matches. A line is read once per kernel — ahead of the compaction when the
+# read-ahead (ocw/conversation/read_ahead.py) has seen its message.
+_READABLE, _LINES = Memo(TEXT_BOUND), Memo(TEXT_BOUND)  # characters of lines
+_COUNTS, _COUNT_MAX = Memo(TEXT_BOUND), 4096  # (encoding, text) → tokens, for texts under 4 KB
+_KEEP_LINE = object()  # a raw line `readable` keeps as it is
+
+
+def _readable_line(ln: str):
+    """`readable` of one line (no line break in it): None when it is dropped."""
+    if (ln.strip().startswith(_OWN_LINES) or (("<" in ln or "(none)" in ln) and _WRAPPER.match(ln))
+            or (("(offline model)" in ln or "It is " in ln) and _OWN_DIGEST.search(ln))):
+        return None
+    if ln.startswith("["):
+        ln = _ROLE_MARK.sub("", ln)
+    if PRUNED_STUB_OPEN in ln or "[… " in ln:
+        ln = _OWN_STUB.sub(" ", ln)
+    return ln
+
+
+def _line_reading(line: str) -> tuple:
+    r"""(sentence spans, identifier matches, each sentence's identifiers, each one's terms) of a
+    readable line. Why a line alone reads as it does in the whole text: a sentence never spans
+    a line break, and no identifier pattern crosses one but a quantity's `\s?` (a text where
+    one does is read whole, `_crosses_lines`); each pattern's edges read a line break as a
+    string's edge."""
+    spans = sentence_spans(line)
+    found = _found(line)
+    return spans, found, sentence_identifiers(found, spans), [frozenset(_terms(s)) for s, _ in spans]
+
+
+def _readable_lines(text: str) -> list[str]:
     out = []
-    for ln in text.splitlines():
-        if (ln.strip().startswith(_OWN_LINES) or (("<" in ln or "(none)" in ln) and _WRAPPER.match(ln))
-                or (("(offline model)" in ln or "It is " in ln) and _OWN_DIGEST.search(ln))):
-            continue
-        if ln.startswith("["):
-            ln = _ROLE_MARK.sub("", ln)
-        if PRUNED_STUB_OPEN in ln or "[… " in ln:
-            ln = _OWN_STUB.sub(" ", ln)
-        out.append(ln)
-    return "\n".join(out)
+    for raw in text.splitlines():
+        line = _READABLE.get(raw, _KEEP_LINE)
+        if line is _KEEP_LINE:
+            line = _READABLE.keep(raw, _readable_line(raw), len(raw) + 1)
+        if line is not None:
+            out.append(line)
+    return out
+
+
+_CROSSING = re.compile(r"\d\n" + _QUANTITY.pattern.split(r"\s?", 1)[1])  # a quantity across a line break
+
+
+def _read_lines(lines: list[str]) -> None:
+    """Keep `_line_reading` of each of `lines` (readable, distinct), read as one text and
+    cut at the line breaks: one pass of each pattern instead of one per line. The same
+    readings where no quantity crosses a break of the joined text (else: line by line)."""
+    joined = "\n".join(lines)
+    if _CROSSING.search(joined):
+        for line in lines:
+            _LINES.keep(line, _line_reading(line), len(line) + 1)
+        return
+    spans, found = sentence_spans(joined), _found(joined)
+    starts, at = [], 0
+    for line in lines:
+        starts.append(at)
+        at += len(line) + 1
+    per: list[tuple[list, list, list, list]] = [([], [], [], []) for _ in lines]
+    for (sent, a), ids in zip(spans, sentence_identifiers(found, spans)):
+        k = bisect_right(starts, a) - 1
+        per[k][0].append((sent, a - starts[k]))
+        per[k][2].append(ids)
+        per[k][3].append(frozenset(_terms(sent)))
+    for a, b, tok in found:
+        k = bisect_right(starts, a) - 1
+        per[k][1].append((a - starts[k], b - starts[k], tok))
+    for line, reading in zip(lines, per):
+        _LINES.keep(line, reading, len(line) + 1)
+
+
+def read_ahead(text: str, encoding: str) -> None:
+    """Read the lines of `text` (a message's transcript line) ahead, their sentences counted
+    in `encoding` (the read-ahead, ocw/conversation/read_ahead.py: nothing is returned)."""
+    lines = [line for line in dict.fromkeys(_readable_lines(text)) if line not in _LINES]
+    if lines:
+        _read_lines(lines)
+    for line in lines:  # what a summary counts: its sentences and identifiers
+        spans, found = (_LINES.get(line) or _line_reading(line))[:2]
+        for text in [s for s, _ in spans] + [tok for _, _, tok in found]:
+            if len(text) < _COUNT_MAX and (encoding, text) not in _COUNTS:
+                _COUNTS.keep((encoding, text), count_text(text, encoding), len(text) + 1)
+
+
+def _reading(text: str):
+    """(body, [(sentence, start)], found, [identifiers], [terms]) of `text` as the summarizer
+    reads it, each sentence once (where it first stands), instructions to summarize left out."""
+    lines = _readable_lines(text)
+    body = "\n".join(lines)
+    if _CROSSING.search(body):  # rare: read as one text
+        spans, found = sentence_spans(body), _found(body)
+        readings = [(spans, found, sentence_identifiers(found, spans), [frozenset(_terms(s)) for s, _ in spans])]
+        offsets = [0]
+    else:
+        missing = [line for line in dict.fromkeys(lines) if line not in _LINES]
+        if missing:
+            _read_lines(missing)
+        readings, offsets, at = [], [], 0
+        for line in lines:
+            readings.append(_LINES.get(line) or _line_reading(line))  # (dropped meanwhile: read again)
+            offsets.append(at)
+            at += len(line) + 1
+    first: dict[str, int] = {}
+    spans, found, idents, terms = [], [], [], []
+    for (l_spans, l_found, l_idents, l_terms), at in zip(readings, offsets):
+        found += [(a + at, b + at, t) for a, b, t in l_found] if at else l_found
+        for (s, start), ids, ts in zip(l_spans, l_idents, l_terms):
+            if s not in first and not _INSTRUCTION.match(s):
+                first[s] = start + at
+                spans.append((s, start + at))
+                idents.append(ids)
+                terms.append(ts)
+    return body, spans, found, idents, terms
 
 
 def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -> str:
@@ -247,13 +360,8 @@ def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -
     """
     text = "\n".join(t for t in texts if t)
     enc = encoding
-    body = readable(text)
-    first: dict[str, int] = {}  # each sentence once, where it first stands
-    for s, at in sentence_spans(body):
-        first.setdefault(s, at)
-    spans = [(s, at) for s, at in first.items() if not _INSTRUCTION.match(s)]
+    body, spans, found, sent_idents, sent_terms = _reading(text)
     sents = [s for s, _ in spans]
-    found = _found(body)
     idents = focus_rules.focused_first(_distinct(found), focus)
     wanted, focus_terms = focus_rules.kinds(focus), focus_rules.terms(focus)
 
@@ -261,8 +369,6 @@ def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -
     # focus asks for are kept per sentence, and each text is counted at most once (`cost`),
     # so scoring and choosing are linear in the transcript.
     n = len(sents)
-    sent_terms = [set(_terms(s)) for s in sents]
-    sent_idents = sentence_identifiers(found, spans)
     sent_ids = [len(ids) for ids in sent_idents]
     focused = [bool(focus_rules.matches(s, focus_terms)) or any(
         focus_rules.identifier_kind(t) in wanted for t in ids) for s, ids in zip(sents, sent_idents)] \
@@ -280,23 +386,22 @@ def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -
         score[i] += (1.0 if i == 0 else 0.0) + 0.5 * i / max(1, n)
     # What the user asked to keep ranks before everything else.
     order = sorted(score, key=lambda i: (not focused[i], -score[i], i))
-    counted: dict[str, int] = {}
-
-    def cost(s: str) -> int:
-        c = counted.get(s)
-        if c is None:
-            c = counted[s] = count_text(s, enc)
-        return c
+    def cost(s: str) -> int:  # a long text (the whole transcript) is counted once per compaction instead
+        return _COUNTS.get_or((enc, s), lambda: count_text(s, enc), len(s) + 1) if len(s) < _COUNT_MAX else count_text(s, enc)
 
     at_least: dict[int, int] = {}
 
     def fits(i: int, room: int) -> bool:
-        """cost(sents[i]) + 2 <= room; a sentence whose lower bound (found once) is over
-        the room is not tokenized (once the summary is nearly full, most are not)."""
-        low = at_least.get(i)
-        if low is None:
-            low = at_least[i] = tokens_at_least(sents[i], enc)
-        return low + 2 <= room and cost(sents[i]) + 2 <= room
+        """cost(sents[i]) + 2 <= room; a sentence not counted yet whose lower bound (found
+        once) is over the room is not tokenized (once the summary is nearly full, most are not)."""
+        s = sents[i]
+        if (enc, s) not in _COUNTS:
+            low = at_least.get(i)
+            if low is None:
+                low = at_least[i] = tokens_at_least(s, enc)
+            if low + 2 > room:
+                return False
+        return cost(s) + 2 <= room
 
     target = min(budget, max(64, cost(text) // 2))
     used = cost(HEADER) + 8  # labels and separators

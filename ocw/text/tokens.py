@@ -25,6 +25,8 @@ from pathlib import Path
 
 import tiktoken
 
+from ocw.text.memo import TEXT_BOUND, Memo
+
 # Per-message framing: role marker, separators, end marker. OpenAI documents
 # about 3 tokens of framing per message plus the role; we count the role as text
 # and add a fixed frame so every message has the same, explainable overhead.
@@ -197,9 +199,9 @@ class _Counting:
         self._done = threading.Event()
         self._error: BaseException | None = None
 
-    def run(self, enc: tiktoken.Encoding, text: str) -> None:
+    def run(self, encoding: str, text: str) -> None:
         try:
-            self._n = len(enc.encode_ordinary(text))
+            self._n = count_by_lines(text, encoding)
         except BaseException as e:  # handed to whoever asks for the count
             self._error = e
         finally:
@@ -222,10 +224,10 @@ def count_soon(text: str, encoding: str) -> None:
     memo = _memo.get()
     if memo is None or len(text) < MEMO_MIN_CHARS or (encoding, text) in memo:
         return
-    enc = get_encoding(encoding)  # loaded here: a first load's errors are the caller's
+    get_encoding(encoding)  # loaded here: a first load's errors are the caller's
     counting = memo[(encoding, text)] = _Counting()
     # A daemon: a kernel that exits mid-compaction does not wait for a count nobody will read.
-    threading.Thread(target=counting.run, args=(enc, text), name="ocw-count", daemon=True).start()
+    threading.Thread(target=counting.run, args=(encoding, text), name="ocw-count", daemon=True).start()
 
 
 def count_text(text: str, encoding: str = "cl100k_base") -> int:
@@ -238,10 +240,45 @@ def count_text(text: str, encoding: str = "cl100k_base") -> int:
     key = (encoding, text)
     n = memo.get(key)
     if n is None:
-        n = memo[key] = len(get_encoding(encoding).encode_ordinary(text))
+        n = memo[key] = count_by_lines(text, encoding)
     elif isinstance(n, _Counting):
         n = memo[key] = n.result()
     return n
+
+
+# The counts of short texts — a transcript line, a sentence — for the kernel's life (memo.py):
+# inside a compaction a long text is counted as the sum of its lines' counts (`line_pieces`:
+# exactly its count), so a line read ahead after its turn (ocw/conversation/read_ahead.py)
+# is not tokenized again by any later compaction.
+KEPT_MAX_CHARS = 4096
+_KEPT = Memo(TEXT_BOUND)
+
+
+def count_kept(text: str, encoding: str) -> int:
+    """`count_text`, remembered for the kernel's life for a text under KEPT_MAX_CHARS."""
+    if len(text) >= KEPT_MAX_CHARS:
+        return count_text(text, encoding)
+    n = _KEPT.get((encoding, text))
+    return n if n is not None else _KEPT.keep((encoding, text), len(get_encoding(encoding).encode_ordinary(text)),
+                                              len(text) + 1)
+
+
+def count_by_lines(text: str, encoding: str) -> int:
+    """`count_text(text)`, from its lines' kept counts (`line_pieces` says why it is exact).
+    The lines not kept are counted in one call, joined: each of them but the text's first
+    starts where a cut may stand (a character other than whitespace or "/") and each but
+    its last ends with the newline of a cut, so they join at cuts and their joined count
+    is the sum of theirs — and a count on another thread (`count_soon`) takes the GIL
+    back once, not once a line. Only the read-ahead keeps lines' counts (`count_kept`)."""
+    enc = get_encoding(encoding)
+    total, missing = 0, []
+    for piece in line_pieces(text, encoding):
+        n = _KEPT.get((encoding, piece))
+        if n is None:
+            missing.append(piece)
+        else:
+            total += n
+    return total + (len(enc.encode_ordinary("".join(missing))) if missing else 0)
 
 
 def count_for_model(text: str, model: str | None) -> int:

@@ -80,23 +80,28 @@ def test_compact_cost_quick_run_reports_its_rows_and_checks(tmp_path, monkeypatc
     out = io.StringIO()
     r = compact_cost.run(quick=True, messages=60, window=32_000, reps=2, out=out, tmpdir=str(tmp_path))
     # every session it compacts repeats no message (the builder's unique mode), each the offline model's own
-    assert len(built) == 1 + 3 * 3 and all(kw["unique"] and kw["model"] == "ocw-offline" for kw in built)
+    assert len(built) == 1 + 3 * 5 and all(kw["unique"] and kw["model"] == "ocw-offline" for kw in built)
+    # each repetition its own text, compacted cold and read ahead: the same text twice
+    assert [kw["seed"] for kw in built[1:6]] == [100] * 5 and built[6]["seed"] == 101
     assert r["checks"] == {"compactions_succeeded": True, "same_summary": True, "tail_tokens": r["checks"]["tail_tokens"],
                            "failures": []}
     assert 12_000 < r["checks"]["tail_tokens"] < 32_000  # 60 messages of the builder's mix, under the window
-    for key in ("compact", "model", "own", "floor", "auto", "normal"):
+    for key in ("compact", "model", "own", "cold", "read_ahead", "floor", "auto", "auto_cold", "normal"):
         s = r["rows"][key]
         assert s["n"] == 2 and 0 < s["p50"] <= s["p99"] <= s["max"]
     assert r["rows"]["model"]["max"] < r["rows"]["compact"]["max"] and r["rows"]["own"]["max"] < r["rows"]["compact"]["max"]
     assert r["ratios"]["compact_vs_floor"] == r["rows"]["compact"]["p50"] / r["rows"]["floor"]["p50"]
     assert r["ratios"]["own_vs_floor"] == r["rows"]["own"]["p50"] / r["rows"]["floor"]["p50"]
     assert r["ratios"]["auto_vs_normal"] == r["rows"]["auto"]["p50"] / r["rows"]["normal"]["p50"]
+    assert r["ratios"]["cold_vs_floor"] == r["rows"]["cold"]["p50"] / r["rows"]["floor"]["p50"]
+    assert r["ratios"]["auto_cold_vs_normal"] == r["rows"]["auto_cold"]["p50"] / r["rows"]["normal"]["p50"]
     assert len(r["load"]) == 2 and all(len(la) == 3 for la in r["load"])
     text = out.getvalue().splitlines()
     assert text[0].startswith("ocw bench compact_cost — 60 messages") and "load average" in text[0]
-    assert [line[:34].rstrip() for line in text[2:8]] == [label for _, label in compact_cost.LABELS]
-    assert "%compact ÷ read+tokenize" in text[8] and "ocw's own work alone" in text[8] and "auto turn ÷ normal turn" in text[8]
-    assert text[9] == "checks: every compaction succeeded, one summary for every run"
+    assert [line[:36].rstrip() for line in text[2:11]] == [label for _, label in compact_cost.LABELS]
+    assert "%compact ÷ read+tokenize" in text[11] and "ocw's own work alone" in text[11] and "auto turn ÷ normal turn" in text[11]
+    assert "with nothing read ahead" in text[11]
+    assert text[12] == "checks: every compaction succeeded, the same summary read ahead or not"
 
 
 def test_compact_cost_fails_its_checks_when_an_auto_turn_does_not_compact(tmp_path, monkeypatch):
@@ -106,6 +111,27 @@ def test_compact_cost_fails_its_checks_when_an_auto_turn_does_not_compact(tmp_pa
     out = io.StringIO()
     r = compact_cost.run(quick=True, messages=40, window=32_000, reps=1, out=out, tmpdir=str(tmp_path))
     assert not r["checks"]["compactions_succeeded"]
-    assert r["checks"]["failures"] == ["auto turn: []", "auto turn: []"]  # the warm-up run and the timed one
-    assert r["rows"]["auto"]["n"] == 0
+    # the warm-up run and the timed one, read ahead and not
+    assert r["checks"]["failures"] == ["auto turn: []", "auto_cold turn: []"] * 2
+    assert r["rows"]["auto"]["n"] == r["rows"]["auto_cold"]["n"] == 0
     assert "FAILED: auto turn: []" in out.getvalue()
+
+
+def test_compact_cost_says_so_when_the_read_ahead_changes_a_summary(tmp_path, monkeypatch):
+    from ocw.bench import compact_cost
+    from ocw.conversation import read_ahead
+    from ocw.providers import offline_summary
+
+    real = read_ahead.read_session
+
+    def poisoned(session, provider=None, ids=None):  # a read-ahead that keeps a wrong count of every line
+        n = real(session, provider, ids)
+        read_ahead.wait(60)
+        for key in list(offline_summary._COUNTS):
+            offline_summary._COUNTS[key] += 50
+        return n
+
+    monkeypatch.setattr(read_ahead, "read_session", poisoned)
+    out = io.StringIO()
+    r = compact_cost.run(quick=True, messages=40, window=32_000, reps=1, out=out, tmpdir=str(tmp_path))
+    assert not r["checks"]["same_summary"] and "READ-AHEAD CHANGED A SUMMARY" in out.getvalue()

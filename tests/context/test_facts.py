@@ -315,21 +315,22 @@ def test_stale_phrases_take_their_identifiers_with_them():
         f"S.\n\n{FACTS_HEADER} /srv/a/b.csv; /srv/c/d.csv"
 
 
-# -- each line matched once per compaction (issue 28, item 3) ----------------------------------
-def test_extracting_once_gives_the_same_identifiers_and_matches_a_line_once(monkeypatch):
+# -- each line matched once per kernel (issue 28, item 3) --------------------------------------
+def test_the_line_memo_gives_the_same_identifiers_and_matches_a_line_once(monkeypatch):
     import random
 
     from ocw.context import facts
+    from ocw.text.memo import TEXT_BOUND, Memo
 
     rng = random.Random(7)
     words = _ORACLE_TEXT.split(" ") + ["\n", "\n", "250", "ms", "\n\n"]
     texts = [_ORACLE_TEXT, "a 250\nms b", "x\n250 ms\ny", "5\n\nms run_1"] + \
             [" ".join(rng.choice(words) for _ in range(50)) for _ in range(150)]
-    plain = [extract_identifiers(t) for t in texts]
-    assert "250\nms" in plain[1] and "250 ms" in plain[2]  # a quantity across one newline is still one
-    with facts.extracting_once():
-        assert [extract_identifiers(t) for t in texts] == plain
-        assert [extract_identifiers(t) for t in texts] == plain  # read again from the lines' memo
+    monkeypatch.setattr(facts, "LINE_MATCHES", Memo(TEXT_BOUND))
+    plain = [[m.group().rstrip(".,;:") for m in facts._RX.finditer(t)] for t in texts]  # no memo: the whole text
+    for _ in range(2):  # the second time, read from the lines' memo
+        assert [[m.rstrip(".,;:") for _, m in facts._spans(t)] for t in texts] == plain
+    assert "250\nms" in extract_identifiers(texts[1]) and "250 ms" in extract_identifiers(texts[2])
 
     real = facts._RX
 
@@ -342,20 +343,33 @@ def test_extracting_once_gives_the_same_identifiers_and_matches_a_line_once(monk
 
     counting = Counting()
     monkeypatch.setattr(facts, "_RX", counting)
-    with facts.extracting_once():
-        extract_identifiers("run_1 here\nsrc/app.py\nrun_1 here")
-        extract_identifiers("other\nsrc/app.py")
+    monkeypatch.setattr(facts, "LINE_MATCHES", Memo(TEXT_BOUND))
+    extract_identifiers("run_1 here\nsrc/app.py\nrun_1 here")
+    extract_identifiers("other\nsrc/app.py")
     assert counting.seen == ["run_1 here", "src/app.py", "other"]
-    counting.seen.clear()
-    extract_identifiers("src/app.py\nsrc/app.py")  # no scope: the whole text, each time
-    assert counting.seen == ["src/app.py\nsrc/app.py"]
-    with facts.extracting_once():
-        extract_identifiers("took 250\nms")  # a quantity across the newline: the whole text
-        assert counting.seen[-1] == "took 250\nms"
-        extract_identifiers("\nms then\n٣\nms")  # a digit of any script before the newline
-        assert counting.seen[-1] == "\nms then\n٣\nms"
-        extract_identifiers("\nms at the start\nx\nms")  # a unit line after no digit: line by line
-        assert counting.seen[-4:] == ["", "ms at the start", "x", "ms"]
+    facts.read_lines("read ahead\nsrc/app.py")  # the read-ahead matches only the new line
+    assert counting.seen[3:] == ["read ahead"]
+    extract_identifiers("read ahead")
+    assert len(counting.seen) == 4
+    extract_identifiers("took 250\nms")  # a quantity across the newline: the whole text
+    assert counting.seen[-1] == "took 250\nms"
+    facts.read_lines("took 250\nms")  # the read-ahead keeps no such text
+    assert counting.seen[-1] == "took 250\nms" and len(counting.seen) == 5
+    extract_identifiers("\nms then\n٣\nms")  # a digit of any script before the newline
+    assert counting.seen[-1] == "\nms then\n٣\nms"
+    extract_identifiers("\nms at the start\nx\nms")  # a unit line after no digit: line by line
+    assert counting.seen[-4:] == ["", "ms at the start", "x", "ms"]
+
+
+def test_the_line_memo_is_bounded(monkeypatch):
+    from ocw.context import facts
+    from ocw.text.memo import Memo
+
+    monkeypatch.setattr(facts, "LINE_MATCHES", Memo(24))  # 4 lines of "run_k" and their line breaks
+    for k in range(10):
+        assert extract_identifiers(f"run_{k}") == [f"run_{k}"]
+        assert facts.LINE_MATCHES.size <= 24
+    assert list(facts.LINE_MATCHES) == ["run_6", "run_7", "run_8", "run_9"]  # the older half dropped twice
 
 
 @pytest.mark.parametrize("before, named", [
@@ -462,9 +476,7 @@ def test_located_identifiers_give_each_ones_first_and_last_match_with_or_without
         idents, where = facts.located_identifiers(t)
         assert where == expected, t
         assert idents == extract_identifiers(t)
-        with facts.extracting_once():
-            assert facts.located_identifiers(t) == (idents, where)
-            assert facts.located_identifiers(t) == (idents, where)  # read again from the lines' memo
+        assert facts.located_identifiers(t) == (idents, where)  # read again from the lines' memo
         moved += sum(a != b for a, b in where.values())
     assert moved > 100  # most identifiers are mentioned more than once: first and last differ
     assert facts.located_identifiers("run_1\nrun_1 x\n\nrun_1")[1] == {"run_1": (0, 15)}

@@ -109,3 +109,50 @@ def test_a_commit_is_7_to_40_hex_digits(digits, kept):
 def test_a_working_item_is_kept_once_by_value():
     items = mr.working_items("see notes/a.md then notes/a.md again and notes/b.md", 1)
     assert [i.value for i in items] == ["notes/a.md", "notes/b.md"]
+
+
+# -- each message read once per kernel (ocw/text/memo.py, issue 28) ----------------------------
+def test_a_message_read_again_gives_the_same_events_as_new_items_for_its_own_turn():
+    from ocw.context.memory_rules import events
+
+    turns = [(1, "user", "Set the batch size to 64. From now on, answer in French."),
+             (2, "tool", "wrote out/part_1.parquet"), (3, "user", "Set the batch size to 64. From now on, answer in French.")]
+    first, again = events(turns), events(turns)
+    assert first == again and len(first) == 5
+    assert [e.turn for e in first] == [1, 1, 2, 3, 3]  # the kept reading, stamped with each message's turn
+    assert [e.item.turn for e in first] == [1, 1, 2, 3, 3]
+    first[0].item.status = "superseded"  # merge changes items: a kept reading never hands out the same ones
+    assert again[0].item.status == "current" and events(turns)[0].item.status == "current"
+
+
+def test_an_answer_is_read_with_the_question_before_it_each_time():
+    from ocw.context.memory_rules import events
+
+    asked = [(1, "assistant", "What batch size should we use?"), (2, "user", "Use 64.")]
+    other = [(1, "assistant", "How many workers should we run?"), (2, "user", "Use 64.")]
+    plain = [(1, "assistant", "Here it is."), (2, "user", "Use 64.")]
+    for _ in range(2):  # the second time from the kept readings: the same answers
+        assert [(e.item.key, e.item.value) for e in events(asked)] == [("batch_size", "64")]
+        assert [(e.item.key, e.item.value) for e in events(other)] == [("workers", "64")]
+        assert events(plain) == []
+    tool_between = [(1, "assistant", "What batch size should we use?"), (2, "tool", "ok"), (3, "user", "Use 64.")]
+    assert [(e.item.key, e.turn) for e in events(tool_between)] == [("batch_size", 3)]  # a tool's output answers nothing
+
+
+def test_clean_with_nothing_of_ocw_in_a_text_is_the_text_itself():
+    """`clean`'s shortcut (two searches, then the text as it is) against its line-by-line rule."""
+    import random
+
+    from ocw.context.memory_rules import _OWN_PREFIXES, _OWN_LINE, clean, own_text
+
+    def by_lines(text, keep_lists):
+        return "\n".join(_OWN_LINE.sub(" ", ln) for ln in text.splitlines() if not own_text(ln, keep_lists))
+
+    bits = ["a", " ", "\n", "\r", "\r\n", "\x0b", "\u2028", "\x1c", "\x85", "\t", "word", "\n\n", "Identifiers",
+            "[… 1 of 2 tokens cut from this tool result]", "[… ", *(" " + p for p in _OWN_PREFIXES), *_OWN_PREFIXES]
+    rng = random.Random(28)
+    for _ in range(20_000):
+        text = "".join(rng.choice(bits) for _ in range(rng.randint(0, 10)))
+        for keep_lists in (False, True):
+            assert clean(text, keep_lists) == by_lines(text, keep_lists), (text, keep_lists)
+    assert clean("plain\ntext\n") == "plain\ntext"  # the shortcut: only a last line break goes

@@ -1,5 +1,6 @@
-"""`counting_once`: a long text is tokenized once per encoding inside the scope, and a
-message's count split at its "role\\n" head is exactly the whole count (tokens.py)."""
+"""`counting_once`: a long text is counted once per encoding inside the scope, from its
+lines' counts kept for the kernel's life (each line tokenized once), and a message's count
+split at its "role\\n" head is exactly the whole count (tokens.py)."""
 import pytest
 import tiktoken
 
@@ -12,6 +13,16 @@ BODIES = ["<previous-summary>\n(none)\n</previous-summary>\n" + "word, 12 ok. " 
           "'s contraction first " * 20, "123456 digits first\n\n" * 20, "-dash. \n" * 60,
           "Ünïcødé 漢字 первый " * 20, "x" * 300 + "\n  \n\t" + "y  " * 100, "éé\r\n" * 90]
 HEADS = [("user", None), ("tool", "run_sql"), ("assistant", "v2"), ("llm", "summary")]
+
+
+@pytest.fixture(autouse=True)
+def kept(monkeypatch):
+    """A kernel that has counted no line yet."""
+    from ocw.text.memo import Memo
+
+    memo = Memo(8_000_000)
+    monkeypatch.setattr(T, "_KEPT", memo)
+    return memo
 
 
 @pytest.fixture
@@ -36,15 +47,38 @@ def test_split_message_count_equals_whole_count(enc):
                 assert T.count_message(role, [{"type": "text", "text": body}], enc, name) == whole, (body[:20], role)
 
 
-def test_each_long_text_is_tokenized_once_per_encoding_in_the_scope(encodes):
+def test_each_long_text_is_tokenized_once_per_encoding_and_kept_lines_not_again(encodes):
     body = BODIES[0]
+    pieces = T.line_pieces(body, "o200k_base")
+    assert len(pieces) == 4 and pieces[0] == "<previous-summary>\n"
     with T.counting_once():
         with T.counting_once():  # a nested scope shares the outer memo
             assert T.count_text(body, "o200k_base") == T.count_text(body, "o200k_base")
         T.count_message("user", [{"type": "text", "text": body}], "o200k_base")
         T.count_text(body, "cl100k_base")
-    assert [t for t in encodes if len(t) >= 256] == [body, body]  # o200k once, cl100k once
+    # o200k once (the message's head apart), cl100k once: no line was kept, so each is one call
+    assert encodes == [body, "user\n", body]
     assert T._memo.get() is None  # dropped when the scope ends
+    for p in pieces:  # the read-ahead keeps each line's count
+        T.count_kept(p, "o200k_base")
+    del encodes[:]
+    e = T.get_encoding("o200k_base")
+    with T.counting_once():  # a later compaction: only what was not read ahead is tokenized
+        assert T.count_text(body, "o200k_base") == len(e.encode_ordinary(body))
+        assert T.count_text(body + "\nnew line", "o200k_base") == len(e.encode_ordinary(body + "\nnew line"))
+        assert T.count_text("new line\n" + body, "o200k_base") == len(e.encode_ordinary("new line\n" + body))
+    # the old last line now ends with a line break: it and the new line, joined, in one call
+    assert encodes == [body, pieces[-1] + "\nnew line", body + "\nnew line", "new line\n", "new line\n" + body]
+
+
+def test_count_kept_keeps_short_texts_only(encodes):
+    short, long_ = "s" * (T.KEPT_MAX_CHARS - 1), "l" * T.KEPT_MAX_CHARS
+    expected = len(T.get_encoding("o200k_base").encode_ordinary(short))
+    encodes.clear()
+    for _ in range(2):
+        assert T.count_kept(short, "o200k_base") == expected
+        T.count_kept(long_, "o200k_base")
+    assert encodes.count(short) == 1 and encodes.count(long_) == 2
 
 
 def test_boundaries_of_the_memo(encodes):
@@ -144,3 +178,21 @@ def test_an_error_of_the_threads_count_is_raised_where_the_count_is_asked(monkey
         T.count_soon(body, "cl100k_base")
         with pytest.raises(Broken, match="encoder failed"):
             T.count_text(body, "cl100k_base")
+
+
+@pytest.mark.parametrize("enc", ENCODINGS)
+def test_a_text_counted_from_some_kept_lines_and_the_rest_joined_counts_as_a_whole(enc):
+    """`count_by_lines`: the lines not kept are joined and counted in one call — exact
+    whichever lines were kept (a first line starting with whitespace or "/" included)."""
+    import random
+
+    rng = random.Random(28)
+    e = T.get_encoding(enc)
+    for _ in range(300):
+        text = "\n".join(rng.choice(LINES) for _ in range(rng.randint(1, 12)))
+        T._KEPT.clear()
+        T._KEPT.size = 0
+        for piece in T.line_pieces(text, enc):
+            if rng.random() < 0.5:
+                T.count_kept(piece, enc)
+        assert T.count_by_lines(text, enc) == len(e.encode_ordinary(text)), repr(text)
