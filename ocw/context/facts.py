@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from ocw.text.tokens import count_text, tokens_at_least
+from ocw.text.tokens import count_kept, count_text, tokens_at_least
 from ocw.text.focus import focused_first
 from ocw.context.memory_rules import clean
 from ocw.text.memo import TEXT_BOUND, Memo
@@ -105,13 +105,18 @@ def _spans(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def read_lines(text: str) -> None:
-    """Match each line of `text` not yet matched (the read-ahead: nothing is returned)."""
-    if not _crosses_lines(text):
-        memo = LINE_MATCHES
-        for line in text.split("\n"):
-            if line not in memo:
-                memo.keep(line, [(m.start(), m.group()) for m in _RX.finditer(line)], len(line) + 1)
+def read_lines(text: str, encoding: str | None = None) -> None:
+    """Match each line of `text` not yet matched (the read-ahead: nothing is returned); with
+    `encoding`, keep the count of each identifier found (what the facts pass lists)."""
+    if _crosses_lines(text):
+        return
+    memo = LINE_MATCHES
+    for line in text.split("\n"):
+        if line not in memo:
+            found = memo.keep(line, [(m.start(), m.group()) for m in _RX.finditer(line)], len(line) + 1)
+            if encoding:
+                for _, match in found:
+                    count_kept(match.rstrip(".,;:"), encoding)
 
 
 def located_identifiers(text: str) -> tuple[list[str], dict[str, tuple[int, int]]]:
@@ -266,7 +271,7 @@ def append_facts(summary: str, source: str, cap_tokens: int, encoding: str, focu
         if tokens_at_least(ident, encoding) + 1 > room:
             continue
         form = _named(ident, source, where[ident][1])
-        cost = count_text(form, encoding) + 1
+        cost = count_kept(form, encoding) + 1  # (most read ahead with their lines)
         if cost > room:
             continue  # skip a long one; a shorter one may still fit
         chosen[ident] = form

@@ -61,7 +61,7 @@ def read_message_ahead(m: dict, encoding: str, offline_encoding: str | None = No
     (the memory pass reads an answer with its question). Returns what this one asks."""
     line = transcript_line(m)
     text = block_text(m["content"])
-    read_lines(clean(line, keep_lists=True))  # the facts pass reads the transcript
+    read_lines(clean(line, keep_lists=True), encoding)  # the facts pass reads the transcript, counts what it lists
     read_lines(text)  # what was lost reads the messages
     asked = read_message(m["role"], clean(text), asked)  # the memory pass
     for piece in line_pieces(line + "\n\n", encoding):  # the summarizer's input, as it is joined

@@ -114,7 +114,7 @@ def test_a_turn_hands_over_its_own_messages_only(store, monkeypatch):
 def test_a_reading_that_fails_costs_nothing_but_its_time(store, monkeypatch, caplog):
     provider = OfflineProvider(context_window=WINDOW)
 
-    def broken(text):
+    def broken(*args):
         raise RuntimeError("cannot read")
 
     monkeypatch.setattr(read_ahead, "read_lines", broken)
