@@ -81,58 +81,70 @@ def _crosses_lines(text: str) -> bool:
     return any(m.start() and _DIGIT.match(text, m.start() - 1) for m in _UNIT_LINE.finditer(text))
 
 
-# Each line's matches, for the kernel's life (ocw/text/memo.py): a compaction reads the folded
-# turns for the facts pass and again for what was lost, and the read-ahead reads each new line
-# once in the pause after its turn (ocw/conversation/read_ahead.py).
+# Each line's identifiers, for the kernel's life (ocw/text/memo.py): a compaction reads the
+# folded turns for the facts pass and again for what was lost, and the read-ahead reads each
+# new line once in the pause after its turn (ocw/conversation/read_ahead.py).
 LINE_MATCHES = Memo(TEXT_BOUND)
 
 
-def _spans(text: str) -> list[tuple[int, str]]:
-    """(offset, match) of each match of `text`, in order; each line is matched once per kernel
-    (`LINE_MATCHES`: its matches kept with their offsets in the line)."""
-    if _crosses_lines(text):
-        return [(m.start(), m.group()) for m in _RX.finditer(text)]
-    memo = LINE_MATCHES
-    out: list[tuple[int, str]] = []
-    at = 0
-    for line in text.split("\n"):
-        found = memo.get(line)
-        if found is None:
-            found = memo.keep(line, [(m.start(), m.group()) for m in _RX.finditer(line)], len(line) + 1)
-        if found:
-            out += [(at + start, match) for start, match in found]
-        at += len(line) + 1
-    return out
+def _line_identifiers(line: str) -> dict[str, tuple[int, int]]:
+    """Each identifier of a line (a match without its trailing ".,;:", of 3 characters or
+    more) and where its first and last matches start in it, in order of first appearance;
+    once per kernel (`LINE_MATCHES`)."""
+    found = LINE_MATCHES.get(line)
+    if found is None:
+        found = {}
+        for m in _RX.finditer(line):
+            ident, at = m.group().rstrip(".,;:"), m.start()
+            if len(ident) >= 3:
+                first = found.get(ident)
+                found[ident] = (at, at) if first is None else (first[0], at)
+        LINE_MATCHES.keep(line, found, len(line) + 1)
+    return found
 
 
 def read_lines(text: str, encoding: str | None = None) -> None:
-    """Match each line of `text` not yet matched (the read-ahead: nothing is returned); with
-    `encoding`, keep the count of each identifier found (what the facts pass lists)."""
+    """Read each line of `text` ahead (nothing is returned): its identifiers and its words;
+    with `encoding`, the count of each identifier (what the facts pass lists)."""
     if _crosses_lines(text):
         return
-    memo = LINE_MATCHES
     for line in text.split("\n"):
-        if line not in memo:
-            found = memo.keep(line, [(m.start(), m.group()) for m in _RX.finditer(line)], len(line) + 1)
+        _line_words(line)  # what was lost looks for identifiers among a kept turn's words
+        if line in LINE_MATCHES:
+            continue
+        for ident in _line_identifiers(line):  # each looked for in the summary: its word runs
+            bare = ident.strip("`")
+            if bare not in _RUNS:
+                _RUNS.keep(bare, _runs(bare), len(bare) + 1)
             if encoding:
-                for _, match in found:
-                    count_kept(match.rstrip(".,;:"), encoding)
+                count_kept(ident, encoding)
 
 
 def located_identifiers(text: str) -> tuple[list[str], dict[str, tuple[int, int]]]:
     """`extract_identifiers(text)` and, for each, where its first and last matches start.
     The facts pass ranks by these: read from the one matching pass, where a search of
-    the text for each of ~1,000 identifiers was a third of a compaction's own work."""
+    the text for each of ~1,000 identifiers was a third of a compaction's own work. Each
+    line is matched once per kernel; its identifiers and their places are merged here."""
     where: dict[str, tuple[int, int]] = {}
-    for at, match in _spans(text):
-        ident = match.rstrip(".,;:")
-        if len(ident) >= 3:
-            first = where.get(ident)
-            where[ident] = (at, at) if first is None else (first[0], at)
+    if _crosses_lines(text):  # rare: matched whole
+        for m in _RX.finditer(text):
+            ident, at = m.group().rstrip(".,;:"), m.start()
+            if len(ident) >= 3:
+                first = where.get(ident)
+                where[ident] = (at, at) if first is None else (first[0], at)
+    else:
+        base = 0
+        for line in text.split("\n"):
+            for ident, (first_at, last_at) in _line_identifiers(line).items():
+                first = where.get(ident)
+                where[ident] = (base + first_at, base + last_at) if first is None else (first[0], base + last_at)
+            base += len(line) + 1
     # A path inside a URL or a backticked name adds nothing; "0 ms" inside "10 ms" does.
     idents = list(where)
     wrappers = [j for j in idents if j.startswith(("http", "`"))]
-    return [i for i in idents if not any(i != j and i in j for j in wrappers)], where
+    # One search of them all joined turns away what lies in none (no identifier holds a NUL).
+    joined = "\0".join(wrappers)
+    return [i for i in idents if i not in joined or not any(i != j and i in j for j in wrappers)], where
 
 
 def extract_identifiers(text: str) -> list[str]:
@@ -158,27 +170,38 @@ def present_in(idents, text: str) -> set[str]:
     over `text` instead of a regex built per identifier. Why it is the same test: where
     `bare` occurs as a whole token, each maximal run of word characters in `bare` is a
     maximal run in `text` too, at the same distance from the token's start (the token's
-    own edges are bounded, its inner breaks are its own characters). So the places
-    where its rarest run stands in `text` hold all of its occurrences, and only those
-    are checked with the two boundary rules — a search of the whole text for each of
-    ~1,000 identifiers that mostly are not there was most of the lost pass. One with no
+    own edges are bounded, its inner breaks are its own characters). So an identifier with
+    a run that is no word of `text` is not there, and the places where one of its runs (its
+    longest) stands hold all of its occurrences: only those are checked with the two
+    boundary rules — a search of the whole text for each of ~1,000 identifiers that mostly
+    are not there was most of the lost pass. The words are read line by line (no word holds
+    a line break), each line's once per kernel (`LINE_WORDS`; a kept turn's lines were read
+    ahead, and the new summary's by the facts pass before what was lost asks). One with no
     word character at all takes the regex."""
-    at: dict[str, list[int]] = {}
-    for m in _WORD_RUN.finditer(text):
-        at.setdefault(m.group(), []).append(m.start())
+    lines = text.split("\n")
+    words_of = [_line_words(line) for line in lines]
+    present = set().union(*words_of)
+    wanted: list[tuple[str, str, str, int]] = []  # (identifier, bare, the run looked up, its offset)
     out: set[str] = set()
     for ident in idents:
         bare = ident.strip("`")
         runs = _RUNS.get(bare)
         if runs is None:  # (kept: the facts pass and what was lost ask about the same ones)
-            runs = _RUNS.keep(bare, [(m.group(), m.start()) for m in _WORD_RUN.finditer(bare)], len(bare) + 1)
-        if not runs:
+            runs = _RUNS.keep(bare, _runs(bare), len(bare) + 1)
+        names, run, offset = runs
+        if not names:
             if _present(ident, text):
                 out.add(ident)
-            continue
-        if any(run not in at for run, _ in runs):
-            continue
-        run, offset = min(runs, key=lambda r: len(at[r[0]]))
+        elif present.issuperset(names):
+            wanted.append((ident, bare, run, offset))
+    needed = {w[2] for w in wanted}
+    at: dict[str, list[int]] = {}  # where each needed run stands (only those)
+    base = 0
+    for line, words in zip(lines, words_of):
+        for run in words.keys() & needed:
+            at.setdefault(run, []).extend(base + p for p in words[run])
+        base += len(line) + 1
+    for ident, bare, run, offset in wanted:
         end = len(bare)
         for p in at[run]:
             start = p - offset
@@ -187,6 +210,26 @@ def present_in(idents, text: str) -> set[str]:
                 out.add(ident)
                 break
     return out
+
+
+LINE_WORDS = Memo(TEXT_BOUND)  # each line's words and where they stand in it
+
+
+def _runs(bare: str) -> tuple[frozenset, str, int]:
+    """An identifier's word runs, and its longest run with where it starts in it."""
+    runs = [(m.group(), m.start()) for m in _WORD_RUN.finditer(bare)]
+    run, offset = max(runs, key=lambda r: len(r[0])) if runs else ("", 0)
+    return frozenset(r for r, _ in runs), run, offset
+
+
+def _line_words(line: str) -> dict[str, list[int]]:
+    words = LINE_WORDS.get(line)
+    if words is None:
+        words = {}
+        for m in _WORD_RUN.finditer(line):
+            words.setdefault(m.group(), []).append(m.start())
+        LINE_WORDS.keep(line, words, len(line) + 1)
+    return words
 
 
 _QUANTITY = re.compile(r"^\d")

@@ -189,6 +189,8 @@ def merge(memory: Memory, events: list[Event]) -> Memory:
 
 def ground(items: list[Item], source: str) -> list[Item]:
     """Only items whose value (and a decision's rejected option) occurs in `source`."""
+    if not items:
+        return []  # (the offline model's compactions ground no answer of their own: nothing to lower)
     low = source.lower()
     return [i for i in items if i.value.strip().lower() in low and (not i.detail or i.kind != "decision"
                                                                      or i.detail.lower() in low)]

@@ -41,17 +41,16 @@ def own_text(line: str, keep_lists: bool = False) -> bool:
 
 
 def clean(text: str, keep_lists: bool = False) -> str:
-    """`text` without ocw's own lines and stubs. Most texts hold none, found by two searches
-    in C: such a text is its own clean form (its lines split and joined again — without a
-    line break but "\\n", only a last "\\n" is lost)."""
-    if not _OWN_ANYWHERE.search(text) and not _OWN_LINE.search(text) and not _OTHER_BREAK.search(text):
+    """`text` without ocw's own lines and stubs. Most texts hold none, found by a search for
+    each prefix and one for a line break but "\\n", in C: such a text is its own clean form
+    (its lines split and joined again — without a line break but "\\n", only a last "\\n"
+    is lost)."""
+    if not any(p in text for p in _OWN_PREFIXES) and not _OTHER_BREAK.search(text):  # (each stub starts with one)
         return text[:-1] if text.endswith("\n") else text
     return "\n".join(_OWN_LINE.sub(" ", ln) for ln in text.splitlines() if not own_text(ln, keep_lists))
 
 
-# A line `own_text` could drop (a prefix after the line's leading whitespace), and the line
-# breaks other than "\n" that `splitlines` cuts at.
-_OWN_ANYWHERE = re.compile(r"^\s*(?:" + "|".join(re.escape(p) for p in _OWN_PREFIXES) + ")", re.M)
+# The line breaks other than "\n" that `splitlines` cuts at.
 _OTHER_BREAK = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 

@@ -254,7 +254,8 @@ def _line_reading(line: str) -> tuple:
     string's edge."""
     spans = sentence_spans(line)
     found = _found(line)
-    return spans, found, sentence_identifiers(found, spans), [frozenset(_terms(s)) for s, _ in spans]
+    return (spans, found, sentence_identifiers(found, spans), [frozenset(_terms(s)) for s, _ in spans],
+            [_INSTRUCTION.match(s) is not None for s, _ in spans])
 
 
 def _readable_lines(text: str) -> list[str]:
@@ -268,7 +269,13 @@ def _readable_lines(text: str) -> list[str]:
     return out
 
 
-_CROSSING = re.compile(r"\d\n" + _QUANTITY.pattern.split(r"\s?", 1)[1])  # a quantity across a line break
+_UNIT_LINE = re.compile(r"\n" + _QUANTITY.pattern.split(r"\s?", 1)[1])  # a line that starts with a unit
+
+
+def _crossing(text: str) -> bool:
+    """A quantity across a line break (a digit, a newline, a unit): searched from the
+    newlines, a literal the scan skips to."""
+    return any(m.start() and _DIGIT.match(text, m.start() - 1) for m in _UNIT_LINE.finditer(text))
 
 
 def _read_lines(lines: list[str]) -> None:
@@ -276,7 +283,7 @@ def _read_lines(lines: list[str]) -> None:
     cut at the line breaks: one pass of each pattern instead of one per line. The same
     readings where no quantity crosses a break of the joined text (else: line by line)."""
     joined = "\n".join(lines)
-    if _CROSSING.search(joined):
+    if _crossing(joined):
         for line in lines:
             _LINES.keep(line, _line_reading(line), len(line) + 1)
         return
@@ -285,12 +292,13 @@ def _read_lines(lines: list[str]) -> None:
     for line in lines:
         starts.append(at)
         at += len(line) + 1
-    per: list[tuple[list, list, list, list]] = [([], [], [], []) for _ in lines]
+    per: list[tuple[list, list, list, list, list]] = [([], [], [], [], []) for _ in lines]
     for (sent, a), ids in zip(spans, sentence_identifiers(found, spans)):
         k = bisect_right(starts, a) - 1
         per[k][0].append((sent, a - starts[k]))
         per[k][2].append(ids)
         per[k][3].append(frozenset(_terms(sent)))
+        per[k][4].append(_INSTRUCTION.match(sent) is not None)
     for a, b, tok in found:
         k = bisect_right(starts, a) - 1
         per[k][1].append((a - starts[k], b - starts[k], tok))
@@ -316,9 +324,8 @@ def _reading(text: str):
     reads it, each sentence once (where it first stands), instructions to summarize left out."""
     lines = _readable_lines(text)
     body = "\n".join(lines)
-    if _CROSSING.search(body):  # rare: read as one text
-        spans, found = sentence_spans(body), _found(body)
-        readings = [(spans, found, sentence_identifiers(found, spans), [frozenset(_terms(s)) for s, _ in spans])]
+    if _crossing(body):  # rare: read as one text
+        readings = [_line_reading(body)]  # (a line reading's rules read a whole text as well)
         offsets = [0]
     else:
         missing = [line for line in dict.fromkeys(lines) if line not in _LINES]
@@ -331,10 +338,10 @@ def _reading(text: str):
             at += len(line) + 1
     first: dict[str, int] = {}
     spans, found, idents, terms = [], [], [], []
-    for (l_spans, l_found, l_idents, l_terms), at in zip(readings, offsets):
+    for (l_spans, l_found, l_idents, l_terms, l_asks), at in zip(readings, offsets):
         found += [(a + at, b + at, t) for a, b, t in l_found] if at else l_found
-        for (s, start), ids, ts in zip(l_spans, l_idents, l_terms):
-            if s not in first and not _INSTRUCTION.match(s):
+        for (s, start), ids, ts, asks in zip(l_spans, l_idents, l_terms, l_asks):
+            if not asks and s not in first:
                 first[s] = start + at
                 spans.append((s, start + at))
                 idents.append(ids)

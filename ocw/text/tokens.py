@@ -240,7 +240,7 @@ def count_text(text: str, encoding: str = "cl100k_base") -> int:
     key = (encoding, text)
     n = memo.get(key)
     if n is None:
-        n = memo[key] = count_by_lines(text, encoding)
+        n = memo[key] = count_by_lines(text, encoding, keep=True)
     elif isinstance(n, _Counting):
         n = memo[key] = n.result()
     return n
@@ -251,6 +251,7 @@ def count_text(text: str, encoding: str = "cl100k_base") -> int:
 # exactly its count), so a line read ahead after its turn (ocw/conversation/read_ahead.py)
 # is not tokenized again by any later compaction.
 KEPT_MAX_CHARS = 4096
+KEEP_AT_ONCE = 400  # lines a count keeps one by one: a summary's, not a whole transcript's (~3,000)
 _KEPT = Memo(TEXT_BOUND)
 
 
@@ -263,13 +264,14 @@ def count_kept(text: str, encoding: str) -> int:
                                               len(text) + 1)
 
 
-def count_by_lines(text: str, encoding: str) -> int:
+def count_by_lines(text: str, encoding: str, keep: bool = False) -> int:
     """`count_text(text)`, from its lines' kept counts (`line_pieces` says why it is exact).
-    The lines not kept are counted in one call, joined: each of them but the text's first
-    starts where a cut may stand (a character other than whitespace or "/") and each but
-    its last ends with the newline of a cut, so they join at cuts and their joined count
-    is the sum of theirs — and a count on another thread (`count_soon`) takes the GIL
-    back once, not once a line. Only the read-ahead keeps lines' counts (`count_kept`)."""
+    The lines not kept are joined and counted in one call: each of them but the text's first
+    starts where a cut may stand (a character other than whitespace or "/") and each but its
+    last ends with the newline of a cut, so they join at cuts and their joined count is the
+    sum of theirs — and a count on another thread (`count_soon`) takes the GIL back once, not
+    once a line. `keep` (the kernel's own thread, a few lines missing — a new summary counted
+    again with its identifier list): each is counted alone and kept."""
     enc = get_encoding(encoding)
     total, missing = 0, []
     for piece in line_pieces(text, encoding):
@@ -278,6 +280,13 @@ def count_by_lines(text: str, encoding: str) -> int:
             missing.append(piece)
         else:
             total += n
+    if keep and len(missing) <= KEEP_AT_ONCE:
+        for piece in missing:
+            n = len(enc.encode_ordinary(piece))
+            if len(piece) < KEPT_MAX_CHARS:
+                _KEPT.keep((encoding, piece), n, len(piece) + 1)
+            total += n
+        return total
     return total + (len(enc.encode_ordinary("".join(missing))) if missing else 0)
 
 

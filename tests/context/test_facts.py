@@ -327,9 +327,13 @@ def test_the_line_memo_gives_the_same_identifiers_and_matches_a_line_once(monkey
     texts = [_ORACLE_TEXT, "a 250\nms b", "x\n250 ms\ny", "5\n\nms run_1"] + \
             [" ".join(rng.choice(words) for _ in range(50)) for _ in range(150)]
     monkeypatch.setattr(facts, "LINE_MATCHES", Memo(TEXT_BOUND))
-    plain = [[m.group().rstrip(".,;:") for m in facts._RX.finditer(t)] for t in texts]  # no memo: the whole text
-    for _ in range(2):  # the second time, read from the lines' memo
-        assert [[m.rstrip(".,;:") for _, m in facts._spans(t)] for t in texts] == plain
+    with monkeypatch.context() as m:
+        m.setattr(facts, "_crosses_lines", lambda text: True)  # every text matched whole: no memo
+        plain = [facts.located_identifiers(t) for t in texts]
+    assert facts.LINE_MATCHES == {}
+    for _ in range(2):  # line by line, the second time from the lines' memo
+        assert [facts.located_identifiers(t) for t in texts] == plain
+    assert len(facts.LINE_MATCHES) > 100
     assert "250\nms" in extract_identifiers(texts[1]) and "250 ms" in extract_identifiers(texts[2])
 
     real = facts._RX

@@ -56,19 +56,32 @@ def test_each_long_text_is_tokenized_once_per_encoding_and_kept_lines_not_again(
             assert T.count_text(body, "o200k_base") == T.count_text(body, "o200k_base")
         T.count_message("user", [{"type": "text", "text": body}], "o200k_base")
         T.count_text(body, "cl100k_base")
-    # o200k once (the message's head apart), cl100k once: no line was kept, so each is one call
-    assert encodes == [body, "user\n", body]
+    # o200k once (the message's head apart), cl100k once: a few lines, each counted alone and kept
+    assert encodes == pieces + ["user\n"] + pieces
     assert T._memo.get() is None  # dropped when the scope ends
-    for p in pieces:  # the read-ahead keeps each line's count
-        T.count_kept(p, "o200k_base")
     del encodes[:]
     e = T.get_encoding("o200k_base")
-    with T.counting_once():  # a later compaction: only what was not read ahead is tokenized
+    with T.counting_once():  # a later compaction: only the lines not kept are tokenized
         assert T.count_text(body, "o200k_base") == len(e.encode_ordinary(body))
         assert T.count_text(body + "\nnew line", "o200k_base") == len(e.encode_ordinary(body + "\nnew line"))
         assert T.count_text("new line\n" + body, "o200k_base") == len(e.encode_ordinary("new line\n" + body))
-    # the old last line now ends with a line break: it and the new line, joined, in one call
-    assert encodes == [body, pieces[-1] + "\nnew line", body + "\nnew line", "new line\n", "new line\n" + body]
+    # (each count's whole text is this test's own check) the old last line, now ending with a
+    # line break, and the new line; then the new line with its break
+    assert encodes == [body, pieces[-1] + "\n", "new line", body + "\nnew line", "new line\n", "new line\n" + body]
+
+
+def test_many_lines_not_kept_are_counted_in_one_call_and_not_kept(encodes):
+    many = "\n".join(f"line {k} of a long transcript" for k in range(T.KEEP_AT_ONCE + 1))
+    few = "\n".join(f"line {k} of a long transcript" for k in range(T.KEEP_AT_ONCE))
+    with T.counting_once():
+        T.count_text(many, "o200k_base")
+        T.count_text(few, "o200k_base")  # no line of it was kept: each counted alone, now kept
+    assert encodes[0] == many and len(encodes) == 1 + T.KEEP_AT_ONCE
+    expected = len(T.get_encoding("o200k_base").encode_ordinary(many))
+    del encodes[:]
+    assert T.count_by_lines(many, "o200k_base") == expected
+    # the two lines not kept ("line 399" ends with a break here), joined in one call
+    assert encodes == ["line 399 of a long transcript\nline 400 of a long transcript"]
 
 
 def test_count_kept_keeps_short_texts_only(encodes):
@@ -102,7 +115,7 @@ def test_no_split_where_the_pieces_could_join(encodes):
     assert T._splits_at_head("user", body, "o200k_base") and T._splits_at_head("tool:a1", body, "cl100k_base")
     with T.counting_once():
         T.count_message("tool", [{"type": "text", "text": body}], "o200k_base", "x-")
-    assert encodes == ["tool:x-\n" + body]
+    assert encodes == ["tool:x-\n", body]  # the whole text, line by line: not split at its head
 
 
 LINES = ["Summary of the conversation so far:", "Points:", "- It failed.", "- 'twas /var/log/x.log: ok",
