@@ -21,7 +21,8 @@ import re
 from ocw.text.errors import ContextOverflowError
 from ocw.text.tokens import count_message, count_text, encoding_for_model, render_block, truncate_to_tokens
 from ocw.providers.base import Reply, StreamCallback, Usage
-from ocw.providers.offline_summary import PREFIX, keywords, sentences, summarize as extractive_summary
+from ocw.providers.offline_reading import PREFIX, keywords, sentences
+from ocw.providers.offline_summary import summarize as extractive_summary
 from ocw.text.prompts import FOCUS_CLOSE, FOCUS_OPEN, SUMMARY_MARKER, SUMMARY_PREFIX, SYSTEM_NOTE_PREFIX
 
 DEFAULT_CONTEXT_WINDOW = 8192
@@ -212,7 +213,7 @@ class OfflineProvider:
     # -- summaries ------------------------------------------------------------
     def summarize(self, messages: list[dict], budget: int, focus: str | None = None) -> str:
         """An extractive summary of the request's text and tool results, never over
-        ``budget`` tokens (ocw/providers/offline_summary.py says how it chooses)."""
+        ``budget`` tokens (ocw/providers/offline_summary.py says how it chooses, offline_reading.py how it reads)."""
         texts = []
         for m in messages:
             for b in _blocks(m):

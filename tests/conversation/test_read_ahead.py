@@ -15,7 +15,7 @@ from ocw.context.engine import transcript_line
 from ocw.context.render import block_text
 from ocw.conversation import read_ahead
 from ocw.conversation.turn import Turn
-from ocw.providers import offline_summary
+from ocw.providers import offline_reading
 from ocw.providers.offline import OfflineProvider
 from ocw.text.memo import forget_all
 
@@ -84,8 +84,8 @@ def test_the_read_ahead_covers_every_line_a_compaction_folds(store, monkeypatch)
 
     real = facts._RX
     monkeypatch.setattr(facts, "_RX", Spy())
-    orig_read = offline_summary._read_lines
-    monkeypatch.setattr(offline_summary, "_read_lines", lambda ls: read.extend(ls) or orig_read(ls))
+    orig_read = offline_reading._read_lines
+    monkeypatch.setattr(offline_reading, "_read_lines", lambda ls: read.extend(ls) or orig_read(ls))
     orig_encode = tiktoken.Encoding.encode_ordinary
     monkeypatch.setattr(tiktoken.Encoding, "encode_ordinary", lambda self, t: encoded.append(t) or orig_encode(self, t))
     res = a.compact(keep_recent_tokens=200, provider=provider)

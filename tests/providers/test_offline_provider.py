@@ -9,7 +9,7 @@ from refserver import user
 
 from ocw.text.errors import ContextOverflowError
 from ocw.providers import SUMMARY_MARKER, OfflineProvider, make_provider
-from ocw.providers.offline_summary import identifiers
+from ocw.providers.offline_reading import identifiers
 from ocw.text.tokens import count_message, count_text
 
 TOOLS = [
@@ -203,7 +203,7 @@ def test_the_identifier_hint_never_hides_an_identifier(monkeypatch):
     """Issue 28: text without the hint's characters skips the searches; the answers are
     those of the full searches on every sentence of generated sessions and on edge cases."""
     from ocw.bench.quality_gen import generate
-    from ocw.providers import offline_summary as offline
+    from ocw.providers import offline_reading as offline
 
     texts = ["see `x`", "a/b", "run 5 ms", "file.py here", "KeyError raised", "ABC-1", "https://h.io/x",
              "plain words only.", "End. Next", "Ünïcode ٣ ms", "DataWarning", "no.", "e.g. this", ""]
@@ -230,7 +230,7 @@ def test_the_patterns_needs_and_lines_never_change_the_identifiers(monkeypatch):
     """Issue 28: a pattern runs only where what it needs occurs, and the body's patterns (all
     but the quantities) only in the lines holding it; the answers are those of every pattern
     over the whole text."""
-    from ocw.providers import offline_summary as offline
+    from ocw.providers import offline_reading as offline
 
     edge = ["a.pyhttp://x.io/y", "see http://a.b/c.py and a/b", "took 4\nms", "x\nDataWarning\nAB-12 `q`\n/a/b",
             "line.md\nnext", "Error-1 ZZ-9\n-", "a/\nb", "`a\nb`", "run 5\n\n ms"]
@@ -324,7 +324,7 @@ def test_identifiers_are_dropped_last_when_the_joined_summary_is_over_budget(mon
 
 
 def test_keywords_are_the_five_most_frequent_content_words_numbers_included():
-    from ocw.providers.offline_summary import keywords
+    from ocw.providers.offline_reading import keywords
 
     text = "retry 8080 8080 8080 port port port alpha alpha beta beta gamma gamma delta delta epsilon"
     assert keywords(text) == ["8080", "port", "alpha", "beta", "gamma"]
@@ -340,7 +340,7 @@ def test_readable_drops_and_strips_exactly_what_every_pattern_would_on_every_lin
     running every pattern on every line, on lines made of every piece it knows."""
     import random
 
-    from ocw.providers import offline_summary as o
+    from ocw.providers import offline_reading as o
     from ocw.text.prompts import PRUNED_STUB_OPEN
 
     def everywhere(text):
@@ -405,7 +405,7 @@ def test_identifiers_are_not_counted_once_the_summary_has_no_room_for_one(monkey
 def test_sentence_spans_are_the_sentences_each_at_its_place():
     import random
 
-    from ocw.providers.offline_summary import sentence_spans, sentences, _SENT_SPLIT
+    from ocw.providers.offline_reading import sentence_spans, sentences, _SENT_SPLIT
 
     def plain(text):  # the reading before spans: lines, split after . ! ?, stripped of marks
         return [s.strip(" \t-*#>") for line in text.splitlines() for s in _SENT_SPLIT.split(line.strip())
@@ -424,7 +424,7 @@ def test_sentence_spans_are_the_sentences_each_at_its_place():
 def test_sentence_identifiers_are_each_sentences_own_even_where_a_match_crosses_its_edge():
     import random
 
-    from ocw.providers.offline_summary import _found, identifiers, readable, sentence_identifiers, sentence_spans
+    from ocw.providers.offline_reading import _found, identifiers, readable, sentence_identifiers, sentence_spans
 
     def both(text):  # (read from the one pass, matched alone)
         body = readable(text)

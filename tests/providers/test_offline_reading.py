@@ -1,9 +1,9 @@
-"""The offline summarizer reads each line once per kernel (offline_summary.py: `_LINES`,
-`_READABLE`, `_COUNTS`): a summary written from kept readings, or after `read_ahead`, is
-the summary written from nothing."""
+"""The offline summarizer reads each line once per kernel (offline_reading.py's `_LINES` and
+`_READABLE`, offline_summary.py's `_COUNTS`): a summary written from kept readings, or after
+`read_ahead`, is the summary written from nothing."""
 import random
 
-from ocw.providers import offline_summary as offline
+from ocw.providers import offline_reading, offline_summary as offline
 from ocw.text.memo import forget_all
 
 ENC = "cl100k_base"
@@ -33,7 +33,7 @@ def test_kept_readings_write_the_summary_nothing_kept_writes():
 def test_a_quantity_across_a_line_break_is_read_in_the_whole_text():
     text = "The job took 12\nms in the end. It wrote out/a.csv today.\nThe job took 12\nms again."
     forget_all()
-    assert "12\nms" in offline.identifiers(offline.readable(text))
+    assert "12\nms" in offline_reading.identifiers(offline_reading.readable(text))
     summary = offline.summarize([text], 200, ENC, None)
     offline.read_ahead(text, ENC)  # line by line, the read-ahead keeps only each line's own reading
     assert offline.summarize([text], 200, ENC, None) == summary
