@@ -239,8 +239,9 @@ def _message_events(role: str, text: str, question: str) -> tuple[tuple, str | N
         (None if not text.strip() or role == "tool" else asked_key(text) if role in ("user", "assistant") else "")
 
 
-def _sentence_events(role: str, text: str, question: str, turn: int = 0) -> list[Event]:
+def _sentence_events(role: str, text: str, question: str) -> list[Event]:
     """The events of one clean message, `question` what the message before it asked."""
+    turn = 0  # each event is stamped with the message's own turn by `_events`
     out: list[Event] = []
     if not text.strip():
         return out

@@ -28,14 +28,15 @@ from ocw.store.tail import TailRows
 from ocw.text.tokens import count_message, count_text, encoding_for_model
 
 DEFAULT_TOOL_RESULT_CAP = 4000  # tokens of one tool result the model reads
+CONTENT_CACHE = 4096  # recent messages kept parsed in memory; older ones are read back
 
 
 def _message(m: Node, blocks: list, tokens: int) -> dict:
+    """A tail node as the model reads it: its role, its (rendered) blocks, its tokens."""
     msg = {"id": m.id, "role": m.role, "content": blocks, "tokens": tokens}
     if m.name:
         msg["name"] = m.name
     return msg
-CONTENT_CACHE = 4096  # recent messages kept parsed in memory; older ones are read back
 
 
 class BranchView(PrunedView):

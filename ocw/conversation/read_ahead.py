@@ -4,9 +4,9 @@ A compaction reads every folded message in four passes — the summarizer's, the
 the facts', what was lost — and each reads a line, a sentence or a message with a pure
 function of that text, whose result is kept for the kernel's life (ocw/text/memo.py). This
 module fills those memos ahead of time: after each turn its messages — what a later
-compaction folds — are read on a worker thread while the kernel waits for the user. The compaction then finds its lines read and costs about what reading and
-tokenizing its input costs (issue 28: `python -m ocw.bench.compact_cost` prints both, cold
-and read ahead).
+compaction folds — are read on a worker thread while the kernel waits for the user. The
+compaction then finds its lines read and costs about what reading and tokenizing its input
+costs (issue 28: `python -m ocw.bench.compact_cost` prints both, cold and read ahead).
 
 Why it changes nothing a compaction writes: each memo's key is everything its function
 reads, so a hit returns what a fresh call returns (tests/conversation/test_read_ahead.py
@@ -104,4 +104,4 @@ def _run() -> None:
             try:
                 asked[sid] = read_message_ahead(m, encoding, offline_encoding, asked.get(sid, ""))
             except Exception as e:  # a reading that fails is done by the compaction itself, as without this
-                log.debug("ocw: read-ahead skipped a message: %s", e)
+                log.debug("ocw: read-ahead skipped a message (%s)", type(e).__name__)  # (its text could hold a secret)

@@ -210,7 +210,7 @@ class Turn(Requesting):
         try:
             read_ahead.read_session(self.session, self.summarizer or self.provider, ids=self.result.node_ids)
         except Exception as e:
-            log.debug("ocw: no read-ahead after this turn: %s", e)
+            log.debug("ocw: no read-ahead after this turn (%s)", type(e).__name__)
 
     def _unique_ids(self, calls: list[dict]) -> None:
         """Give every call an id no other visible call has: some servers send none, or
