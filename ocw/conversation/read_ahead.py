@@ -37,7 +37,7 @@ _worker: threading.Thread | None = None
 _start_lock = threading.Lock()
 
 
-def read_session(session, provider=None, ids=None) -> int:
+def read_session(session, provider, ids=None) -> int:
     """Hand the session's tail messages (those of `ids` only: a turn's own) to the worker;
     returns how many. `provider`: the model that will summarize — when it is the offline
     model, its reading of each line is kept too (a real model reads on its server)."""
@@ -55,7 +55,7 @@ def read_session(session, provider=None, ids=None) -> int:
     return len(messages)
 
 
-def read_message_ahead(m: dict, encoding: str, offline_encoding: str | None = None, asked: str = "") -> str:
+def read_message_ahead(m: dict, encoding: str, offline_encoding: str | None, asked: str) -> str:
     """Read one message (as the model reads it: role, content blocks, name) into the memos, on
     this thread — what the worker does with each; `asked`: what the message before it asked
     (the memory pass reads an answer with its question). Returns what this one asks."""

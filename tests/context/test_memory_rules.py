@@ -156,3 +156,24 @@ def test_clean_with_nothing_of_ocw_in_a_text_is_the_text_itself():
         for keep_lists in (False, True):
             assert clean(text, keep_lists) == by_lines(text, keep_lists), (text, keep_lists)
     assert clean("plain\ntext\n") == "plain\ntext"  # the shortcut: only a last line break goes
+
+
+def test_clean_reads_no_line_of_a_text_with_nothing_of_ocw_in_it(monkeypatch):
+    from ocw.context import memory_rules
+
+    def line_by_line(*a):
+        raise AssertionError("read line by line")
+
+    monkeypatch.setattr(memory_rules, "own_text", line_by_line)
+    assert memory_rules.clean("plain\ntext, a [user] mark and Summary words\n") == \
+        "plain\ntext, a [user] mark and Summary words"
+    with pytest.raises(AssertionError):
+        memory_rules.clean("(offline model) a digest\nplain")
+
+
+def test_a_shape_is_named_with_its_word_and_a_three_character_sentence_is_read():
+    from ocw.context.memory_rules import sentences, working_items
+
+    assert working_items("df has ashape (3, 4)", 1) == []
+    assert [i.value for i in working_items("df has a shape (3, 4)", 1)] == ["(3, 4)"]
+    assert sentences("Yes. ok. No") == ["Yes.", "ok."]  # three characters read, two not

@@ -109,6 +109,8 @@ def test_a_turn_hands_over_its_own_messages_only(store, monkeypatch):
     assert off == provider.encoding  # the offline model summarizes: its reading is kept too
     assert read_ahead.read_session(s, None) == len(s.tail())  # no ids: the whole tail
     assert handed[-1][2] is None  # a real model reads on its server
+    empty = store.create_session(name="empty", model="ocw-offline", context_window=WINDOW)
+    assert read_ahead.read_session(empty, provider) == 0 and len(handed) == 2  # nothing to hand over
 
 
 def test_a_reading_that_fails_costs_nothing_but_its_time(store, monkeypatch, caplog):
@@ -120,7 +122,7 @@ def test_a_reading_that_fails_costs_nothing_but_its_time(store, monkeypatch, cap
     monkeypatch.setattr(read_ahead, "read_lines", broken)
     s = converse(store, provider, said(9, 10))  # every turn's reading fails on the worker
     worker = [t for t in threading.enumerate() if t.name == "ocw-read-ahead"]
-    assert worker and worker[0].daemon and worker[0].is_alive()  # still there for the next job
+    assert len(worker) == 1 and worker[0].daemon and worker[0].is_alive()  # one, still there for the next job
     assert s.compact(keep_recent_tokens=200, provider=provider).outcome == "succeeded"  # it reads for itself
 
     def refuse(*a, **k):

@@ -38,3 +38,30 @@ def test_a_quantity_across_a_line_break_is_read_in_the_whole_text():
     offline.read_ahead(text, ENC)  # line by line, the read-ahead keeps only each line's own reading
     assert offline.summarize([text], 200, ENC, None) == summary
     assert "12\nms" in summary or "12 ms" in summary.replace("\n", " ")
+
+
+def test_what_the_read_ahead_keeps_of_a_line():
+    from ocw.text.tokens import count_text
+
+    forget_all()
+    short, long_ = ("word " * 819)[:4094] + ".", ("word " * 820)[:4095] + "."  # 4,095 and 4,096 characters
+    assert (len(short), len(long_)) == (offline._COUNT_MAX - 1, offline._COUNT_MAX)
+    text = f"[user] The loader reads src/app.py today.\n{short}\n{long_}"
+    offline.read_ahead(text, ENC)
+    lines = offline_reading._readable_lines(text)
+    assert lines and all(line in offline_reading._LINES for line in lines)  # each line's reading kept
+    sentence = "The loader reads src/app.py today."
+    assert offline._COUNTS[(ENC, sentence)] == count_text(sentence, ENC)  # its sentences counted ...
+    assert offline._COUNTS[(ENC, "src/app.py")] == count_text("src/app.py", ENC)  # ... and its identifiers
+    assert (ENC, short) in offline._COUNTS and (ENC, long_) not in offline._COUNTS  # under 4 KB only
+    offline.summarize([text], 30, ENC, None)
+    assert (ENC, long_) not in offline._COUNTS
+
+
+def test_a_ticket_id_needs_its_number():
+    assert offline_reading.identifiers("see OPS-4471 and AB-x today") == ["OPS-4471"]
+
+
+def test_an_identifier_whose_pieces_are_all_in_the_sentences_but_not_it_is_listed():
+    listed, _ = offline._listed(["abcde", "abcd"], "abcd xbcde", 0, 100, lambda t: 1)
+    assert listed == ["abcde"]  # "abcd" and "bcde" stand in the sentences, "abcde" does not

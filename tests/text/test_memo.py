@@ -53,3 +53,18 @@ def test_two_threads_adding_at_once_stay_within_the_bound():
     assert max(sizes) <= 102  # two threads may each add one past a check of the bound
     assert 40 <= len(memo) <= 102 and memo.size == len(memo)
     assert ("a", 4_999) in memo or ("b", 4_999) in memo  # the newest are kept
+
+
+def test_the_bound_and_forgetting_every_memo():
+    from ocw.text.memo import TEXT_BOUND, forget_all
+
+    assert TEXT_BOUND == 4_000_000  # a ~1M-token tail's lines
+    live = Memo(100)
+    live.keep("a", 1, size=3)
+    gone = Memo(100)
+    gone.keep("b", 2)
+    del gone  # a memo no one holds: forgetting skips it
+    forget_all()
+    assert len(live) == 0 and live.size == 0 and live._sizes == {}
+    live.keep("a", 1, size=3)
+    assert live.size == 3 and live["a"] == 1  # kept again from nothing
