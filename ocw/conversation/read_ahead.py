@@ -71,7 +71,7 @@ def read_message_ahead(m: dict, encoding: str, offline_encoding: str | None, ask
     return asked
 
 
-def wait(timeout: float = 30.0) -> bool:
+def wait(timeout: float) -> bool:
     """Until the worker has read everything handed to it (a benchmark or a test asks); whether it has."""
     done = threading.Event()
     _jobs.put(("mark", done))
