@@ -156,8 +156,8 @@ def run(quick: bool = False, *, messages: int | None = None, window: int | None 
                     t = fresh(k, kind, ahead)
                     ms, r = _timed(lambda: Turn(t, provider, threshold=threshold, prune=False).run(ASK))
                     read_ahead.wait(120)  # the turn's own messages, read after it: not part of the next row
-                    compacted_ = [c for c in r.compactions if c.outcome == "succeeded" and c.trigger == "auto"]
-                    if (kind != "normal") != bool(compacted_) or len(r.compactions) != len(compacted_):
+                    auto_done = [c for c in r.compactions if c.outcome == "succeeded" and c.trigger == "auto"]
+                    if (kind != "normal") != bool(auto_done) or len(r.compactions) != len(auto_done):
                         failures.append(f"{kind} turn: {[(c.trigger, c.outcome) for c in r.compactions]}")
                     elif k:
                         times[kind].append(ms)

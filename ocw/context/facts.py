@@ -87,20 +87,21 @@ def _crosses_lines(text: str) -> bool:
 LINE_MATCHES = Memo(TEXT_BOUND)
 
 
-def _line_identifiers(line: str) -> dict[str, tuple[int, int]]:
-    """Each identifier of a line (a match without its trailing ".,;:", of 3 characters or
-    more) and where its first and last matches start in it, in order of first appearance;
-    once per kernel (`LINE_MATCHES`)."""
-    found = LINE_MATCHES.get(line)
-    if found is None:
-        found = {}
-        for m in _RX.finditer(line):
-            ident, at = m.group().rstrip(".,;:"), m.start()
-            if len(ident) >= 3:
-                first = found.get(ident)
-                found[ident] = (at, at) if first is None else (first[0], at)
-        LINE_MATCHES.keep(line, found, len(line) + 1)
+def _identifiers_in(text: str) -> dict[str, tuple[int, int]]:
+    """Each identifier of `text` (a match without its trailing ".,;:", of 3 characters or
+    more) and where its first and last matches start, in order of first appearance."""
+    found: dict[str, tuple[int, int]] = {}
+    for m in _RX.finditer(text):
+        ident, at = m.group().rstrip(".,;:"), m.start()
+        if len(ident) >= 3:
+            first = found.get(ident)
+            found[ident] = (at, at) if first is None else (first[0], at)
     return found
+
+
+def _line_identifiers(line: str) -> dict[str, tuple[int, int]]:
+    """`_identifiers_in` a line, once per kernel (`LINE_MATCHES`)."""
+    return LINE_MATCHES.get_or(line, lambda: _identifiers_in(line), len(line) + 1)
 
 
 def read_lines(text: str, encoding: str | None = None) -> None:
@@ -125,14 +126,10 @@ def located_identifiers(text: str) -> tuple[list[str], dict[str, tuple[int, int]
     The facts pass ranks by these: read from the one matching pass, where a search of
     the text for each of ~1,000 identifiers was a third of a compaction's own work. Each
     line is matched once per kernel; its identifiers and their places are merged here."""
-    where: dict[str, tuple[int, int]] = {}
     if _crosses_lines(text):  # rare: matched whole
-        for m in _RX.finditer(text):
-            ident, at = m.group().rstrip(".,;:"), m.start()
-            if len(ident) >= 3:
-                first = where.get(ident)
-                where[ident] = (at, at) if first is None else (first[0], at)
+        where = _identifiers_in(text)
     else:
+        where: dict[str, tuple[int, int]] = {}
         base = 0
         for line in text.split("\n"):
             for ident, (first_at, last_at) in _line_identifiers(line).items():

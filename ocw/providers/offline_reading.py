@@ -206,7 +206,6 @@ def readable(text: str) -> str:
 # identifier matches. A line is read once per kernel — ahead of the compaction when the
 # read-ahead (ocw/conversation/read_ahead.py) has seen its message.
 _READABLE, _LINES = Memo(TEXT_BOUND), Memo(TEXT_BOUND)  # characters of lines
-_KEEP_LINE = object()  # a raw line `readable` keeps as it is
 
 
 def _readable_line(ln: str):
@@ -234,14 +233,8 @@ def _line_reading(line: str) -> tuple:
 
 
 def _readable_lines(text: str) -> list[str]:
-    out = []
-    for raw in text.splitlines():
-        line = _READABLE.get(raw, _KEEP_LINE)
-        if line is _KEEP_LINE:
-            line = _READABLE.keep(raw, _readable_line(raw), len(raw) + 1)
-        if line is not None:
-            out.append(line)
-    return out
+    lines = (_READABLE.get_or(raw, lambda: _readable_line(raw), len(raw) + 1) for raw in text.splitlines())
+    return [line for line in lines if line is not None]
 
 
 _UNIT_LINE = re.compile(r"\n" + _QUANTITY.pattern.split(r"\s?", 1)[1])  # a line that starts with a unit

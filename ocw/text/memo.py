@@ -12,9 +12,9 @@ pure, so the value is exactly what a fresh call returns. Why it stays small: eac
 weighs its text's length, and past a memo's `max_size` characters the older half of the
 entries is dropped (a dict keeps insertion order), so a memo holds about `max_size`
 characters of text (and what was read from them) whatever a kernel reads; a dropped entry
-is only read again. Two threads
-(the kernel's and the read-ahead worker) may add at once: an item set is one step under the
-GIL, and the drop holds a lock and walks a snapshot of the keys.
+is only read again. Two threads (the kernel's and the read-ahead worker) may add at once:
+an item set is one step under the GIL, and the drop holds a lock and walks a snapshot of
+the keys.
 """
 from __future__ import annotations
 
