@@ -13,10 +13,7 @@ from collections import Counter
 
 from ocw.providers.offline_reading import HEADER, LABELS, distinct, read_lines, reading
 from ocw.text import focus as focus_rules
-from ocw.text.memo import TEXT_BOUND, Memo
-from ocw.text.tokens import count_text, line_pieces, tokens_at_least, truncate_to_tokens
-
-_COUNTS, _COUNT_MAX = Memo(TEXT_BOUND), 4096  # (encoding, text) → tokens, for texts under 4 KB
+from ocw.text.tokens import count_kept, is_kept, line_pieces, tokens_at_least, truncate_to_tokens
 
 
 def _listed(idents: list[str], covered: str, used: int, budget: int, cost) -> tuple[list[str], int]:
@@ -45,8 +42,7 @@ def read_ahead(text: str, encoding: str) -> None:
     ocw/conversation/read_ahead.py: nothing is returned)."""
     for spans, found, *_ in read_lines(text):
         for piece in [s for s, _ in spans] + [tok for _, _, tok in found]:
-            if len(piece) < _COUNT_MAX and (encoding, piece) not in _COUNTS:
-                _COUNTS.keep((encoding, piece), count_text(piece, encoding), len(piece) + 1)
+            count_kept(piece, encoding)
 
 
 def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -> str:
@@ -93,8 +89,8 @@ def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -
         score[i] += (1.0 if i == 0 else 0.0) + 0.5 * i / max(1, n)
     # What the user asked to keep ranks before everything else.
     order = sorted(score, key=lambda i: (not focused[i], -score[i], i))
-    def cost(s: str) -> int:  # a long text (the whole transcript) is counted once per compaction instead
-        return _COUNTS.get_or((enc, s), lambda: count_text(s, enc), len(s) + 1) if len(s) < _COUNT_MAX else count_text(s, enc)
+    def cost(s: str) -> int:  # kept for the kernel's life under 4 KB; the whole transcript once per compaction
+        return count_kept(s, enc)
 
     at_least: dict[int, int] = {}
 
@@ -102,7 +98,7 @@ def summarize(texts: list[str], budget: int, encoding: str, focus: str | None) -
         """cost(sents[i]) + 2 <= room; a sentence not counted yet whose lower bound (found
         once) is over the room is not tokenized (once the summary is nearly full, most are not)."""
         s = sents[i]
-        if (enc, s) not in _COUNTS:
+        if not is_kept(s, enc):
             low = at_least.get(i)
             if low is None:
                 low = at_least[i] = tokens_at_least(s, enc)

@@ -264,6 +264,11 @@ def count_kept(text: str, encoding: str) -> int:
                                               len(text) + 1)
 
 
+def is_kept(text: str, encoding: str) -> bool:
+    """Whether `count_kept(text, encoding)` would answer without tokenizing."""
+    return (encoding, text) in _KEPT
+
+
 def count_by_lines(text: str, encoding: str, keep: bool = False) -> int:
     """`count_text(text)`, from its lines' kept counts (`line_pieces` says why it is exact).
     The lines not kept are joined and counted in one call: each of them but the text's first

@@ -120,15 +120,15 @@ def test_compact_cost_fails_its_checks_when_an_auto_turn_does_not_compact(tmp_pa
 def test_compact_cost_says_so_when_the_read_ahead_changes_a_summary(tmp_path, monkeypatch):
     from ocw.bench import compact_cost
     from ocw.conversation import read_ahead
-    from ocw.providers import offline_summary
+    from ocw.text import tokens
 
     real = read_ahead.read_session
 
     def poisoned(session, provider=None, ids=None):  # a read-ahead that keeps a wrong count of every line
         n = real(session, provider, ids)
         read_ahead.wait(60)
-        for key in list(offline_summary._COUNTS):
-            offline_summary._COUNTS[key] += 50
+        for key in list(tokens._KEPT):
+            tokens._KEPT[key] += 50
         return n
 
     monkeypatch.setattr(read_ahead, "read_session", poisoned)

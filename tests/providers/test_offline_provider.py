@@ -259,7 +259,7 @@ def test_the_count_bound_never_changes_a_summary_and_spares_counts(monkeypatch):
             counted.append(text)
             return self.enc.encode_ordinary(text)
 
-    monkeypatch.setattr(offline, "count_text", lambda t, e="cl100k_base": len(Spy(real(e)).encode_ordinary(t)) if t else 0)
+    monkeypatch.setattr(offline, "count_kept", lambda t, e="cl100k_base": len(Spy(real(e)).encode_ordinary(t)) if t else 0)
     texts = _generated_texts() + [TRANSCRIPT]
     fast = [summarize(p, b, t).text for t in texts for b in (120, 600)]
     spared = len(counted)
@@ -307,7 +307,7 @@ def test_identifiers_are_dropped_last_when_the_joined_summary_is_over_budget(mon
     first, then identifiers, until it fits."""
     from ocw.providers import offline_summary as offline
 
-    monkeypatch.setattr(offline, "count_text", lambda text, encoding="cl100k_base": len(text))
+    monkeypatch.setattr(offline, "count_kept", lambda text, encoding="cl100k_base": len(text))
     filler = "and then the job went on with the next batch of rows " * 10  # no sentence fits the summary
     lines = [f"Step {k} wrote out/part_{k}.parquet and logs/run_{k}.log {filler}." for k in range(40)]
     text = OfflineProvider(context_window=200_000).summarize([user("\n".join(lines))], 400)
@@ -366,7 +366,7 @@ def test_a_sentence_that_fills_the_room_to_the_token_is_kept_and_one_more_is_not
     from ocw.providers import offline_summary as o
 
     words = lambda text, encoding="cl100k_base": len(text.split())  # noqa: E731
-    monkeypatch.setattr(o, "count_text", words)
+    monkeypatch.setattr(o, "count_kept", words)
     monkeypatch.setattr(o, "tokens_at_least", words)
     fillers = "red green blue brown amber coral ivory olive pearl ruby slate teal umber violet wheat".split()
     sents = [f"The alpha beta gamma delta test holds {w} here." for w in fillers * 3]
@@ -393,8 +393,8 @@ def test_identifiers_are_not_counted_once_the_summary_has_no_room_for_one(monkey
     idents = identifiers(text)
     assert len(idents) == 300 and idents[0] == "100 ms"
     counted: list[str] = []
-    real = offline.count_text
-    monkeypatch.setattr(offline, "count_text", lambda t, e="cl100k_base": counted.append(t) or real(t, e))
+    real = offline.count_kept
+    monkeypatch.setattr(offline, "count_kept", lambda t, e="cl100k_base": counted.append(t) or real(t, e))
     out = offline.summarize([text], 120, "cl100k_base", None)
     listed = out.split(offline.LABELS[1], 1)[1].strip().split(", ")
     assert 0 < len(listed) < 300 and real(out, "cl100k_base") <= 120

@@ -1,5 +1,5 @@
 """The offline summarizer reads each line once per kernel (offline_reading.py's `_LINES` and
-`_READABLE`, offline_summary.py's `_COUNTS`): a summary written from kept readings, or after
+`_READABLE`, tokens.py's `_KEPT`): a summary written from kept readings, or after
 `read_ahead`, is the summary written from nothing."""
 import random
 
@@ -41,21 +41,21 @@ def test_a_quantity_across_a_line_break_is_read_in_the_whole_text():
 
 
 def test_what_the_read_ahead_keeps_of_a_line():
-    from ocw.text.tokens import count_text
+    from ocw.text.tokens import _KEPT, KEPT_MAX_CHARS, count_text
 
     forget_all()
     short, long_ = ("word " * 819)[:4094] + ".", ("word " * 820)[:4095] + "."  # 4,095 and 4,096 characters
-    assert (len(short), len(long_)) == (offline._COUNT_MAX - 1, offline._COUNT_MAX)
+    assert (len(short), len(long_)) == (KEPT_MAX_CHARS - 1, KEPT_MAX_CHARS)
     text = f"[user] The loader reads src/app.py today.\n{short}\n{long_}"
     offline.read_ahead(text, ENC)
     lines = offline_reading._readable_lines(text)
     assert lines and all(line in offline_reading._LINES for line in lines)  # each line's reading kept
     sentence = "The loader reads src/app.py today."
-    assert offline._COUNTS[(ENC, sentence)] == count_text(sentence, ENC)  # its sentences counted ...
-    assert offline._COUNTS[(ENC, "src/app.py")] == count_text("src/app.py", ENC)  # ... and its identifiers
-    assert (ENC, short) in offline._COUNTS and (ENC, long_) not in offline._COUNTS  # under 4 KB only
+    assert _KEPT[(ENC, sentence)] == count_text(sentence, ENC)  # its sentences counted ...
+    assert _KEPT[(ENC, "src/app.py")] == count_text("src/app.py", ENC)  # ... and its identifiers
+    assert (ENC, short) in _KEPT and (ENC, long_) not in _KEPT  # under 4 KB only
     offline.summarize([text], 30, ENC, None)
-    assert (ENC, long_) not in offline._COUNTS
+    assert (ENC, long_) not in _KEPT
 
 
 def test_a_ticket_id_needs_its_number():

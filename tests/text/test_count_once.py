@@ -88,10 +88,12 @@ def test_count_kept_keeps_short_texts_only(encodes):
     short, long_ = "s" * (T.KEPT_MAX_CHARS - 1), "l" * T.KEPT_MAX_CHARS
     expected = len(T.get_encoding("o200k_base").encode_ordinary(short))
     encodes.clear()
+    assert not T.is_kept(short, "o200k_base")
     for _ in range(2):
         assert T.count_kept(short, "o200k_base") == expected
         T.count_kept(long_, "o200k_base")
     assert encodes.count(short) == 1 and encodes.count(long_) == 2
+    assert T.is_kept(short, "o200k_base") and not T.is_kept(short, "cl100k_base") and not T.is_kept(long_, "o200k_base")
 
 
 def test_boundaries_of_the_memo(encodes):
