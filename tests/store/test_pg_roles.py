@@ -65,7 +65,7 @@ def team(pg_cluster, monkeypatch, tmp_path, capsys):
         lines = lines[1:]  # the role is the server's: made by the first test to run init only
     assert lines == [
         "ocw db init: created schema ocw, owned by ocw_owner",
-        "ocw db init: created ocw's tables (schema version 5) with row-level security",
+        "ocw db init: created ocw's tables (schema version 6) with row-level security",
         f"ocw db init: granted {t.alice} the use of schema ocw (its own sessions, and those shared with it); "
         "its search_path in this database is ocw",
         f"ocw db init: granted {t.bob} the use of schema ocw (its own sessions, and those shared with it); "
@@ -235,7 +235,7 @@ def test_init_twice_changes_nothing(team, capsys):
     assert out.splitlines() == [f"ocw db init: granted {team.alice} the use of schema ocw (its own sessions, and "
                                 "those shared with it); its search_path in this database is ocw"]
     assert cli.main(["db", "init", team.admin_url]) == 0
-    assert capsys.readouterr().out == "ocw db init: schema ocw is up to date (version 5); nothing changed\n"
+    assert capsys.readouterr().out == "ocw db init: schema ocw is up to date (version 6); nothing changed\n"
     a = ocw.Store(team.url(team.alice))
     assert [s["name"] for s in a.sessions()] == ["kept"]
     a.close()
@@ -243,7 +243,7 @@ def test_init_twice_changes_nothing(team, capsys):
 
 def test_a_database_of_the_previous_schema_is_upgraded_and_its_sessions_stay_their_owners(pg_cluster, monkeypatch,
                                                                                           tmp_path, capsys):
-    """Schema 1 (one user owned every table) → opened by this ocw: version 5 (now), the
+    """Schema 1 (one user owned every table) → opened by this ocw: version 6 (now), the
     sessions are that user's; then `ocw db init --schema public` hands the tables to
     ocw_owner and a second role granted sees none of them."""
     monkeypatch.setenv("PGPASSFILE", str(tmp_path / "no-pgpass"))
@@ -267,7 +267,7 @@ def test_a_database_of_the_previous_schema_is_upgraded_and_its_sessions_stay_the
     finally:
         new.close()
     with t.sql(t.alice) as conn:
-        assert conn.execute("SELECT value FROM ocw_meta WHERE key = 'schema_version'").fetchone()[0] == "5"
+        assert conn.execute("SELECT value FROM ocw_meta WHERE key = 'schema_version'").fetchone()[0] == "6"
         assert conn.execute("SELECT owner FROM sessions").fetchall() == [(t.alice,)]
     assert cli.main(["db", "init", t.admin_url, "--schema", "public", "--grant", t.alice, "--grant", t.bob]) == 0
     out = capsys.readouterr().out
@@ -301,7 +301,7 @@ def test_a_schema_1_database_upgraded_by_init_keeps_its_sessions_their_owners(pg
         old.close()
     assert cli.main(["db", "init", t.admin_url, "--schema", "public", "--grant", t.alice, "--grant", t.bob]) == 0
     out = capsys.readouterr().out
-    assert "upgraded schema public from version 1 to 5; its sessions stay their owner's" in out, out
+    assert "upgraded schema public from version 1 to 6; its sessions stay their owner's" in out, out
     a, b = ocw.Store(t.url(t.alice)), ocw.Store(t.url(t.bob))
     try:
         assert [x["name"] for x in a.sessions()] == ["before"] and b.sessions() == []
@@ -513,7 +513,7 @@ def test_init_by_a_non_superuser_that_may_create_roles(team, capsys):
             capsys.readouterr().err
         out = capsys.readouterr().out.splitlines()
         assert out[:2] == ["ocw db init: created schema ops, owned by ocw_owner",
-                           "ocw db init: created ocw's tables (schema version 5) with row-level security"]
+                           "ocw db init: created ocw's tables (schema version 6) with row-level security"]
         with team.admin() as conn:
             assert conn.execute("SELECT pg_has_role(%s, 'ocw_owner', 'MEMBER')", [dba]).fetchone() == (True,)
     finally:
@@ -530,5 +530,5 @@ def test_grant_on_a_schema_ocw_has_not_made_is_refused(team, capsys):
     assert cli.main(["db", "grant", team.admin_url, team.carol, "--schema", "plain"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("ocw db grant:") and "schema plain of " in err
-    assert "is not ocw's at version 5 (it is at 0)" in err and "run ocw db init first" in err
+    assert "is not ocw's at version 6 (it is at 0)" in err and "run ocw db init first" in err
     assert _state(team) == before  # carol granted nothing

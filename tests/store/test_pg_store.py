@@ -304,8 +304,38 @@ def test_a_new_database_is_marked_and_migrated_once(pg_url):
     b = PostgresStore(pg_url)  # reopening applies nothing again
     new_session(b)
     b.close()
-    assert len(sql(pg_url, "SELECT version FROM schema_version")) == SCHEMA_VERSION == 5
+    assert len(sql(pg_url, "SELECT version FROM schema_version")) == SCHEMA_VERSION == 6
     assert sql(pg_url, "SELECT id FROM sessions") == [("s1",)]
+
+
+def test_a_schema_5_database_upgrades_to_a_plpgsql_watch_check_that_answers_as_before(pg_url, monkeypatch):
+    """p006: `ocw_watched` (p005's SQL function) becomes PL/pgSQL — still SECURITY DEFINER,
+    with its fixed search_path and its owner — and answers as before: watched by another
+    process only."""
+    from ocw.store.postgres import schema as pg_schema
+
+    def check():
+        return sql(pg_url, "SELECT l.lanname, p.prosecdef, p.proconfig, pg_get_userbyid(p.proowner) FROM pg_proc p"
+                           " JOIN pg_language l ON l.oid = p.prolang WHERE p.proname = 'ocw_watched'")
+
+    with monkeypatch.context() as m:
+        m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:5])
+        m.setattr(pg_schema, "SCHEMA_VERSION", 5)
+        PostgresStore(pg_url).close()
+    (lang, definer, config, owner), = check()
+    assert (lang, definer, config) == ("sql", True, ["search_path=public, pg_temp"])
+    b = PostgresStore(pg_url)
+    try:
+        assert check() == [("plpgsql", True, ["search_path=public, pg_temp"], owner)]
+        new_session(b)
+        with psycopg.connect(pg_url, autocommit=True) as other:
+            other.execute("SELECT ocw_watch(ARRAY['s1'])")
+            pid = other.info.backend_pid
+            asked = "SELECT ocw_watched(%s, %s)"
+            assert [sql(pg_url, asked, [sid, own])[0][0] for sid, own in
+                    (("s1", 0), ("s1", pid), ("s2", 0))] == [True, False, False]
+    finally:
+        b.close()
 
 
 def test_a_schema_2_database_upgrades_and_its_branch_takes_new_turns(pg_url, monkeypatch):
@@ -324,7 +354,7 @@ def test_a_schema_2_database_upgrades_and_its_branch_takes_new_turns(pg_url, mon
     assert sql(pg_url, "SELECT value FROM ocw_meta WHERE key = 'schema_version'") == [("2",)]
     b = PostgresStore(pg_url)
     try:
-        assert sql(pg_url, "SELECT version FROM schema_version ORDER BY version") == [(1,), (2,), (3,), (4,), (5,)]
+        assert sql(pg_url, "SELECT version FROM schema_version ORDER BY version") == [(1,), (2,), (3,), (4,), (5,), (6,)]
         assert [(n.id, n.parent_id, n.depth) for n in b.nodes_since("s1", 0)] == [("a", None, 1), ("b", "a", 2)]
         row, written = b.append_nodes("s1", msgs(("c", "user", 1)))
         assert (row["head_id"], written[0].parent_id, written[0].depth) == ("c", "b", 3)
