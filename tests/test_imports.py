@@ -84,6 +84,35 @@ def test_the_warm_up_loads_the_first_turns_costs_in_the_background_and_opens_not
         k.close()
 
 
+NEW_OCW_MODULES = ("import sys, json; print(json.dumps(sorted(m for m in sys.modules if m.startswith('ocw')"
+                   " and m not in before)))")
+
+
+@pytest.mark.timeout(120)
+def test_after_the_warm_up_a_first_turn_imports_no_module_of_ocws(tmp_path):
+    """The warm-up's module list (`warmup._modules`) is what a first `%%chat` loads: on an
+    existing database, after the thread ends, the first turn imports nothing of ocw's."""
+    from ocw.conversation.sessions import Store
+
+    Store(str(tmp_path / "imports.duckdb")).close()  # a returning user's database
+    k = Kernel(kernel_env(tmp_path, OCW_MODEL="gpt-4o"), str(tmp_path / "kernel.log"))
+    try:
+        run(k, "import IPython, ipykernel, traitlets")
+        run(k, "%load_ext ocw")
+        deadline = time.monotonic() + 60
+        while not json.loads(run(k, WARMED))[0] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        run(k, "import sys; before = set(sys.modules)")
+        out = k.run("%%chat\nhello")
+        assert "auto-compact at 80 %" in out.stdout  # the turn ran: its status line
+        assert json.loads(run(k, NEW_OCW_MODULES)) == []
+        run(k, "before = set(sys.modules)")
+        run(k, "import ocw.bench.floor")  # the control: modules not loaded yet are seen
+        assert json.loads(run(k, NEW_OCW_MODULES)) == ["ocw.bench", "ocw.bench.floor"]
+    finally:
+        k.close()
+
+
 def test_importing_the_store_and_the_engine_loads_no_session_at_run_time():
     code = ("import sys, ocw.store.duckdb.store, ocw.context.engine, ocw.context.cut, ocw.context.occupancy;"
             "print([m for m in ('ocw.conversation.session', 'ocw.conversation.sessions') if m in sys.modules])")

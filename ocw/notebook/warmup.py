@@ -32,9 +32,12 @@ from ocw.text.errors import OcwError
 
 
 def _modules(db: str) -> tuple[str, ...]:
-    """The drivers a first turn imports, by where the sessions live."""
+    """The modules a first turn imports: the driver, by where the sessions live, and
+    ocw's own that a `%%chat` cell loads when it first runs (tests/test_imports.py
+    checks that a warmed kernel's first turn imports no module of ocw's)."""
     store = "psycopg" if db.startswith(("postgresql:", "postgres:")) else "duckdb"
-    return (store, "ocw.conversation.sessions", "ocw.conversation.turn")
+    return (store, "ocw.conversation.sessions", "ocw.conversation.turn", "ocw.notebook.summarizer",
+            "ocw.notebook.progress")
 
 
 def _work(provider: str, model: str, db: str) -> None:
