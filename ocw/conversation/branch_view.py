@@ -126,6 +126,20 @@ class BranchView(PrunedView):
                 # sync() is another kernel's, even one that moved it by exactly one.
                 self._adopt(row, others=True)
 
+    def adopt_created(self, row: dict) -> None:
+        """Take the row of a session this store has just created: it has no node and no
+        summary, so nothing is read (an opened session's first `sync` reads its row and
+        its summaries — two queries, a tenth of a first turn, issue 28). A write by
+        another kernel since then moves `rev` past ours, and our next write or sync
+        reads what it brought, as after any other write."""
+        with self._lock:
+            self._row, self._rev = row, row["rev"]
+
+    @property
+    def rev(self) -> int:
+        """The session row's revision as this kernel last read or wrote it."""
+        return self._rev
+
     def _adopt(self, row: dict, new_nodes=(), others: bool = False) -> None:
         """Take a row the store returned (after our write, or another kernel's)."""
         # A write of ours moves rev by exactly one; anything else (or the first load)

@@ -77,8 +77,7 @@ class Store:
             meta.update(carried_pins(pins))
         row = {"id": sid, "name": name or sid, "provider": provider, "model": model, "context_window": context_window,
                "system_prompt": system_prompt, "metadata": meta}
-        self.backend.insert_session(row, archive=archive)
-        return self._session(sid)
+        return self._session(sid, created=self.backend.insert_session(row, archive=archive))
 
     def session_rows(self, ids: list[str]) -> dict[str, dict]:
         return self.backend.session_rows(ids)
@@ -106,7 +105,9 @@ class Store:
         except SessionNotFound:
             return self.create_session(name=name, **kwargs)
 
-    def _session(self, sid: str) -> Session:
+    def _session(self, sid: str, created: dict | None = None) -> Session:
+        """The session object of `sid` (one per store), brought up to date; `created`:
+        the row `insert_session` just returned — a new session, taken as it is."""
         with self._lock:
             s = self._sessions.get(sid)
             if s is None:
@@ -114,7 +115,10 @@ class Store:
                 follow = getattr(self.backend, "follow", None)  # PostgreSQL: other kernels' turns notify us
                 if follow is not None:
                     follow(sid)
-        s.sync()
+        if created is not None:
+            s.adopt_created(created)
+        else:
+            s.sync()
         return s
 
     def _on_remote_change(self, sid: str | None, rev: int | None) -> None:

@@ -181,6 +181,12 @@ class Runtime:
         def rearm() -> None:
             """Take what the store holds now as the state to undo from."""
             expect.clear()
+            if not restore and delete == [s.id]:
+                # Only the session this cell created: another kernel would have to find it
+                # by name within this cell to write to it, so the rev this kernel wrote
+                # (and its window probe moved) is the file's — no read (issue 28).
+                expect[s.id] = s.rev
+                return
             expect.update({sid: row["rev"] for sid, row in store.session_rows(touched).items()})
 
         def undo() -> bool:

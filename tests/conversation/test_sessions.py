@@ -50,6 +50,27 @@ def test_new_files_the_old_session_away_and_creates_the_new_one_in_one_step(stor
     assert {r["name"] for r in store.sessions()} == {"work-1", "work"}
 
 
+def test_a_created_session_is_taken_from_its_insert_and_reads_nothing(store, monkeypatch):
+    """The row `insert_session` returns is the new session's: no read of the row or its
+    summaries (an opened session's first sync reads them and its HEAD, the control), and the
+    session then works as one opened would."""
+    reads = []
+    for name in ("session_row", "summaries", "session_rows", "nodes_since", "node"):
+        real = getattr(store.backend, name)
+        monkeypatch.setattr(store.backend, name, lambda *a, _r=real, _n=name, **k: reads.append(_n) or _r(*a, **k))
+    s = store.create_session(name="new", context_window=4_096)
+    assert reads == [] and (s.rev, s.head, s.context_window) == (0, None, 4_096)
+    s.append_many([("user", "hello"), ("assistant", "hi")])
+    assert s.rev == 1 and len(s.branch()) == 2 and s.branch()[-1] == s.head
+    reads.clear()
+    s.sync()
+    assert reads == ["session_row"]  # after our own write the rev is the file's: nothing more is read
+    store._sessions.clear()
+    reads.clear()
+    t = store.open_session("new")
+    assert t is not s and reads == ["session_row", "summaries", "node"] and t.rev == 1 and t.head == s.head
+
+
 def test_sharing_is_refused_on_a_file(store):
     store.create_session(name="mine")
     with pytest.raises(StoreError, match="sessions are shared on the team database only"):

@@ -165,7 +165,8 @@ def test_it_leaves_the_first_turns_imports_tls_and_encoding_ready(ocw_env, monke
     monkeypatch.setenv("OCW_PROVIDER", "openai")
     got = _warm(monkeypatch)
     assert got == {"models": [info("openai").default_model], "tls": True,
-                   "modules": ["ocw.providers.openai", "duckdb", "ocw.conversation.sessions", "ocw.conversation.turn"]}
+                   "modules": ["ocw.providers.openai", "duckdb", "ocw.conversation.sessions", "ocw.conversation.turn",
+                               "ocw.notebook.summarizer", "ocw.notebook.progress"]}
     monkeypatch.setenv("OCW_PROVIDER", "anthropic")
     monkeypatch.setenv("OCW_MODEL", "claude-sonnet-4-5")
     monkeypatch.setenv("OCW_DB", "postgresql://u@localhost/db")
