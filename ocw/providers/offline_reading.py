@@ -228,8 +228,13 @@ def _line_reading(line: str) -> tuple:
     string's edge."""
     spans = sentence_spans(line)
     found = _found(line)
-    return (spans, found, sentence_identifiers(found, spans), [frozenset(terms(s)) for s, _ in spans],
-            [_INSTRUCTION.match(s) is not None for s, _ in spans])
+    notes = [_sentence_notes(s) for s, _ in spans]
+    return spans, found, sentence_identifiers(found, spans), [t for t, _ in notes], [a for _, a in notes]
+
+
+def _sentence_notes(sentence: str) -> tuple[frozenset, bool]:
+    """A sentence's content terms, and whether it asks for a summary (never summarized)."""
+    return frozenset(terms(sentence)), _INSTRUCTION.match(sentence) is not None
 
 
 def _readable_lines(text: str) -> list[str]:
@@ -265,8 +270,9 @@ def _read_lines(lines: list[str]) -> None:
         k = bisect_right(starts, a) - 1
         per[k][0].append((sent, a - starts[k]))
         per[k][2].append(ids)
-        per[k][3].append(frozenset(terms(sent)))
-        per[k][4].append(_INSTRUCTION.match(sent) is not None)
+        sent_terms, asks = _sentence_notes(sent)
+        per[k][3].append(sent_terms)
+        per[k][4].append(asks)
     for a, b, tok in found:
         k = bisect_right(starts, a) - 1
         per[k][1].append((a - starts[k], b - starts[k], tok))
