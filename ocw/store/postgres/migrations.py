@@ -396,7 +396,8 @@ def p006_watched_in_plpgsql(cur) -> None:
     it, and a turn's NOTIFY is a statement of its own: measured with
     pg_stat_user_functions, 21 µs a call on an idle server and 73 µs inside a turn
     (1 writer, 1,000 turns), the dearest single step of a turn's write after the
-    INSERT. PL/pgSQL keeps its plan for the connection's life: 4.6 µs. The same
+    INSERT. PL/pgSQL keeps its plan for the connection's life: 4.6 µs (a turn's
+    throughput moved within the noise of `ocw.bench.pg`, a few per cent). The same
     answer from the same table, with the same owner, SECURITY DEFINER and fixed
     search_path (CREATE OR REPLACE keeps the owner and the grants)."""
     cur.execute("SELECT quote_ident(current_schema())")
