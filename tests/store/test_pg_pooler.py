@@ -90,7 +90,7 @@ def test_a_direct_connection_keeps_preparing(pg_url):
         assert pool.plain is False
         conns = [c for c, _ in pool._idle]  # (the listener's reads may have used a second one)
         names = {n for c in conns for (n,) in c.execute("SELECT name FROM pg_prepared_statements")}
-        assert len({n for n in names if n.startswith("ocw_")}) == 5  # lock, HEAD, INSERT, UPDATE, NOTIFY
+        assert len({n for n in names if n.startswith("ocw_")}) == 4  # lock, HEAD, INSERT, UPDATE (no one watches: no NOTIFY)
         assert conns and all(c.prepare_threshold == 5 for c in conns)  # psycopg's own preparing left on
     finally:
         store.close()

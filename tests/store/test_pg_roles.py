@@ -22,7 +22,7 @@ from ocw.store.postgres import migrations as pg_migrations
 from ocw.store.postgres import schema as pg_schema
 from ocw.store.postgres.listen import wait_ready
 from ocw.text.errors import InvalidArgument, SessionNotFound, StoreError
-from pg_server import OLD_NOTIFY_SQL
+from pg_server import OLD_WATCHED_SQL
 from waiting import wait_for
 
 PW = "Te4m-S3cret-pw"  # the marker password: never in any output
@@ -252,7 +252,7 @@ def test_a_database_of_the_previous_schema_is_upgraded_and_its_sessions_stay_the
         conn.execute(f"ALTER DATABASE {t.db} OWNER TO {t.alice}")
     with monkeypatch.context() as m:  # the previous ocw: schema 1 only
         m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:1])
-        m.setattr(pg_append, "NOTIFY_SQL", OLD_NOTIFY_SQL)  # that ocw's turn
+        m.setattr(pg_append, "WATCHED_SQL", OLD_WATCHED_SQL)  # that ocw's turn
         m.setattr(pg_schema, "SCHEMA_VERSION", 1)
         old = ocw.Store(t.url(t.alice))
         s = old.create_session(name="before")
@@ -294,7 +294,7 @@ def test_a_schema_1_database_upgraded_by_init_keeps_its_sessions_their_owners(pg
         conn.execute(f"ALTER DATABASE {t.db} OWNER TO {t.alice}")
     with monkeypatch.context() as m:
         m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:1])
-        m.setattr(pg_append, "NOTIFY_SQL", OLD_NOTIFY_SQL)  # that ocw's turn
+        m.setattr(pg_append, "WATCHED_SQL", OLD_WATCHED_SQL)  # that ocw's turn
         m.setattr(pg_schema, "SCHEMA_VERSION", 1)
         old = ocw.Store(t.url(t.alice))
         old.create_session(name="before").append("user", "schema 1")

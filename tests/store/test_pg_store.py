@@ -17,7 +17,7 @@ from ocw.store.postgres.listen import wait_ready
 from ocw.store.postgres.schema import SCHEMA_VERSION
 from ocw.store.postgres.store import PostgresStore
 from test_pg_roles import team  # noqa: F401  (the fixture: alice, bob and carol on a database `ocw db init` made)
-from pg_server import OLD_NOTIFY_SQL
+from pg_server import OLD_WATCHED_SQL
 from test_store_contract import msgs, new_session, summary
 from waiting import wait_for
 
@@ -199,6 +199,45 @@ def test_a_turn_notifies_only_when_another_kernels_listener_watches_its_session(
             c.close()
 
 
+def test_a_watch_recorded_while_a_turn_holds_its_session_waits_for_the_turns_commit(pg, pg_url):
+    """A turn asks "watched?" under the session's lock, before its commit
+    (ocw/store/postgres/append.py). Another kernel recording its watch meanwhile is held
+    until that commit (its foreign key takes the row FOR KEY SHARE, which waits for FOR
+    UPDATE), so its re-read after recording sees the turn — which, having found no
+    watcher, did not notify. The next turn finds the watch and notifies."""
+    new_session(pg, "s1")
+    pg.append_nodes("s1", msgs(("a", "user", 1)))
+    ear = psycopg.connect(pg_url, autocommit=True)
+    other = psycopg.connect(pg_url, autocommit=True)  # another kernel's listener
+    seen_after_watch = []
+    try:
+        ear.execute("LISTEN ocw_sessions")
+        pid = other.info.backend_pid
+
+        def watch_then_read():
+            other.execute("SELECT ocw_watch(ARRAY['s1'])")
+            seen_after_watch.append(other.execute("SELECT head_id FROM sessions WHERE id = 's1'").fetchone()[0])
+
+        watcher = threading.Thread(target=watch_then_read)
+
+        def change(row, parent):  # runs between the turn's two messages: its lock held, "unwatched" read
+            watcher.start()
+            assert wait_for(lambda: sql(pg_url, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                                        [pid]) == [("Lock",)])
+            assert not seen_after_watch  # still waiting for this turn
+            return None
+
+        pg.append_nodes("s1", msgs(("b", "user", 1)), change)
+        watcher.join(15)
+        assert seen_after_watch == ["b"]  # its re-read came after the turn's commit
+        assert _notified(ear) == []  # the turn saw no watcher: nothing sent, nothing missed
+        pg.append_nodes("s1", msgs(("c", "user", 1)))
+        assert len(_notified(ear)) == 1  # the next turn sees the watch
+    finally:
+        ear.close()
+        other.close()
+
+
 def test_every_committed_change_notifies_once_and_a_turn_after_its_commit(pg, pg_url):
     """p004: an append sends its NOTIFY after its COMMIT (the trigger stands down for
     that transaction only), once; a change by any other statement or client is
@@ -345,7 +384,7 @@ def test_a_schema_2_database_upgrades_and_its_branch_takes_new_turns(pg_url, mon
 
     with monkeypatch.context() as m:
         m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:2])
-        m.setattr(pg_append, "NOTIFY_SQL", OLD_NOTIFY_SQL)  # that ocw's turn
+        m.setattr(pg_append, "WATCHED_SQL", OLD_WATCHED_SQL)  # that ocw's turn
         m.setattr(pg_schema, "SCHEMA_VERSION", 2)
         old = PostgresStore(pg_url)
         new_session(old)

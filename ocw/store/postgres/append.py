@@ -9,13 +9,27 @@ messages of the simple query protocol, each carrying several statements:
 1. `BEGIN; EXECUTE lock; EXECUTE head` — the session row locked FOR UPDATE, then
    HEAD's node. The caller's `change(row, parent)` needs both before anything is
    written.
-2. `EXECUTE insert; EXECUTE update; COMMIT; EXECUTE notify` — one multi-row
-   INSERT … RETURNING, the row UPDATE … RETURNING, the COMMIT, and the NOTIFY for
-   listeners as a statement after the COMMIT, sent only if another kernel watches
-   the session (schema p005). The locking statement sets `ocw.notify_after_commit`
-   for this transaction, and the trigger leaves the notification to it (schema p004). Inside the write it would hold PostgreSQL's cluster-wide
-   notify lock through the commit's flush, so no two writers' commits could share
-   one; after it, it is a transaction that writes nothing and waits for no flush.
+   HEAD's statement also says whether another kernel's listener watches the
+   session (schema p005's `ocw_watched`).
+2. `EXECUTE insert; EXECUTE update; COMMIT` — one multi-row INSERT … RETURNING,
+   the row UPDATE … RETURNING and the COMMIT; then, only if the session is
+   watched, `EXECUTE notify`: the NOTIFY for listeners as a statement after the
+   COMMIT. The locking statement sets `ocw.notify_after_commit` for this
+   transaction, and the trigger leaves the notification to it (schema p004).
+   Inside the write it would hold PostgreSQL's cluster-wide notify lock through
+   the commit's flush, so no two writers' commits could share one; after it, it
+   is a transaction that writes nothing and waits for no flush. An unwatched
+   session's turn — almost every turn — is one transaction and nothing more.
+
+Why asking before the commit misses no watcher: a kernel records its watch with
+an INSERT whose foreign key to `sessions` takes the session row FOR KEY SHARE,
+which waits for this turn's FOR UPDATE lock — its record commits after this
+turn has, and its re-read of the session, after that, sees this turn's rows. A
+watch recorded before the lock was taken has committed before HEAD's statement
+runs (after the lock, with a snapshot of its own): that statement sees it and
+the turn notifies. A watch already recorded (the INSERT finds its row) was seen
+the same way. (Asked after the commit, as schema p005 first did, the question
+cost a statement and a transaction of its own on every turn.)
 
 Why one message per round trip and not psycopg's pipeline (the earlier form): a
 pipelined statement costs the client a socket write and a wait of its own, and
@@ -77,20 +91,23 @@ def lock_sql(columns) -> str:
             " FROM sessions WHERE id = $1 FOR UPDATE")
 
 
-# Only if another kernel's listener watches the session ($1; $2 this kernel's own, schema p005).
-NOTIFY_SQL = f"SELECT pg_notify('{NOTIFY_CHANNEL}', '') WHERE ocw_watched($1::text, $2::integer)"
+# Whether another kernel's listener watches the session $1 ($2: this kernel's own, schema p005).
+WATCHED_SQL = "ocw_watched($1::text, $2::integer)"
+NOTIFY_SQL = f"SELECT pg_notify('{NOTIFY_CHANNEL}', '')"  # sent after the commit, only if watched
 
 
 def head_sql() -> str:
-    """HEAD's node of the session $1, with the counts of the row's epoch. Sent right after
+    """Whether the session $1 is watched (`WATCHED_SQL`), then HEAD's node with the counts
+    of the row's epoch (NULLs: no HEAD yet). Sent right after
     the lock, in the same message: it runs once the lock is held, with a snapshot
-    of its own (READ COMMITTED), so it reads the HEAD the previous writer committed.
+    of its own (READ COMMITTED), so it reads the HEAD the previous writer committed
+    and every watch recorded before the lock (see the module doc).
     (Joined into the locking statement it would not: a row re-read after a lock wait
     is re-checked against the joined rows of the statement's older snapshot.)
     HEAD is joined by its id alone — the primary key — because the schema holds it to
     be a node of that session (p003); a join on (session_id, id) let a plan made while
     `nodes` was small read the whole session to find it."""
-    return (f"SELECT {HEAD_COLUMNS} FROM sessions s JOIN nodes h ON h.id = s.head_id"
+    return (f"SELECT {WATCHED_SQL}, {HEAD_COLUMNS} FROM sessions s LEFT JOIN nodes h ON h.id = s.head_id"
             " LEFT JOIN node_counts c ON c.node_id = h.id AND c.epoch = s.count_epoch WHERE s.id = $1")
 
 
@@ -204,7 +221,8 @@ def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list
     cur = ClientCursor(conn)
     try:
         # Round trip 1: BEGIN, the locked row and HEAD's node (one message, three results).
-        (lock, a1), (head, a2) = _call(cur, lock_sql(SESSION_COLUMNS), [sid], plain), _call(cur, head_sql(), [sid], plain)
+        lock, a1 = _call(cur, lock_sql(SESSION_COLUMNS), [sid], plain)
+        head, a2 = _call(cur, head_sql(), [sid, watcher], plain)
         # Behind a pooler a connection's own SET may be on another server connection: the
         # lock wait's bound goes with the transaction itself.
         begin = f"BEGIN; SET LOCAL lock_timeout = {lock_ms(store._pool.lock_timeout)}" if plain else "BEGIN"
@@ -217,23 +235,26 @@ def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list
             raise StoreError(f"session {sid} vanished from {store.describe()}")
         row = _session(r[:-1])
         cur.nextset()
-        h = cur.fetchone()
-        parent = _node(h) if h is not None else None
+        watched, *h = cur.fetchone()
+        parent = _node(h) if h[0] is not None else None
         written, fields = chain_rows(row, parent, nodes, change)
         upd, values = update_sql(SESSION_COLUMNS, fields, store.WRITABLE)
-        calls = [(upd, [sid, *values]), (NOTIFY_SQL, [sid, watcher])]
+        calls = [(upd, [sid, *values])]
         if nodes:
             calls.insert(0, (insert_sql(len(nodes)), [v for w, n in zip(written, nodes) for v in (
                 w.id, sid, w.parent_id, w.role, w.name, json.dumps(n["content"], ensure_ascii=False), w.tokens,
                 n.get("encoding"), w.depth, w.cum, w.epoch, None, None)]))
+        calls.append(("COMMIT", []))
+        if watched:
+            calls.append((NOTIFY_SQL, []))
         texts, args = [], []
         for sql, values_of in calls:
-            text, values_of = _call(cur, sql, values_of, plain)
+            text, values_of = (sql, []) if sql == "COMMIT" else _call(cur, sql, values_of, plain)
             texts.append(text)
             args += values_of
-        # Round trip 2: the inserts, the update, COMMIT, then the NOTIFY — its own
-        # transaction, after the commit, never reached if anything before it failed.
-        cur.execute(f"{'; '.join(texts[:-1])}; COMMIT; {texts[-1]}", args)
+        # Round trip 2: the inserts, the update, COMMIT, then (watched) the NOTIFY — its
+        # own transaction, after the commit, never reached if anything before it failed.
+        cur.execute("; ".join(texts), args)
         got = {nid: (seq, created_at) for nid, seq, created_at in cur.fetchall()} if nodes else {}
         if nodes:
             cur.nextset()
