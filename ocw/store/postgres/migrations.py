@@ -345,7 +345,10 @@ def p005_session_watchers(cur) -> None:
     Why nothing is missed: a kernel LISTENs first, records its watch (committed), and
     then re-reads the session once. A writer whose check ran before that record was
     visible committed its data before the check, so that re-read sees it; a writer
-    whose check runs after it notifies. A watch of a process that has ended is never
+    whose check runs after it notifies. (A turn now asks in its HEAD statement, under the
+    session's lock, before its commit: the watch's foreign key takes the row FOR KEY
+    SHARE, so a watch recorded meanwhile commits after the turn — ocw/store/postgres/append.py.)
+    A watch of a process that has ended is never
     trusted to be alive: `ocw_watch` clears those of processes no longer running, and
     one left over only costs a NOTIFY nobody needed.
     Why nothing leaks that p002 closed: no role is granted the table; it is read and
