@@ -38,8 +38,9 @@ read for all its statements (measured: about 0.1 ms of client CPU less per turn,
 the server's work unchanged). The statements are still planned once per
 connection: each is PREPAREd, by a statement of its own, the first time that
 connection needs it (a name per statement text, `_call`), and run by EXECUTE with
-its parameters quoted by psycopg's ClientCursor (the client-side binding psycopg
-does for any literal). PREPARE is not undone by a rollback, so what a connection
+its parameters written in as literals, the message sent with libpq and its rows
+read with psycopg's loaders (ocw/store/postgres/message.py: psycopg's ClientCursor
+did the same for about 50 µs more client CPU a turn). PREPARE is not undone by a rollback, so what a connection
 has prepared is known exactly; a connection that lost them (a `DISCARD ALL` by
 someone) forgets them on the error that says so, and the turn runs once more,
 preparing them again. Behind a transaction pooler (PgBouncer), where each
@@ -72,6 +73,7 @@ from typing import Callable
 
 from ocw.context.graph import Node
 from ocw.store.chain import chain_rows
+from ocw.store.postgres import message
 from ocw.store.postgres.conn import lock_ms
 from ocw.store.postgres.migrations import NOTIFY_AFTER, NOTIFY_CHANNEL
 from ocw.text.errors import StoreError
@@ -144,7 +146,7 @@ _NAMES: dict[str, str] = {}  # statement text -> its name, the same on every con
 _PREPARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # connection -> names prepared on it
 
 
-def _call(cur, sql: str, args: list, plain: bool) -> tuple[str, list]:
+def _call(conn, sql: str, args: list, plain: bool) -> tuple[str, list]:
     """The text to send for `sql` with `args` ($1 … $n), and the values in the text's order.
     Prepared: `EXECUTE name(%s, …)`, PREPAREd on this connection first if it has not
     been (a statement of its own, once per connection and statement; the name is a digest
@@ -158,11 +160,11 @@ def _call(cur, sql: str, args: list, plain: bool) -> tuple[str, list]:
     name = _NAMES.get(sql)
     if name is None:
         name = _NAMES[sql] = "ocw_" + hashlib.blake2s(sql.encode(), digest_size=10).hexdigest()
-    done = _PREPARED.get(cur.connection)
+    done = _PREPARED.get(conn)
     if done is None:
-        done = _PREPARED[cur.connection] = set()
+        done = _PREPARED[conn] = set()
     if name not in done:
-        cur.execute(f"PREPARE {name} AS {sql}")
+        message.send(conn, f"PREPARE {name} AS {sql}")
         done.add(name)
     return (f"EXECUTE {name}({', '.join(['%s'] * len(args))})" if args else f"EXECUTE {name}"), args
 
@@ -215,27 +217,20 @@ DUPLICATE_STATEMENT = "42P05"  # duplicate_prepared_statement: a PREPARE of a na
 
 
 def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list[Node]]:
-    from psycopg import ClientCursor
-
     SESSION_COLUMNS, _node, _session = store.SESSION_COLUMNS, store.node_of, store.row_of
-    cur = ClientCursor(conn)
     try:
         # Round trip 1: BEGIN, the locked row and HEAD's node (one message, three results).
-        lock, a1 = _call(cur, lock_sql(SESSION_COLUMNS), [sid], plain)
-        head, a2 = _call(cur, head_sql(), [sid, watcher], plain)
+        lock, a1 = _call(conn, lock_sql(SESSION_COLUMNS), [sid], plain)
+        head, a2 = _call(conn, head_sql(), [sid, watcher], plain)
         # Behind a pooler a connection's own SET may be on another server connection: the
         # lock wait's bound goes with the transaction itself.
         begin = f"BEGIN; SET LOCAL lock_timeout = {lock_ms(store._pool.lock_timeout)}" if plain else "BEGIN"
-        cur.execute(f"{begin}; {lock}; {head}", a1 + a2)
-        cur.nextset()
-        if plain:
-            cur.nextset()
-        r = cur.fetchone()
-        if r is None:
+        *_, locked, at_head = message.send(conn, message.compose(conn, f"{begin}; {lock}; {head}", a1 + a2))
+        r = message.rows(conn, locked)
+        if not r:
             raise StoreError(f"session {sid} vanished from {store.describe()}")
-        row = _session(r[:-1])
-        cur.nextset()
-        watched, *h = cur.fetchone()
+        row = _session(r[0][:-1])
+        watched, *h = message.rows(conn, at_head)[0]
         parent = _node(h) if h[0] is not None else None
         written, fields = chain_rows(row, parent, nodes, change)
         upd, values = update_sql(SESSION_COLUMNS, fields, store.WRITABLE)
@@ -249,16 +244,14 @@ def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list
             calls.append((NOTIFY_SQL, []))
         texts, args = [], []
         for sql, values_of in calls:
-            text, values_of = (sql, []) if sql == "COMMIT" else _call(cur, sql, values_of, plain)
+            text, values_of = (sql, []) if sql == "COMMIT" else _call(conn, sql, values_of, plain)
             texts.append(text)
             args += values_of
         # Round trip 2: the inserts, the update, COMMIT, then (watched) the NOTIFY — its
         # own transaction, after the commit, never reached if anything before it failed.
-        cur.execute("; ".join(texts), args)
-        got = {nid: (seq, created_at) for nid, seq, created_at in cur.fetchall()} if nodes else {}
-        if nodes:
-            cur.nextset()
-        new_row = _session(cur.fetchone())
+        results = message.send(conn, message.compose(conn, "; ".join(texts), args))
+        got = {nid: (seq, created_at) for nid, seq, created_at in message.rows(conn, results[0])} if nodes else {}
+        new_row = _session(message.rows(conn, results[1 if nodes else 0])[0])
     except BaseException:
         _roll_back(conn)
         raise
