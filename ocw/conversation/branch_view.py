@@ -12,6 +12,7 @@ Writes live in ocw/conversation/session.py; this module only reads.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
 from ocw.context import events as ev
 from ocw.context import calibration as cal
@@ -55,7 +56,7 @@ class BranchView(PrunedView):
         self._active: Node | None = None
         self._tail_key = None
         self._tail: list[Node] = []
-        self._content: dict[str, list] = {}
+        self._content: OrderedDict[str, list] = OrderedDict()
         self._fixed_cache: dict[tuple, int] = {}
         self._prune_key = None  # (head, generation, epoch, summaries) of the cached prune mark
         self._prune_node: Node | None = None
@@ -252,8 +253,8 @@ class BranchView(PrunedView):
         """Keep what this process just wrote (the next request reads the tail), but
         bounded: a long-lived kernel must not hold every tool output it ever saw."""
         self._content[nid] = blocks
-        while len(self._content) > CONTENT_CACHE:
-            del self._content[next(iter(self._content))]
+        while len(self._content) > CONTENT_CACHE:  # oldest first, in O(1): a dict's first key is
+            self._content.popitem(last=False)  # O(deleted) to find once many have gone (an OrderedDict's is not)
 
     # -- reading ------------------------------------------------------------------
     def branch(self) -> list[str]:

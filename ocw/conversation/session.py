@@ -80,11 +80,12 @@ class Session(BranchView):
             if role == "llm" and name == SUMMARY_NAME:
                 raise InvalidArgument("summary nodes are written by compaction, not append()")
             blocks = normalize_content(content)
-            why = checks.unstorable(json.dumps(blocks, ensure_ascii=False))
+            text = json.dumps(blocks, ensure_ascii=False)
+            why = checks.unstorable(text)
             if why:
                 raise InvalidArgument(f"content of messages[{i}] contains {why}, which cannot be stored; "
                                       "remove that character")
-            prepared.append({"id": new_id("n_"), "role": role, "name": name, "content": blocks,
+            prepared.append({"id": new_id("n_"), "role": role, "name": name, "content": blocks, "content_json": text,
                              "tokens": self._count(role, name, blocks), "encoding": self.encoding.name})
         with self._lock:
             self._ensure_counted(self._head)

@@ -14,9 +14,17 @@ what they read: pure, no I/O, so both stores number a chain alike by constructio
 """
 from __future__ import annotations
 
+import json
 from typing import Callable
 
 from ocw.context.graph import Node
+
+
+def content_text(node: dict) -> str:
+    """A new node's content as the JSON text stored: the text its writer already made
+    (`content_json`, the session's storability check dumps it), else dumped here."""
+    text = node.get("content_json")
+    return text if text is not None else json.dumps(node["content"], ensure_ascii=False)
 
 
 def chain_rows(row: dict, parent: Node | None, nodes: list[dict],

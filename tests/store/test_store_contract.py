@@ -253,6 +253,18 @@ def test_append_chains_under_head_with_depth_totals_and_rising_seq(backend):
     assert backend.node("other", "c") is None  # a node is read within its session
 
 
+def test_the_row_an_append_returns_is_the_row_stored(backend):
+    """Whatever the append reads back and whatever it takes from what it wrote (PostgreSQL
+    does not read the metadata back), the row it returns is the stored row, field for field."""
+    new_session(backend)
+    meta = {"context_compaction_count": 0, "context_window": {"used": 7, "head": "a", "note": "it's \\ \u00e9"},
+            "calibration": {"recent": [0.25, 0.5]}}
+    row, _ = backend.append_nodes("s1", msgs(("a", "user", 10)), lambda row, parent: {"metadata": meta})
+    assert row == backend.session_row("s1") and row["metadata"] == meta
+    row, _ = backend.append_nodes("s1", msgs(("b", "user", 10)))  # metadata not written: the row's own
+    assert row == backend.session_row("s1") and row["metadata"] == meta and row["head_id"] == "b"
+
+
 def test_appended_and_summary_nodes_carry_their_stored_time(backend):
     """The chat widget shows each message's time from the rows a write returns (issue 15):
     they must carry the created_at the database stored, on both backends."""

@@ -21,7 +21,7 @@ from typing import Callable
 
 import duckdb
 
-from ocw.store.chain import chain_rows
+from ocw.store.chain import chain_rows, content_text
 from ocw.store.duckdb.db import Db
 from ocw.store.duckdb.settings import DUCKDB_CONFIG  # noqa: F401  (re-exported: tests and tools use it)
 from ocw.store.duckdb import ownership
@@ -321,7 +321,7 @@ class DuckDBStore:
         more); seqs come back in chain order (VALUES rows take the sequence in order),
         with each row's stored time."""
         args = [v for w, n in zip(written, nodes) for v in (
-            w.id, sid, w.parent_id, w.role, w.name, json.dumps(n["content"], ensure_ascii=False), w.tokens,
+            w.id, sid, w.parent_id, w.role, w.name, content_text(n), w.tokens,
             n.get("encoding"), w.depth, w.cum, w.epoch)]
         seqs = {r[0]: r[1:] for r in con.execute(
             "INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding, depth,"

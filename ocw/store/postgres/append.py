@@ -72,7 +72,7 @@ import weakref
 from typing import Callable
 
 from ocw.context.graph import Node
-from ocw.store.chain import chain_rows
+from ocw.store.chain import chain_rows, content_text
 from ocw.store.postgres import message
 from ocw.store.postgres.conn import lock_ms
 from ocw.store.postgres.migrations import NOTIFY_AFTER, NOTIFY_CHANNEL
@@ -142,6 +142,15 @@ def update_sql(columns, fields: dict, writable) -> tuple[str, list]:
     return f"UPDATE sessions SET {', '.join(sets)} WHERE id = $1 RETURNING {', '.join(columns)}", args
 
 
+class _Returned(dict):
+    """The session columns an append's UPDATE reads back: all but metadata (see `_append`)."""
+
+    def __missing__(self, columns: tuple) -> tuple:
+        self[columns] = tuple(c for c in columns if c != "metadata")
+        return self[columns]
+
+
+_RETURNED = _Returned()
 _NAMES: dict[str, str] = {}  # statement text -> its name, the same on every connection
 _PREPARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # connection -> names prepared on it
 
@@ -233,11 +242,15 @@ def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list
         watched, *h = message.rows(conn, at_head)[0]
         parent = _node(h) if h[0] is not None else None
         written, fields = chain_rows(row, parent, nodes, change)
-        upd, values = update_sql(SESSION_COLUMNS, fields, store.WRITABLE)
+        # The row's metadata is what this UPDATE writes, or what the lock read: not read back
+        # (a JSON document parsed again for nothing; the json type keeps the text it is given).
+        meta = fields.get("metadata", row["metadata"])
+        returned = _RETURNED[SESSION_COLUMNS] if isinstance(meta, dict) else SESSION_COLUMNS
+        upd, values = update_sql(returned, fields, store.WRITABLE)
         calls = [(upd, [sid, *values])]
         if nodes:
             calls.insert(0, (insert_sql(len(nodes)), [v for w, n in zip(written, nodes) for v in (
-                w.id, sid, w.parent_id, w.role, w.name, json.dumps(n["content"], ensure_ascii=False), w.tokens,
+                w.id, sid, w.parent_id, w.role, w.name, content_text(n), w.tokens,
                 n.get("encoding"), w.depth, w.cum, w.epoch, None, None)]))
         calls.append(("COMMIT", []))
         if watched:
@@ -251,7 +264,9 @@ def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list
         # own transaction, after the commit, never reached if anything before it failed.
         results = message.send(conn, message.compose(conn, "; ".join(texts), args))
         got = {nid: (seq, created_at) for nid, seq, created_at in message.rows(conn, results[0])} if nodes else {}
-        new_row = _session(message.rows(conn, results[1 if nodes else 0])[0])
+        back = dict(zip(returned, message.rows(conn, results[1 if nodes else 0])[0]))
+        back.setdefault("metadata", meta)
+        new_row = _session(tuple(back[c] for c in SESSION_COLUMNS))
     except BaseException:
         _roll_back(conn)
         raise
