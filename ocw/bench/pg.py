@@ -7,7 +7,11 @@ then `occupancy()` — on a DuckDB file (the kernels hand the file over) and on
 a PostgreSQL database (a throwaway server started in a temporary folder with
 PostgreSQL's default durability, unless `--url` names one). Writers 0 and 1
 share a session; the others have one each: with 4 writers, two are on the same
-session, as in issue 16's acceptance.
+session, as in issue 16's acceptance. A count with `own` (the default list ends
+with `8own`, PostgreSQL only) gives every writer a session of its own, the floor
+too: what the store costs when no two kernels write one session at once — the
+shared pair's turns wait for each other's lock and must reach each other's
+kernel (a NOTIFY, which wakes every listening server process in the database).
 
 Beside each, in the same run, the raw transaction floor (ocw/bench/floor.py):
 on PostgreSQL the same number of processes each running BEGIN, lock, INSERT,
@@ -36,28 +40,29 @@ import sys
 import tempfile
 import time
 
-WRITER_COUNTS = (1, 2, 4, 8)
+WRITER_COUNTS = ("1", "2", "4", "8", "8own")
 WORDS = ("the team keeps its sessions in one database so every kernel on every machine sees the same branch "
          "a turn appends the question and the answer under the head it reads inside its transaction").split()
 
 
-def session_of(writer: int) -> str:
-    """Writers 0 and 1 share session 0; writer k ≥ 2 has session k − 1."""
-    return f"bench-{max(0, writer - 1)}"
+def session_of(writer: int, shared: bool = True) -> str:
+    """Writers 0 and 1 share session 0; writer k ≥ 2 has session k − 1. Not `shared`:
+    writer k has session k."""
+    return f"bench-{max(0, writer - 1)}" if shared else f"bench-{writer}"
 
 
 def _text(i: int, n: int) -> str:
     return " ".join(WORDS[(i + k) % len(WORDS)] for k in range(n))
 
 
-def worker(db: str, writer: int, turns: int, start_at: float, out: str) -> None:
+def worker(db: str, writer: int, turns: int, start_at: float, out: str, shared: bool = True) -> None:
     """One writer process: wait for the common start, run its turns, write what it did."""
     import ocw
     from ocw.bench.floor import timed_turns
     from ocw.text.tokens import count_text
 
     store = ocw.Store(db)
-    s = store.open_session(session_of(writer))
+    s = store.open_session(session_of(writer, shared))
     count_text("warm up", s.encoding.name)  # the tokenizer loads once per process (100-200 ms): not a turn
     s.occupancy()
 
@@ -73,7 +78,7 @@ def worker(db: str, writer: int, turns: int, start_at: float, out: str) -> None:
         store.close()
 
 
-def check(db: str, writers: int, results: list[dict]) -> dict:
+def check(db: str, writers: int, results: list[dict], shared: bool = True) -> dict:
     """Lost / duplicated nodes and intact branches, read back from the store."""
     from ocw.conversation.sessions import open_backend
 
@@ -81,11 +86,11 @@ def check(db: str, writers: int, results: list[dict]) -> dict:
     try:
         lost = dup = 0
         intact = True
-        for name in sorted({session_of(w) for w in range(writers)}):
+        for name in sorted({session_of(w, shared) for w in range(writers)}):
             sid = backend.find_session(name)
             nodes = backend.nodes_since(sid, 0)
             stored = [n.id for n in nodes]
-            wrote = [i for w, r in enumerate(results) if session_of(w) == name for i in r["ids"]]
+            wrote = [i for w, r in enumerate(results) if session_of(w, shared) == name for i in r["ids"]]
             lost += len(set(wrote) - set(stored))
             dup += len(stored) - len(set(stored)) + len(set(stored) - set(wrote))
             chain = [n.parent_id for n in nodes] == [None] + stored[:-1]
@@ -134,7 +139,7 @@ def _figures(results: list[dict], wall: float) -> dict:
             "cpu_ms": cpu * 1e3 / len(times) if times else 0.0}
 
 
-def floor_run(db: str, writers: int, turns: int, floor_db: str | None = None) -> dict:
+def floor_run(db: str, writers: int, turns: int, floor_db: str | None = None, shared: bool = True) -> dict:
     """The raw transaction floor for `writers` on the store `db` is (ocw/bench/floor.py)."""
     from ocw.bench import floor
     from ocw.store.postgres.url import is_postgres_url
@@ -143,26 +148,27 @@ def floor_run(db: str, writers: int, turns: int, floor_db: str | None = None) ->
         r = floor.duckdb_floor(db + ".floor", writers * turns)
         return {**_figures([{"times": r["times"]}], sum(r["times"]) or 1.0), "turns_per_s": r["turns_per_s"]}
     url = floor_db or db
-    floor.prepare_pg(url, sorted({session_of(w) for w in range(writers)}))
+    floor.prepare_pg(url, sorted({session_of(w, shared) for w in range(writers)}))
     with tempfile.TemporaryDirectory(prefix="ocw-bench-floor-") as tmp:
-        results, wall = _spawn([["--floor", url, session_of(w), str(w), str(turns)] for w in range(writers)],
+        results, wall = _spawn([["--floor", url, session_of(w, shared), str(w), str(turns)] for w in range(writers)],
                                writers, tmp)
     return {**_figures(results, wall), "errors": [e for r in results for e in r["errors"]]}
 
 
-def run(db: str, writers: int, turns: int) -> dict:
+def run(db: str, writers: int, turns: int, shared: bool = True) -> dict:
     """`writers` processes × `turns` turns on `db` (sessions created first)."""
     import ocw
 
     store = ocw.Store(db)
-    for name in sorted({session_of(w) for w in range(writers)}):
+    for name in sorted({session_of(w, shared) for w in range(writers)}):
         store.create_session(name=name, model="gpt-4o", context_window=1_000_000_000)
     store.close()
     with tempfile.TemporaryDirectory(prefix="ocw-bench-pg-") as tmp:
-        results, wall = _spawn([["--worker", db, str(w), str(turns)] for w in range(writers)], writers, tmp)
-    out = {"writers": writers, **_figures(results, wall), "errors": [e for r in results for e in r["errors"]],
-           "load": os.getloadavg()[0]}
-    out.update(check(db, writers, results))
+        results, wall = _spawn([["--worker", db, str(w), str(turns), "shared" if shared else "own"]
+                                for w in range(writers)], writers, tmp)
+    out = {"writers": writers, "shared": shared, **_figures(results, wall),
+           "errors": [e for r in results for e in r["errors"]], "load": os.getloadavg()[0]}
+    out.update(check(db, writers, results, shared))
     return out
 
 
@@ -193,14 +199,17 @@ def turn_on_the_wire(url: str) -> dict:
     return {"write": write, "whole": whole}
 
 
-def _sessions(writers: int) -> str:
-    shared = min(writers, 2)
-    return f"{writers - shared + 1}" + (" (2 share)" if shared == 2 else "")
+def _sessions(writers: int, shared: bool = True) -> str:
+    if not shared:
+        return f"{writers} (own)"
+    pair = min(writers, 2)
+    return f"{writers - pair + 1}" + (" (2 share)" if pair == 2 else "")
 
 
 def _row(store: str, r: dict, f: dict) -> str:
     ratio = r["turns_per_s"] / f["turns_per_s"] if f.get("turns_per_s") else 0.0
-    return (f"{store:<12} {r['writers']:>3}  {_sessions(r['writers']):<11} {r['turns']:>6} {r['turns_per_s']:>7.0f}"
+    return (f"{store:<12} {r['writers']:>3}  {_sessions(r['writers'], r.get('shared', True)):<11} {r['turns']:>6}"
+            f" {r['turns_per_s']:>7.0f}"
             f" {f['turns_per_s']:>7.0f} {ratio:>6.2f}x {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['max_ms']:>7.1f}"
             f"   {f['p50_ms']:>6.1f} {f['p99_ms']:>6.1f} {r.get('cpu_ms', 0.0):>6.2f} {f.get('cpu_ms', 0.0):>6.2f}"
             f" {r['load']:>5.1f}  {r['lost']:>4} {r['duplicated']:>4}"
@@ -218,13 +227,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turns", type=int, default=300, help="turns per writer (default 300)")
     p.add_argument("--url", default=None, help="a PostgreSQL URL to use (an EMPTY database; default: start a "
                    "throwaway server)")
-    p.add_argument("--writers", default=",".join(map(str, WRITER_COUNTS)), help="writer counts (default 1,2,4,8)")
-    p.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    p.add_argument("--writers", default=",".join(WRITER_COUNTS),
+                   help="writer counts; N`own`: each writer on a session of its own, PostgreSQL only "
+                        "(default 1,2,4,8,8own)")
+    p.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     p.add_argument("--floor", nargs=6, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        db, w, turns, start_at, out = args.worker
-        worker(db, int(w), int(turns), float(start_at), out)
+        db, w, turns, sharing, start_at, out = args.worker
+        worker(db, int(w), int(turns), float(start_at), out, sharing == "shared")
         return 0
     if args.floor:
         from ocw.bench.floor import pg_worker
@@ -232,7 +243,10 @@ def main(argv: list[str] | None = None) -> int:
         url, sid, w, turns, start_at, out = args.floor
         pg_worker(url, sid, int(w), int(turns), float(start_at), out, _text)
         return 0
-    counts = [int(x) for x in args.writers.split(",")]
+    try:
+        counts = [(int(x.removesuffix("own")), not x.endswith("own")) for x in args.writers.split(",")]
+    except ValueError:
+        p.error(f"--writers takes counts like 1,2,8,8own, not {args.writers!r}")
     cluster = None
     rows, failed = [], False
     print(f"ocw.bench.pg: {args.turns} turns per writer process; a turn = user message + reply appended with its "
@@ -240,8 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     print(HEADER)
     try:
         with tempfile.TemporaryDirectory(prefix="ocw-bench-duck-") as tmp:
-            for n in counts:
-                path = os.path.join(tmp, f"w{n}.duckdb")
+            for n in sorted({n for n, shared in counts if shared}, key=[n for n, _ in counts].index):
+                path = os.path.join(tmp, f"w{n}.duckdb")  # a DuckDB file has one writer at a time: sharing or not
                 r = run(path, n, args.turns)
                 f = floor_run(path, n, args.turns)
                 rows.append((r, f))
@@ -250,15 +264,16 @@ def main(argv: list[str] | None = None) -> int:
             from ocw.store.postgres.cluster import Cluster
 
             cluster = Cluster(durable=True).start()
-        for n in counts:
-            url = cluster.create_database(f"bench_w{n}") if cluster else args.url
-            if not cluster and n != counts[0]:
+        for k, (n, shared) in enumerate(counts):
+            tag = f"{n}{'' if shared else 'own'}"
+            url = cluster.create_database(f"bench_w{tag}") if cluster else args.url
+            if not cluster and k:
                 url = None  # one given database: one run only (it must start empty)
             if url is None:
-                print(f"postgresql   {n:>3}  (skipped: --url names one database; give an empty one per run)")
+                print(f"postgresql   {tag:>3}  (skipped: --url names one database; give an empty one per run)")
                 continue
-            r = run(url, n, args.turns)
-            f = floor_run(url, n, args.turns, cluster.create_database(f"floor_w{n}") if cluster else None)
+            r = run(url, n, args.turns, shared)
+            f = floor_run(url, n, args.turns, cluster.create_database(f"floor_w{tag}") if cluster else None, shared)
             rows.append((r, f))
             print(_row("postgresql", r, f), flush=True)
         url = cluster.create_database("bench_wire") if cluster else None

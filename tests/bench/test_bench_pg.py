@@ -84,3 +84,30 @@ def test_the_cpu_of_a_turn_is_the_writers_cpu_over_their_turns():
     results = [{"times": [0.01, 0.02], "cpu": 0.3}, {"times": [0.01, 0.03], "cpu": 0.1}, {"times": [0.02]}]
     assert bench_pg._figures(results, 1.0)["cpu_ms"] == pytest.approx(80.0)
     assert bench_pg._figures([{"times": []}], 1.0)["cpu_ms"] == 0.0
+
+
+def test_writers_on_sessions_of_their_own_and_their_floor(pg_url, pg_cluster):
+    """`own`: every writer, and every floor writer, on a session of its own."""
+    r = bench_pg.run(pg_url, 2, 5, shared=False)
+    assert r["errors"] == [] and (r["turns"], r["lost"], r["duplicated"], r["intact"]) == (10, 0, 0, True)
+    st = ocw.Store(pg_url)
+    try:
+        assert {x["name"]: x["messages"] for x in st.sessions()} == {"bench-0": 10, "bench-1": 10}
+    finally:
+        st.close()
+    floor_url = pg_cluster.create_database("floor_own")
+    f = bench_pg.floor_run(floor_url, 2, 5, floor_url, shared=False)
+    assert f["errors"] == [] and f["turns"] == 10
+    with psycopg.connect(floor_url, autocommit=True) as conn:
+        assert dict(conn.execute("SELECT id, rev FROM floor_sessions").fetchall()) == {"bench-0": 5, "bench-1": 5}
+
+
+@pytest.mark.timeout(300)
+def test_the_report_names_a_count_of_own_sessions_and_refuses_a_bad_one(capsys):
+    assert bench_pg.main(["--turns", "3", "--writers", "2own"]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("postgresql ")
+            and not ln.startswith("postgresql turn")]
+    assert len(rows) == 1 and "2 (own)" in rows[0] and rows[0].rstrip().endswith("intact")
+    with pytest.raises(SystemExit):
+        bench_pg.main(["--writers", "2x"])
+    assert "--writers takes counts like 1,2,8,8own, not '2x'" in capsys.readouterr().err
