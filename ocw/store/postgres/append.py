@@ -40,10 +40,10 @@ connection: each is PREPAREd, by a statement of its own, the first time that
 connection needs it (a name per statement text, `_call`), and run by EXECUTE with
 its parameters written in as literals, the message sent with libpq and its rows
 read with psycopg's loaders (ocw/store/postgres/message.py: psycopg's ClientCursor
-did the same for about 50 µs more client CPU a turn). PREPARE is not undone by a rollback, so what a connection
-has prepared is known exactly; a connection that lost them (a `DISCARD ALL` by
-someone) forgets them on the error that says so, and the turn runs once more,
-preparing them again. Behind a transaction pooler (PgBouncer), where each
+did the same for about 50 µs more client CPU a turn). PREPARE is not undone by a
+rollback, so what a connection has prepared is known exactly; a connection that
+lost them (a `DISCARD ALL` by someone) forgets them on the error that says so, and
+the turn runs once more, preparing them again. Behind a transaction pooler (PgBouncer), where each
 transaction may run on another server connection, nothing is prepared: the pool
 is `plain` (ocw/store/postgres/conn.py) and each statement goes as itself, with
 its parameters quoted the same way, in the same two messages (`append`).
@@ -65,6 +65,7 @@ transaction back.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -142,15 +143,12 @@ def update_sql(columns, fields: dict, writable) -> tuple[str, list]:
     return f"UPDATE sessions SET {', '.join(sets)} WHERE id = $1 RETURNING {', '.join(columns)}", args
 
 
-class _Returned(dict):
+@functools.lru_cache(maxsize=8)
+def _read_back(columns: tuple) -> tuple:
     """The session columns an append's UPDATE reads back: all but metadata (see `_append`)."""
-
-    def __missing__(self, columns: tuple) -> tuple:
-        self[columns] = tuple(c for c in columns if c != "metadata")
-        return self[columns]
+    return tuple(c for c in columns if c != "metadata")
 
 
-_RETURNED = _Returned()
 _NAMES: dict[str, str] = {}  # statement text -> its name, the same on every connection
 _PREPARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # connection -> names prepared on it
 
@@ -245,7 +243,7 @@ def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list
         # The row's metadata is what this UPDATE writes, or what the lock read: not read back
         # (a JSON document parsed again for nothing; the json type keeps the text it is given).
         meta = fields.get("metadata", row["metadata"])
-        returned = _RETURNED[SESSION_COLUMNS] if isinstance(meta, dict) else SESSION_COLUMNS
+        returned = _read_back(SESSION_COLUMNS) if isinstance(meta, dict) else SESSION_COLUMNS
         upd, values = update_sql(returned, fields, store.WRITABLE)
         calls = [(upd, [sid, *values])]
         if nodes:
