@@ -147,20 +147,24 @@ class BranchView(PrunedView):
         # may have brought a compaction: its summary.
         others_wrote = others or not self._row or row["rev"] != self._rev + 1
         old_epoch = self._row.get("count_epoch") if self._row else None
+        # Every summary is written in the transaction that bumps the generation
+        # (`Session._persist_summary`, the one caller of the store's insert_summary): a row
+        # whose generation has not moved brought none — another kernel's turns only.
+        compacted = not self._row or row["occupancy_generation"] != self._row.get("occupancy_generation")
         self._row, self._rev = row, row["rev"]
         if old_epoch is not None and old_epoch != self.epoch:
             # Counts of another epoch (a model switch, or a cell's undo of one): read again.
             self._rows.clear()
             self._summaries, self._active_key, self._tail_key = [], None, None
             self._fixed_cache.clear()
-            others_wrote = True
+            others_wrote = compacted = True
         if others_wrote and old_epoch is not None:
             # Another kernel appended: rows it wrote are missing from the loaded range
             # (whose "everything from seq N on" no longer holds). Read just those.
             self._rows.catch_up()
             self._active_key = self._tail_key = None
         self._rows.add(new_nodes, complete=not others_wrote)
-        if others_wrote:  # maybe a compaction: its summary
+        if others_wrote and compacted:  # a compaction (or an undo of one) by another kernel: its summary
             last = self._summaries[-1].seq if self._summaries else 0
             self._summaries += self.backend.summaries(self.id, last, self.epoch)
         head = row["head_id"]

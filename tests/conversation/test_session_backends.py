@@ -100,3 +100,30 @@ def test_a_compaction_and_a_rewind_read_the_same_from_a_second_store(store, fake
         assert sorted(b["id"] for b in t.branches()) == sorted([ids[-1], fork])
     finally:
         two.close()
+
+
+def test_two_kernels_writing_one_session_read_summaries_only_after_a_compaction(store, fake_summarizer):
+    """A turn under another kernel's HEAD brings that kernel's messages, never a summary:
+    a summary is written only with a generation bump, so the store's summaries are read
+    only when the row's generation moved — and then the other kernel's summary is seen."""
+    one = store.create_session(model="gpt-4o", context_window=16_000, name="pair")
+    two_store = ocw.Store(store.path)
+    try:
+        two = two_store.open_session("pair")
+        reads = []
+        real = two_store.backend.summaries
+        two_store.backend.summaries = lambda *a, **k: reads.append(a) or real(*a, **k)
+        for i in range(6):  # turns alternate between the kernels
+            one.append_many([("user", f"q{i} " + "words " * 200), ("assistant", f"a{i} " + "words " * 200)], usage=900)
+            two.append_many([("user", f"Q{i} " + "words " * 200), ("assistant", f"A{i} " + "words " * 200)], usage=900)
+        assert reads == []
+        one.sync()
+        assert one.branch() == two.branch() and len(two.branch()) == 24  # one chain, the turns interleaved
+        result = one.compact(provider=fake_summarizer("SUMMARY of the early turns"))
+        assert result.summarised_count > 0
+        two.append("user", "after the other kernel compacted")
+        assert len(reads) == 1  # the generation moved: read once
+        assert two.active_summary() is not None and two.active_summary().id == one.active_summary().id
+        assert two.occupancy()["breakdown"]["summary"] > 0
+    finally:
+        two_store.close()
