@@ -13,6 +13,7 @@ import pytest
 
 import ocw
 from ocw.store.postgres import append as pg_append
+from ocw.store.postgres.listen import wait_ready
 from ocw.text.errors import StoreBusy
 from test_store_contract import msgs
 
@@ -83,6 +84,9 @@ def test_a_direct_connection_keeps_preparing(pg_url):
     store = ocw.Store(pg_url)
     try:
         s = store.create_session(name="direct")
+        # Its own listener up first: a turn that read "no listener yet" (own = 0) while the
+        # listener was recording its watch sees that watch as another's, and notifies once.
+        assert wait_ready(store.backend._listener)
         for i in range(8):
             s.append_many([("user", f"q{i}"), ("assistant", f"a{i}")])
             s.sync()

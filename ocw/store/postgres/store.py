@@ -120,7 +120,10 @@ class PostgresStore(Sharing):
             self._listener.follow(sid)
 
     def _watcher(self) -> int:
-        """Our listener's server process (0: none yet): its own watch calls for no NOTIFY."""
+        """Our listener's server process (0: none yet): its own watch calls for no NOTIFY.
+        Read before the turn's message is sent, so a turn racing the listener's first
+        connect may see its watch as another's and notify once, needlessly: our listener
+        drops our own notifications (`watch`)."""
         return getattr(self._listener, "pid", 0) or 0
 
     # -- plumbing ---------------------------------------------------------------------
