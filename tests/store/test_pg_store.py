@@ -333,6 +333,44 @@ def test_a_held_session_blocks_only_its_own_writers(pg, pg_url):
     assert pg.session_row("A")["head_id"] == "a3" and pg.session_row("A")["rev"] == 3
 
 
+def test_ctrl_c_during_a_turns_write_leaves_the_session_as_it_was_and_the_connection_usable(pg, pg_url):
+    """Ctrl-C while a turn's write waits on another client's lock (the first round
+    trip's pipeline is in flight): the server cancels it, KeyboardInterrupt reaches the
+    caller, nothing is written, and the pooled connection is out of pipeline mode and
+    idle — the next turn goes through on it."""
+    import signal
+
+    new_session(pg, "A")
+    pg.append_nodes("A", msgs(("a1", "user", 1)))
+    holder = psycopg.connect(pg_url)
+    holder.execute("SELECT * FROM sessions WHERE id = 'A' FOR UPDATE")
+    main = threading.get_ident()
+
+    def interrupt_once_queued():
+        with psycopg.connect(pg_url, autocommit=True) as watcher:
+            deadline = time.monotonic() + 20
+            while not watcher.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.01)  # polling the server's lock table; the condition is the queued lock
+        signal.pthread_kill(main, signal.SIGINT)
+
+    t = threading.Thread(target=interrupt_once_queued)
+    t.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pg.append_nodes("A", msgs(("a2", "assistant", 1)))
+    finally:
+        t.join(30)
+        holder.rollback()
+        holder.close()
+    (conn, _), = pg._pool._idle
+    assert conn.pgconn.pipeline_status == 0 and conn.info.transaction_status == conn.info.transaction_status.IDLE
+    assert [n.id for n in pg.nodes_since("A", 0)] == ["a1"] and pg.session_row("A")["rev"] == 1
+    row, written = pg.append_nodes("A", msgs(("a3", "assistant", 1)))
+    assert [n.id for n in written] == ["a3"] and row["rev"] == 2 and pg.node("A", "a3").parent_id == "a1"
+
+
 # -- schema: migrations, marker, guards -------------------------------------------------------------
 def test_a_new_database_is_marked_and_migrated_once(pg_url):
     PostgresStore(pg_url).close()

@@ -1,21 +1,20 @@
-"""A turn's write on PostgreSQL: one transaction, two round trips, two messages.
+"""A turn's write on PostgreSQL: one transaction, two round trips.
 
 A turn appends its messages under HEAD, moves HEAD and stores the provider's
 usage sample in the session row — one transaction. Statement by statement that
 is BEGIN, the session row FOR UPDATE, HEAD's node, the inserts, the row update
 and COMMIT: 6–8 round trips (issue 28). Here the same statements go in two
-messages of the simple query protocol, each carrying several statements:
+round trips, each carrying several statements:
 
-1. `BEGIN; EXECUTE lock; EXECUTE head` — the session row locked FOR UPDATE, then
-   HEAD's node. The caller's `change(row, parent)` needs both before anything is
-   written.
+1. `BEGIN; lock; head` — the session row locked FOR UPDATE, then HEAD's node.
+   The caller's `change(row, parent)` needs both before anything is written.
    HEAD's statement also says whether another kernel's listener watches the
    session (schema p005's `ocw_watched`).
-2. `EXECUTE insert; EXECUTE update; COMMIT` — one multi-row INSERT … RETURNING,
-   the row UPDATE … RETURNING and the COMMIT; then, only if the session is
-   watched, `EXECUTE notify`: the NOTIFY for listeners as a statement after the
-   COMMIT. The locking statement sets `ocw.notify_after_commit` for this
-   transaction, and the trigger leaves the notification to it (schema p004).
+2. `insert; update; COMMIT` — one multi-row INSERT … RETURNING, the row
+   UPDATE … RETURNING and the COMMIT; then, only if the session is watched,
+   `notify`: the NOTIFY for listeners as a statement after the COMMIT. The
+   locking statement sets `ocw.notify_after_commit` for this transaction, and
+   the trigger leaves the notification to it (schema p004).
    Inside the write it would hold PostgreSQL's cluster-wide notify lock through
    the commit's flush, so no two writers' commits could share one; after it, it
    is a transaction that writes nothing and waits for no flush. An unwatched
@@ -31,28 +30,31 @@ the turn notifies. A watch already recorded (the INSERT finds its row) was seen
 the same way. (Asked after the commit, as schema p005 first did, the question
 cost a statement and a transaction of its own on every turn.)
 
-Why one message per round trip and not psycopg's pipeline (the earlier form): a
-pipelined statement costs the client a socket write and a wait of its own, and
-the turn was CPU-bound with 8 writers on 2 cores; a message is one write and one
-read for all its statements (measured: about 0.1 ms of client CPU less per turn,
-the server's work unchanged). The statements are still planned once per
-connection: each is PREPAREd, by a statement of its own, the first time that
-connection needs it (a name per statement text, `_call`), and run by EXECUTE with
-its parameters written in as literals, the message sent with libpq and its rows
-read with psycopg's loaders (ocw/store/postgres/message.py: psycopg's ClientCursor
-did the same for about 50 µs more client CPU a turn). PREPARE is not undone by a
+How a round trip carries its statements: each is PREPAREd, by a statement of its
+own, the first time a connection needs it (a name per statement text, `_call`),
+and the round trip is one pipeline of the extended protocol — the prepared
+statements with their parameters apart from the text, then a sync — written at
+once and read at once (ocw/store/postgres/message.py `run`). Earlier forms, each
+measured with 8 writers on 2 cores, where a turn is CPU-bound: psycopg's own
+pipeline cost the client a socket write and a wait per statement (about 0.1 ms a
+turn more); one message of the simple query protocol with the values written in
+as literals (`EXECUTE name('…', …)`) had the server parse every literal — the
+pipeline takes about 9 % off the server's CPU for a turn's write (0.39 → 0.36 ms,
+1 writer), the client's unchanged. PREPARE is not undone by a
 rollback, so what a connection has prepared is known exactly; a connection that
 lost them (a `DISCARD ALL` by someone) forgets them on the error that says so, and
 the turn runs once more, preparing them again. Behind a transaction pooler (PgBouncer), where each
 transaction may run on another server connection, nothing is prepared: the pool
-is `plain` (ocw/store/postgres/conn.py) and each statement goes as itself, with
-its parameters quoted the same way, in the same two messages (`append`).
+is `plain` (ocw/store/postgres/conn.py) and each round trip is one message of
+the simple query protocol, the statements themselves with their values written
+in as literals (`_send`).
 
 Why the invariants still hold: the lock is taken by the first statement after
 BEGIN, before anything is decided, and every statement of a message runs with a
 snapshot of its own (READ COMMITTED), so a second writer to the session waits at
 the lock and then reads the row and HEAD this one committed. The server stops a
-message at its first error: nothing after it runs — not the COMMIT, not the
+round trip at its first error (a message, or a pipeline up to its sync): nothing
+after it runs — not the COMMIT, not the
 NOTIFY — and the transaction is rolled back (`_roll_back`); a COMMIT that fails
 (a deferred check) likewise skips the NOTIFY. The inserted rows get their `seq` in
 VALUES order (identity values are drawn row by row in that order), and RETURNING
@@ -154,13 +156,13 @@ _PREPARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # connecti
 
 
 def _call(conn, sql: str, args: list, plain: bool) -> tuple[str, list]:
-    """The text to send for `sql` with `args` ($1 … $n), and the values in the text's order.
-    Prepared: `EXECUTE name(%s, …)`, PREPAREd on this connection first if it has not
+    """`sql` with `args` ($1 … $n) as one statement of a message (`_send`).
+    Prepared: `(name, args)`, PREPAREd on this connection first if it has not
     been (a statement of its own, once per connection and statement; the name is a digest
     of the text, so two threads naming one statement agree). `plain`: the statement
-    itself, its $k as %s in the order they stand (a transaction pooler gives each
-    transaction whichever server connection is free, so a PREPARE made on one is not
-    on the next: see `append`)."""
+    itself, its $k as %s, and the values in the order they stand (a transaction pooler
+    gives each transaction whichever server connection is free, so a PREPARE made on
+    one is not on the next: see `append`)."""
     if plain:
         text, order = _plain(sql)
         return text, [args[k - 1] for k in order]
@@ -173,7 +175,17 @@ def _call(conn, sql: str, args: list, plain: bool) -> tuple[str, list]:
     if name not in done:
         message.send(conn, f"PREPARE {name} AS {sql}")
         done.add(name)
-    return (f"EXECUTE {name}({', '.join(['%s'] * len(args))})" if args else f"EXECUTE {name}"), args
+    return name, args
+
+
+def _send(conn, statements: list[tuple[str, list | None]], plain: bool) -> list:
+    """One round trip for `statements` (from `_call`; `(text, None)` for one without
+    values) and their results in order: prepared, in one pipeline (message.run);
+    plain, as one message of the simple query protocol with the values written in."""
+    if not plain:
+        return message.run(conn, statements)
+    return message.send(conn, message.compose(conn, "; ".join(t for t, _ in statements),
+                                              [v for _, values in statements for v in values or ()]))
 
 
 _PLAIN: dict[str, tuple[str, list[int]]] = {}
@@ -219,7 +231,7 @@ def append(store, conn, sid: str, nodes: list[dict],
     raise AssertionError("unreachable: the third attempt is plain")  # pragma: no cover
 
 
-LOST_STATEMENT = "26000"  # invalid_sql_statement_name: EXECUTE of a name the server does not have
+LOST_STATEMENT = "26000"  # invalid_sql_statement_name: a name the server does not have
 DUPLICATE_STATEMENT = "42P05"  # duplicate_prepared_statement: a PREPARE of a name the server has
 
 
@@ -227,12 +239,11 @@ def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list
     SESSION_COLUMNS, _node, _session = store.SESSION_COLUMNS, store.node_of, store.row_of
     try:
         # Round trip 1: BEGIN, the locked row and HEAD's node (one message, three results).
-        lock, a1 = _call(conn, lock_sql(SESSION_COLUMNS), [sid], plain)
-        head, a2 = _call(conn, head_sql(), [sid, watcher], plain)
         # Behind a pooler a connection's own SET may be on another server connection: the
         # lock wait's bound goes with the transaction itself.
         begin = f"BEGIN; SET LOCAL lock_timeout = {lock_ms(store._pool.lock_timeout)}" if plain else "BEGIN"
-        *_, locked, at_head = message.send(conn, message.compose(conn, f"{begin}; {lock}; {head}", a1 + a2))
+        *_, locked, at_head = _send(conn, [(begin, None), _call(conn, lock_sql(SESSION_COLUMNS), [sid], plain),
+                                           _call(conn, head_sql(), [sid, watcher], plain)], plain)
         r = message.rows(conn, locked)
         if not r:
             raise StoreError(f"session {sid} vanished from {store.describe()}")
@@ -245,22 +256,16 @@ def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list
         meta = fields.get("metadata", row["metadata"])
         returned = _read_back(SESSION_COLUMNS) if isinstance(meta, dict) else SESSION_COLUMNS
         upd, values = update_sql(returned, fields, store.WRITABLE)
-        calls = [(upd, [sid, *values])]
+        calls = [_call(conn, upd, [sid, *values], plain), ("COMMIT", None)]
         if nodes:
-            calls.insert(0, (insert_sql(len(nodes)), [v for w, n in zip(written, nodes) for v in (
+            calls.insert(0, _call(conn, insert_sql(len(nodes)), [v for w, n in zip(written, nodes) for v in (
                 w.id, sid, w.parent_id, w.role, w.name, content_text(n), w.tokens,
-                n.get("encoding"), w.depth, w.cum, w.epoch, None, None)]))
-        calls.append(("COMMIT", []))
+                n.get("encoding"), w.depth, w.cum, w.epoch, None, None)], plain))
         if watched:
-            calls.append((NOTIFY_SQL, []))
-        texts, args = [], []
-        for sql, values_of in calls:
-            text, values_of = (sql, []) if sql == "COMMIT" else _call(conn, sql, values_of, plain)
-            texts.append(text)
-            args += values_of
+            calls.append(_call(conn, NOTIFY_SQL, [], plain))
         # Round trip 2: the inserts, the update, COMMIT, then (watched) the NOTIFY — its
         # own transaction, after the commit, never reached if anything before it failed.
-        results = message.send(conn, message.compose(conn, "; ".join(texts), args))
+        results = _send(conn, calls, plain)
         got = {nid: (seq, created_at) for nid, seq, created_at in message.rows(conn, results[0])} if nodes else {}
         back = dict(zip(returned, message.rows(conn, results[1 if nodes else 0])[0]))
         back.setdefault("metadata", meta)

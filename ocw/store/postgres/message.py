@@ -1,14 +1,17 @@
-"""One message of several statements, sent with libpq and read with psycopg's loaders.
+"""Several statements in one round trip, sent with libpq and read with psycopg's loaders.
 
-A turn's write is two messages of the simple query protocol, each carrying several
-statements with their values written into the text (ocw/store/postgres/append.py).
-psycopg's ClientCursor can send such a message, but around it builds a cursor, parses
-the query for placeholders, looks up an adapter per value and checks each statement
-for preparing — at 8 writers on 2 cores that was a third of a writer's CPU for a
-turn (`ocw.bench.pg`). Here the text is composed by `compose` and sent with
-PQsendQuery; psycopg's own C generator waits for the results (Ctrl-C cancels as
-it does for a cursor) and its C loaders turn rows into Python values, so a row
-reads as it would through a cursor.
+A turn's write is two round trips, each carrying several statements
+(ocw/store/postgres/append.py). `run` sends prepared statements with their
+parameters in one pipeline of the extended protocol; `send` sends one message of
+the simple query protocol whose text `compose` wrote the values into (for a
+connection behind a transaction pooler, where nothing can be prepared, and for
+PREPARE itself). psycopg's ClientCursor can send such a message, and its
+pipeline such statements, but around each it builds a cursor, parses the query for
+placeholders, looks up an adapter per value and checks each statement for
+preparing — at 8 writers on 2 cores that was a third of a writer's CPU for a turn
+(`ocw.bench.pg`). Here libpq is called directly; psycopg's own C generators wait
+for the results (Ctrl-C cancels as it does for a cursor) and its C loaders turn
+rows into Python values, so a row reads as it would through a cursor.
 
 Why the quoting is safe: a string becomes `'…'` with each `'` doubled, which is the
 whole of SQL's escaping when `standard_conforming_strings` is on — PostgreSQL's
@@ -16,8 +19,10 @@ default since 9.1, read from the connection's parameter status for each message,
 a backslash is then an ordinary character. On a connection where it is off, or for a value of any
 type other than str, int, bool and None, psycopg quotes (`Transformer.as_literal`,
 libpq's PQescapeStringConn). A NUL is refused, not sent: libpq sends the message as
-a C string, which a NUL would cut short. The message stops at its first failing
+a C string, which a NUL would cut short. A round trip stops at its first failing
 statement; that statement's error is raised as psycopg raises it (its SQLSTATE class).
+`run`'s parameters are not quoted at all: they travel apart from the text, in text
+format, read by the prepared statement's types; a NUL is refused there too.
 """
 from __future__ import annotations
 
@@ -78,6 +83,77 @@ def send(conn, text: str) -> list:
         if res.status == pq.ExecStatus.FATAL_ERROR:
             raise errors.error_from_result(res, encoding=conn.info.encoding)
     return results
+
+
+def param(value, tx, encoding: str) -> bytes | None:
+    """`value` as a parameter in text format (a prepared statement's types read it)."""
+    if value is None:
+        return None
+    kind = type(value)
+    if kind is str:
+        if "\x00" in value:
+            raise InvalidArgument("a text with a NUL character cannot be stored; remove that character")
+        return value.encode(encoding)
+    if kind is bool:
+        return b"t" if value else b"f"
+    if kind is int:
+        return str(value).encode()
+    from psycopg.adapt import PyFormat
+
+    return bytes(tx.get_dumper(value, PyFormat.TEXT).dump(value))
+
+
+def run(conn, statements: list[tuple[str, list | None]]) -> list:
+    """Run `statements` in one round trip of the extended protocol (libpq's pipeline
+    mode): each `(name, values)` a prepared statement with its parameters, or
+    `(text, None)` a statement without any (BEGIN, COMMIT). The results in order. As
+    with `send`, the first error is raised and nothing after it ran (the server
+    skips the rest of a pipeline up to its sync). Parameters go apart from the text, so
+    the server parses no literal (measured: less CPU on both sides than `send`)."""
+    from psycopg import errors, generators, pq
+
+    pgconn, encoding = conn.pgconn, conn.info.encoding
+    tx = _transformer(conn)
+    params = [None if values is None else [param(v, tx, encoding) for v in values] for _, values in statements]
+    with conn.lock:
+        pgconn.enter_pipeline_mode()
+        try:
+            for (what, values), ps in zip(statements, params):
+                if values is None:
+                    pgconn.send_query_params(what.encode(), None)
+                else:
+                    pgconn.send_query_prepared(what.encode(), ps)
+            pgconn.pipeline_sync()
+            results = conn.wait(_pipeline(pgconn, len(statements), generators))
+        except BaseException:
+            _leave_pipeline(conn)
+            raise
+        pgconn.exit_pipeline_mode()
+    for res in results:
+        if res.status == pq.ExecStatus.FATAL_ERROR:
+            raise errors.error_from_result(res, encoding=encoding)
+    return results
+
+
+def _pipeline(pgconn, count: int, generators):
+    """Flush the pipeline, then read its `count` results and its sync (psycopg's C generators)."""
+    yield from generators.send(pgconn)
+    results = []
+    for _ in range(count):
+        got = yield from generators.fetch_many(pgconn)
+        results.append(got[0])
+    yield from generators.fetch_many(pgconn)  # the sync
+    return results
+
+
+def _leave_pipeline(conn) -> None:
+    """After a failure inside `run`: out of pipeline mode, or closed if that cannot be
+    done (results still pending: the connection's state is unknown; the pool drops it)."""
+    try:
+        if conn.pgconn.pipeline_status:
+            conn.pgconn.exit_pipeline_mode()
+    except Exception:
+        conn.close()
 
 
 def rows(conn, result) -> list[tuple]:
