@@ -38,6 +38,9 @@ def pg_url(pg_cluster):
 # into ocw/store/postgres/append.py, whose HEAD statement asks p005's `ocw_watched`
 # otherwise; it takes the same two parameters and is true for each.
 OLD_WATCHED_SQL = "($1::text IS NOT NULL OR $2::integer IS NOT NULL)"
+# ... and what it sent after its commit: a NOTIFY every listener hears (p007's `ocw_notify`
+# came later), taking the parameters today's statement takes.
+OLD_NOTIFY_SQL = "SELECT pg_notify('ocw_sessions', '') WHERE $1::text IS NOT NULL OR $2::integer IS NOT NULL"
 
 
 @pytest.fixture

@@ -202,6 +202,33 @@ def test_a_kernels_widget_refreshes_when_another_kernel_chats(pg_url, tmp_path):
         b.close()
 
 
+def test_a_kernel_that_does_not_watch_a_session_is_not_woken_by_its_turns(pg_url):
+    """p007: two kernels write one session; a third has a session of its own open. The
+    pair's turns wake the other of the pair (its own channel) and never the third — its
+    listener calls back only for a NOTIFY on `ocw_sessions` sent after those turns
+    (notifications arrive in commit order, so anything of the turns' would be first)."""
+    stores = [ocw.Store(pg_url) for _ in range(3)]
+    try:
+        a = stores[0].create_session(name="pair", model="gpt-4o", context_window=100_000)
+        b = stores[1].open_session("pair")
+        stores[2].create_session(name="solo", model="gpt-4o", context_window=100_000)
+        assert all(wait_ready(st.backend._listener) for st in stores)
+        calls = []
+        third = stores[2].backend._listener
+        third.callback = lambda sid, rev, pid, _f=third.callback: (calls.append((sid, rev, pid)), _f(sid, rev, pid))
+        for i in range(4):
+            a.append_many([("user", f"q{i}"), ("assistant", f"a{i}")])
+        assert wait_for(lambda: b.head == a.head), "the other kernel of the pair was not told"
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("NOTIFY ocw_sessions")
+            sentinel = conn.info.backend_pid
+            assert wait_for(lambda: calls), "the third kernel heard nothing at all"
+        assert calls == [(None, None, sentinel)]
+    finally:
+        for st in stores:
+            st.close()
+
+
 def test_a_followed_session_is_caught_up_once_then_its_turns_are_heard(pg_url):
     """p005: a turn notifies only if another kernel watches its session, so one committed
     before the watch was recorded was not heard: following a session records the watch

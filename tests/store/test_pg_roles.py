@@ -10,6 +10,7 @@ client does; the store API shows what a user sees.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 
 import psycopg
@@ -22,7 +23,7 @@ from ocw.store.postgres import migrations as pg_migrations
 from ocw.store.postgres import schema as pg_schema
 from ocw.store.postgres.listen import wait_ready
 from ocw.text.errors import InvalidArgument, SessionNotFound, StoreError
-from pg_server import OLD_WATCHED_SQL
+from pg_server import OLD_NOTIFY_SQL, OLD_WATCHED_SQL
 from waiting import wait_for
 
 PW = "Te4m-S3cret-pw"  # the marker password: never in any output
@@ -65,7 +66,7 @@ def team(pg_cluster, monkeypatch, tmp_path, capsys):
         lines = lines[1:]  # the role is the server's: made by the first test to run init only
     assert lines == [
         "ocw db init: created schema ocw, owned by ocw_owner",
-        "ocw db init: created ocw's tables (schema version 6) with row-level security",
+        "ocw db init: created ocw's tables (schema version 7) with row-level security",
         f"ocw db init: granted {t.alice} the use of schema ocw (its own sessions, and those shared with it); "
         "its search_path in this database is ocw",
         f"ocw db init: granted {t.bob} the use of schema ocw (its own sessions, and those shared with it); "
@@ -101,7 +102,9 @@ def test_init_makes_ocw_owner_own_every_table_and_no_user_owns_anything(team):
 def test_no_role_reads_the_watches_but_each_kernel_records_its_own(team):
     """p005: `session_watchers` is granted to no role (it would tell whose session is
     open where); a role records and clears its watches only through the SECURITY
-    DEFINER functions, and a turn by another role sharing the session is notified."""
+    DEFINER functions, and a turn by another role sharing the session is notified —
+    p007: on the watching kernel's own channel, which a third role listening on
+    `ocw_sessions` never hears."""
     a, b = _stores(team)
     ear = psycopg.connect(team.url(team.carol), autocommit=True)
     try:
@@ -115,15 +118,27 @@ def test_no_role_reads_the_watches_but_each_kernel_records_its_own(team):
         with team.admin() as conn:
             defs = conn.execute("SELECT proname, prosecdef, pg_get_userbyid(proowner) FROM pg_proc p JOIN pg_namespace n"
                                 " ON n.oid = p.pronamespace WHERE n.nspname = 'ocw' AND proname IN"
-                                " ('ocw_watch', 'ocw_unwatch', 'ocw_watched') ORDER BY 1").fetchall()
-        assert defs == [(f, True, "ocw_owner") for f in ("ocw_unwatch", "ocw_watch", "ocw_watched")]
+                                " ('ocw_watch', 'ocw_unwatch', 'ocw_watched', 'ocw_notify') ORDER BY 1, 2"
+                                ).fetchall()
+        assert defs == [(f, True, "ocw_owner") for f in ("ocw_notify", "ocw_unwatch", "ocw_watch", "ocw_watch",
+                                                          "ocw_watched")]
         ear.execute("LISTEN ocw_sessions")
         seen_by_bob = b.open_session(s.id)  # bob's kernel opens it: its listener watches it
         assert wait_ready(b.backend._listener)
+        with team.admin() as conn:
+            channels = dict(conn.execute("SELECT pid, channel FROM ocw.session_watchers").fetchall())
+        listeners = (a.backend._listener, b.backend._listener)  # each kernel's, on a channel of its own
+        assert channels == {x.pid: x.channel for x in listeners} and len(set(channels.values())) == 2
+        assert all(re.fullmatch(r"ocw_sessions_[0-9a-f]{16}", c) for c in channels.values())
         s.append("user", "alice writes; bob's kernel is told")
         assert wait_for(lambda: seen_by_bob.head == s.head), "bob's listener did not sync"
-        payloads = [n.payload for n in ear.notifies(timeout=0.5)]
-        assert payloads and set(payloads) == {""}  # a NOTIFY was sent, and it says nothing
+        with team.admin() as conn:  # delivered after anything committed before it
+            conn.execute("NOTIFY ocw_sessions, 'after the turn'")
+        heard = []
+        deadline = time.monotonic() + 10
+        while "after the turn" not in heard and time.monotonic() < deadline:
+            heard += [n.payload for n in ear.notifies(timeout=0.2)]
+        assert heard == ["after the turn"]  # the turn told bob's kernel alone
     finally:
         ear.close()
         a.close()
@@ -210,16 +225,19 @@ def test_a_connect_only_role_learns_nothing_from_notify_and_the_listener_still_s
         assert wait_ready(a_again.backend._listener)
         s.append("user", "private words")
         b.create_session(name="bob-private")
-        got = []
-        deadline = time.monotonic() + 10
-        while len(got) < 3 and time.monotonic() < deadline:
-            got += [(n.channel, n.payload) for n in listen.notifies(timeout=0.2, stop_after=1)]
-        assert len(got) >= 3, got  # it hears that something changed ...
-        assert {p for _, p in got} == {""}  # ... and nothing else: no id, no name, no rev
         deadline = time.monotonic() + 10  # alice's other kernel syncs through the policies
         while mine.head != s.head:
             assert time.monotonic() < deadline, "the listener did not sync"
             time.sleep(0.02)
+        with team.admin() as conn:  # delivered after everything committed before it
+            conn.execute(f"NOTIFY {pg_migrations.NOTIFY_CHANNEL}, 'end'")
+        got = []
+        deadline = time.monotonic() + 10
+        while ("ocw_sessions", "end") not in got and time.monotonic() < deadline:
+            got += [(n.channel, n.payload) for n in listen.notifies(timeout=0.2, stop_after=1)]
+        # It hears that two sessions were created, and nothing else: no id, no name, no rev;
+        # the turn told only the kernel watching its session, on that kernel's own channel (p007).
+        assert got == [("ocw_sessions", ""), ("ocw_sessions", ""), ("ocw_sessions", "end")]
     finally:
         listen.close()
         for st in (a, b, a_again):
@@ -235,7 +253,7 @@ def test_init_twice_changes_nothing(team, capsys):
     assert out.splitlines() == [f"ocw db init: granted {team.alice} the use of schema ocw (its own sessions, and "
                                 "those shared with it); its search_path in this database is ocw"]
     assert cli.main(["db", "init", team.admin_url]) == 0
-    assert capsys.readouterr().out == "ocw db init: schema ocw is up to date (version 6); nothing changed\n"
+    assert capsys.readouterr().out == "ocw db init: schema ocw is up to date (version 7); nothing changed\n"
     a = ocw.Store(team.url(team.alice))
     assert [s["name"] for s in a.sessions()] == ["kept"]
     a.close()
@@ -243,7 +261,7 @@ def test_init_twice_changes_nothing(team, capsys):
 
 def test_a_database_of_the_previous_schema_is_upgraded_and_its_sessions_stay_their_owners(pg_cluster, monkeypatch,
                                                                                           tmp_path, capsys):
-    """Schema 1 (one user owned every table) → opened by this ocw: version 6 (now), the
+    """Schema 1 (one user owned every table) → opened by this ocw: version 7 (now), the
     sessions are that user's; then `ocw db init --schema public` hands the tables to
     ocw_owner and a second role granted sees none of them."""
     monkeypatch.setenv("PGPASSFILE", str(tmp_path / "no-pgpass"))
@@ -253,6 +271,7 @@ def test_a_database_of_the_previous_schema_is_upgraded_and_its_sessions_stay_the
     with monkeypatch.context() as m:  # the previous ocw: schema 1 only
         m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:1])
         m.setattr(pg_append, "WATCHED_SQL", OLD_WATCHED_SQL)  # that ocw's turn
+        m.setattr(pg_append, "NOTIFY_SQL", OLD_NOTIFY_SQL)
         m.setattr(pg_schema, "SCHEMA_VERSION", 1)
         old = ocw.Store(t.url(t.alice))
         s = old.create_session(name="before")
@@ -267,11 +286,11 @@ def test_a_database_of_the_previous_schema_is_upgraded_and_its_sessions_stay_the
     finally:
         new.close()
     with t.sql(t.alice) as conn:
-        assert conn.execute("SELECT value FROM ocw_meta WHERE key = 'schema_version'").fetchone()[0] == "6"
+        assert conn.execute("SELECT value FROM ocw_meta WHERE key = 'schema_version'").fetchone()[0] == "7"
         assert conn.execute("SELECT owner FROM sessions").fetchall() == [(t.alice,)]
     assert cli.main(["db", "init", t.admin_url, "--schema", "public", "--grant", t.alice, "--grant", t.bob]) == 0
     out = capsys.readouterr().out
-    assert "handed 15 of ocw's objects in schema public to ocw_owner" in out, out
+    assert "handed 17 of ocw's objects in schema public to ocw_owner" in out, out
     a, b = ocw.Store(t.url(t.alice)), ocw.Store(t.url(t.bob))
     try:
         assert [x["name"] for x in a.sessions()] == ["before"] and b.sessions() == []
@@ -295,13 +314,14 @@ def test_a_schema_1_database_upgraded_by_init_keeps_its_sessions_their_owners(pg
     with monkeypatch.context() as m:
         m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:1])
         m.setattr(pg_append, "WATCHED_SQL", OLD_WATCHED_SQL)  # that ocw's turn
+        m.setattr(pg_append, "NOTIFY_SQL", OLD_NOTIFY_SQL)
         m.setattr(pg_schema, "SCHEMA_VERSION", 1)
         old = ocw.Store(t.url(t.alice))
         old.create_session(name="before").append("user", "schema 1")
         old.close()
     assert cli.main(["db", "init", t.admin_url, "--schema", "public", "--grant", t.alice, "--grant", t.bob]) == 0
     out = capsys.readouterr().out
-    assert "upgraded schema public from version 1 to 6; its sessions stay their owner's" in out, out
+    assert "upgraded schema public from version 1 to 7; its sessions stay their owner's" in out, out
     a, b = ocw.Store(t.url(t.alice)), ocw.Store(t.url(t.bob))
     try:
         assert [x["name"] for x in a.sessions()] == ["before"] and b.sessions() == []
@@ -513,7 +533,7 @@ def test_init_by_a_non_superuser_that_may_create_roles(team, capsys):
             capsys.readouterr().err
         out = capsys.readouterr().out.splitlines()
         assert out[:2] == ["ocw db init: created schema ops, owned by ocw_owner",
-                           "ocw db init: created ocw's tables (schema version 6) with row-level security"]
+                           "ocw db init: created ocw's tables (schema version 7) with row-level security"]
         with team.admin() as conn:
             assert conn.execute("SELECT pg_has_role(%s, 'ocw_owner', 'MEMBER')", [dba]).fetchone() == (True,)
     finally:
@@ -530,5 +550,5 @@ def test_grant_on_a_schema_ocw_has_not_made_is_refused(team, capsys):
     assert cli.main(["db", "grant", team.admin_url, team.carol, "--schema", "plain"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("ocw db grant:") and "schema plain of " in err
-    assert "is not ocw's at version 6 (it is at 0)" in err and "run ocw db init first" in err
+    assert "is not ocw's at version 7 (it is at 0)" in err and "run ocw db init first" in err
     assert _state(team) == before  # carol granted nothing

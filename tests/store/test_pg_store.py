@@ -17,7 +17,7 @@ from ocw.store.postgres.listen import wait_ready
 from ocw.store.postgres.schema import SCHEMA_VERSION
 from ocw.store.postgres.store import PostgresStore
 from test_pg_roles import team  # noqa: F401  (the fixture: alice, bob and carol on a database `ocw db init` made)
-from pg_server import OLD_WATCHED_SQL
+from pg_server import OLD_NOTIFY_SQL, OLD_WATCHED_SQL
 from test_store_contract import msgs, new_session, summary
 from waiting import wait_for
 
@@ -196,6 +196,39 @@ def test_a_turn_notifies_only_when_another_kernels_listener_watches_its_session(
         assert len(_notified(ear)) == 1
     finally:
         for c in (ear, other, own):
+            c.close()
+
+
+def test_a_turn_notifies_each_watcher_on_its_own_channel_and_an_older_ones_on_the_shared_one(pg, pg_url):
+    """p007: `ocw_notify` sends one NOTIFY per channel of the session's other watchers —
+    a watch recorded without a channel (an ocw from before p007) on `ocw_sessions` —
+    and nothing to a watcher of another session. A channel is a plain name of 1 to 63
+    characters: any other is refused when recorded, so none can fail a writer's NOTIFY."""
+    new_session(pg, "s1")
+    new_session(pg, "s2")
+    chan = {k: f"ocw_sessions_{k * 16}" for k in "ab"}
+    one, two, old = (psycopg.connect(pg_url, autocommit=True) for _ in range(3))
+    try:
+        one.execute(f"LISTEN {chan['a']}")
+        one.execute("SELECT ocw_watch(ARRAY['s1'], %s)", [chan["a"]])
+        two.execute(f"LISTEN {chan['b']}")
+        two.execute("SELECT ocw_watch(ARRAY['s2'], %s)", [chan["b"]])
+        old.execute("LISTEN ocw_sessions")
+        old.execute("SELECT ocw_watch(ARRAY['s1'])")
+        pg.append_nodes("s1", msgs(("a", "user", 1)))
+        writer = [n.pid for n in one.notifies(timeout=10, stop_after=1)]
+        assert len(writer) == 1 and writer[0] in pg._pool.pids
+        assert [(n.channel, n.pid) for n in old.notifies(timeout=10, stop_after=1)] == [("ocw_sessions", writer[0])]
+        two.execute(f"NOTIFY {chan['b']}, 'end'")  # after the turn: anything of the turn's would come first
+        assert [n.payload for n in two.notifies(timeout=10, stop_after=1)] == ["end"]
+        for bad in ("Upper", "with-dash", "x" * 64, ""):
+            with pytest.raises(psycopg.errors.CheckViolation):
+                two.execute("SELECT ocw_watch(ARRAY['s1'], %s)", [bad])
+        two.execute("SELECT ocw_watch(ARRAY['s1'], %s)", ["x" * 63])  # the longest name there is
+        assert sql(pg_url, "SELECT channel FROM session_watchers WHERE pid = %s AND session_id = 's1'",
+                   [two.info.backend_pid]) == [("x" * 63,)]
+    finally:
+        for c in (one, two, old):
             c.close()
 
 
@@ -381,7 +414,7 @@ def test_a_new_database_is_marked_and_migrated_once(pg_url):
     b = PostgresStore(pg_url)  # reopening applies nothing again
     new_session(b)
     b.close()
-    assert len(sql(pg_url, "SELECT version FROM schema_version")) == SCHEMA_VERSION == 6
+    assert len(sql(pg_url, "SELECT version FROM schema_version")) == SCHEMA_VERSION == 7
     assert sql(pg_url, "SELECT id FROM sessions") == [("s1",)]
 
 
@@ -423,6 +456,7 @@ def test_a_schema_2_database_upgrades_and_its_branch_takes_new_turns(pg_url, mon
     with monkeypatch.context() as m:
         m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:2])
         m.setattr(pg_append, "WATCHED_SQL", OLD_WATCHED_SQL)  # that ocw's turn
+        m.setattr(pg_append, "NOTIFY_SQL", OLD_NOTIFY_SQL)
         m.setattr(pg_schema, "SCHEMA_VERSION", 2)
         old = PostgresStore(pg_url)
         new_session(old)
@@ -431,7 +465,7 @@ def test_a_schema_2_database_upgrades_and_its_branch_takes_new_turns(pg_url, mon
     assert sql(pg_url, "SELECT value FROM ocw_meta WHERE key = 'schema_version'") == [("2",)]
     b = PostgresStore(pg_url)
     try:
-        assert sql(pg_url, "SELECT version FROM schema_version ORDER BY version") == [(1,), (2,), (3,), (4,), (5,), (6,)]
+        assert sql(pg_url, "SELECT version FROM schema_version ORDER BY version") == [(1,), (2,), (3,), (4,), (5,), (6,), (7,)]
         assert [(n.id, n.parent_id, n.depth) for n in b.nodes_since("s1", 0)] == [("a", None, 1), ("b", "a", 2)]
         row, written = b.append_nodes("s1", msgs(("c", "user", 1)))
         assert (row["head_id"], written[0].parent_id, written[0].depth) == ("c", "b", 3)

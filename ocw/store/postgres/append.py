@@ -12,7 +12,8 @@ round trips, each carrying several statements:
    session (schema p005's `ocw_watched`).
 2. `insert; update; COMMIT` — one multi-row INSERT … RETURNING, the row
    UPDATE … RETURNING and the COMMIT; then, only if the session is watched,
-   `notify`: the NOTIFY for listeners as a statement after the COMMIT. The
+   `notify`: a statement after the COMMIT that notifies each kernel watching the
+   session on its listener's own channel (schema p007's `ocw_notify`). The
    locking statement sets `ocw.notify_after_commit` for this transaction, and
    the trigger leaves the notification to it (schema p004).
    Inside the write it would hold PostgreSQL's cluster-wide notify lock through
@@ -78,7 +79,7 @@ from ocw.context.graph import Node
 from ocw.store.chain import chain_rows, content_text
 from ocw.store.postgres import message
 from ocw.store.postgres.conn import lock_ms
-from ocw.store.postgres.migrations import NOTIFY_AFTER, NOTIFY_CHANNEL
+from ocw.store.postgres.migrations import NOTIFY_AFTER
 from ocw.text.errors import StoreError
 
 NODE_COLUMNS = ("id, session_id, parent_id, role, name, content, tokens, encoding, depth, cum_tokens, epoch,"
@@ -98,7 +99,8 @@ def lock_sql(columns) -> str:
 
 # Whether another kernel's listener watches the session $1 ($2: this kernel's own, schema p005).
 WATCHED_SQL = "ocw_watched($1::text, $2::integer)"
-NOTIFY_SQL = f"SELECT pg_notify('{NOTIFY_CHANNEL}', '')"  # sent after the commit, only if watched
+# Sent after the commit, only if watched: a NOTIFY on each channel of the session's other watchers (p007).
+NOTIFY_SQL = "SELECT ocw_notify($1::text, $2::integer)"
 
 
 def head_sql() -> str:
@@ -262,7 +264,7 @@ def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list
                 w.id, sid, w.parent_id, w.role, w.name, content_text(n), w.tokens,
                 n.get("encoding"), w.depth, w.cum, w.epoch, None, None)], plain))
         if watched:
-            calls.append(_call(conn, NOTIFY_SQL, [], plain))
+            calls.append(_call(conn, NOTIFY_SQL, [sid, watcher], plain))
         # Round trip 2: the inserts, the update, COMMIT, then (watched) the NOTIFY — its
         # own transaction, after the commit, never reached if anything before it failed.
         results = _send(conn, calls, plain)

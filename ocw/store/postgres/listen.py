@@ -3,10 +3,12 @@
 Every change of a session row sends `NOTIFY ocw_sessions` at commit (a trigger,
 ocw/store/postgres/migrations.py), with no payload: the channel is the whole database's
 and any role that may CONNECT may LISTEN, so it says only "a session changed". A
-turn's write notifies only if another kernel watches its session (schema p005), so
-the thread records each session the kernel opens (`follow`) as watched by its
-connection — after its LISTEN, and followed by one `callback(sid, None, None)`,
-since a turn committed before the record was seen may not have notified.
+turn's write notifies only the kernels that watch its session (schema p005), each on
+a channel of its own (p007: `channel`, a random name, LISTENed beside `ocw_sessions`),
+so the thread records each session the kernel opens (`follow`) as watched by its
+connection on its channel — after its LISTENs, and followed by one
+`callback(sid, None, None)`, since a turn committed before the record was seen may
+not have notified.
 One daemon thread per store holds its own connection, LISTENs, and calls
 `callback(None, None, pid)` for each burst of notifications (those within `SETTLE`
 of the first, answered together once it has passed; our own commits left out), with
@@ -20,6 +22,7 @@ that raises is logged and the thread goes on.
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from typing import Callable
@@ -50,6 +53,8 @@ class Listener:
         self.ready = threading.Event()  # set once LISTEN and the watch of every followed session are in place
         self.reconnects = 0
         self.pid = 0  # the listening connection's server process (its watches are its own)
+        # Turns of the sessions we watch notify here alone (p007): unguessable, so it tells no one else anything.
+        self.channel = f"{NOTIFY_CHANNEL}_{secrets.token_hex(8)}"
         self._lock = threading.Lock()
         self._followed: set[str] = set()
         self._pending: set[str] = set()  # followed, not yet recorded as watched on this connection
@@ -100,7 +105,7 @@ class Listener:
             try:
                 with psycopg.connect(pg_url.connect_url(self.url), autocommit=True, connect_timeout=CONNECT_TIMEOUT,
                                      application_name="ocw-listen") as conn:
-                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}; LISTEN {self.channel}")
                     self.pid = conn.info.backend_pid
                     with self._lock:  # a new connection: every followed session is watched again
                         self._pending = set(self._followed)
@@ -142,7 +147,7 @@ class Listener:
             sids, self._pending = sorted(self._pending), set()
         if sids:
             seen = [sid for (sid,) in conn.execute("SELECT id FROM sessions WHERE id = ANY(%s)", [sids])]
-            conn.execute("SELECT ocw_watch(%s)", [seen])
+            conn.execute("SELECT ocw_watch(%s, %s)", [seen, self.channel])
         for sid in sids if catch_up else ():
             self._call(sid, None)
         with self._lock:  # ready: every session followed so far watched and caught up

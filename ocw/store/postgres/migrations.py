@@ -413,6 +413,57 @@ def p006_watched_in_plpgsql(cur) -> None:
         END $$""")
 
 
+def p007_private_channels(cur) -> None:
+    """A turn wakes only the kernels that watch its session, each on a channel of its own (issue 28).
+
+    Before this a watched session's turn sent `NOTIFY ocw_sessions`, which every
+    kernel's listener hears: each of them woke and re-read all of its open sessions
+    (the notification names none — see p002), so two kernels writing one session made
+    every other kernel in the database read too, several times a second. Now each
+    listening connection also LISTENs on a channel of its own, a random name it
+    records with its watches (`ocw_watch(ids, channel)`), and a turn's post-commit
+    statement is `ocw_notify(session, own listener)`: one NOTIFY per channel of the
+    session's other watchers. A watch recorded by an older ocw (no channel) is
+    notified on `ocw_sessions` as before, and every listener still LISTENs there, so a
+    kernel that opened the database before this migration keeps hearing and being
+    heard. Changes other than turns still notify `ocw_sessions` (the trigger).
+    Why nothing leaks: the table stays readable only through these functions; a
+    channel name is random and known only to its listener and to them. Anyone may
+    call `ocw_notify` for a session id — as anyone may NOTIFY `ocw_sessions` — which
+    costs its watchers a re-read and tells the caller nothing. A channel is a plain
+    lower-case name of at most 63 characters (the CHECK), so no watcher can make
+    another writer's `pg_notify` fail.
+    """
+    cur.execute("SELECT quote_ident(current_schema())")
+    schema = cur.fetchone()[0]
+    cur.execute("ALTER TABLE session_watchers ADD COLUMN channel text CHECK (channel ~ '^[a-z0-9_]{1,63}$')")
+    cur.execute(f"""
+        CREATE FUNCTION ocw_watch(ids text[], listen_on text) RETURNS void LANGUAGE plpgsql
+        SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+        DECLARE sid text;
+        BEGIN
+            DELETE FROM session_watchers w WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.pid);
+            FOREACH sid IN ARRAY ids LOOP
+                BEGIN
+                    INSERT INTO session_watchers (session_id, pid, channel) VALUES (sid, pg_backend_pid(), listen_on)
+                        ON CONFLICT (session_id, pid) DO UPDATE SET channel = excluded.channel;
+                EXCEPTION WHEN foreign_key_violation THEN
+                    NULL;  -- deleted meanwhile: nothing to watch
+                END;
+            END LOOP;
+        END $$""")
+    cur.execute(f"""
+        CREATE FUNCTION ocw_notify(sid text, own integer) RETURNS void LANGUAGE plpgsql
+        SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+        DECLARE ch text;
+        BEGIN
+            FOR ch IN SELECT DISTINCT coalesce(channel, '{NOTIFY_CHANNEL}') FROM session_watchers
+                      WHERE session_id = sid AND pid <> own LOOP
+                PERFORM pg_notify(ch, '');
+            END LOOP;
+        END $$""")
+
+
 MIGRATIONS: list[Callable] = [
     p001_initial,
     p002_row_security,
@@ -420,8 +471,9 @@ MIGRATIONS: list[Callable] = [
     p004_notify_after_commit,
     p005_session_watchers,
     p006_watched_in_plpgsql,
+    p007_private_channels,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 # The ocw release that first wrote each schema version of the PostgreSQL store.
-OCW_VERSION_OF_SCHEMA = {1: "0.2.0", 2: "0.2.0", 3: "0.2.0", 4: "0.2.0", 5: "0.2.0", 6: "0.2.0"}
+OCW_VERSION_OF_SCHEMA = {1: "0.2.0", 2: "0.2.0", 3: "0.2.0", 4: "0.2.0", 5: "0.2.0", 6: "0.2.0", 7: "0.2.0"}
