@@ -158,7 +158,7 @@ _PREPARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # connecti
 
 
 def _call(conn, sql: str, args: list, plain: bool) -> tuple[str, list]:
-    """`sql` with `args` ($1 … $n) as one statement of a message (`_send`).
+    """`sql` with `args` ($1 … $n) as one statement of a round trip (`_send`).
     Prepared: `(name, args)`, PREPAREd on this connection first if it has not
     been (a statement of its own, once per connection and statement; the name is a digest
     of the text, so two threads naming one statement agree). `plain`: the statement

@@ -140,7 +140,8 @@ class Listener:
 
     def _watch(self, conn, catch_up: bool = True) -> None:
         """Record the sessions followed since the last call as watched by this connection —
-        those this role can see (row security), through `ocw_watch` (schema p005) — then,
+        those this role can see (row security), through `ocw_watch` (schema p005), with
+        the channel its turns are to notify (p007) — then,
         with `catch_up`, call back once for each: a turn committed before the record was
         visible did not notify."""
         with self._lock:
