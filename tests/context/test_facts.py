@@ -549,3 +549,31 @@ def test_a_focus_ranks_by_the_identifiers_kind_and_names_only_what_may_fit(monke
     source = "p95 latency is 8.4 ms\nsee src/app.py\nthe total came to a 18.4 ms"
     assert append_facts("S.", source, 200, ENC, focus="keep the numbers") == \
         f"S.\n\n{FACTS_HEADER} p95 latency: 8.4 ms; 18.4 ms; src/app.py"
+
+
+def test_reading_lines_ahead_leaves_each_line_and_identifier_in_its_memo_at_its_weight():
+    """`read_lines` returns nothing: what it does is fill the memos a compaction reads —
+    each line's words and identifiers, each identifier's word runs and (with an
+    encoding) its count — each entry weighing its text's length + 1. A line matched
+    before is skipped, not the lines after it."""
+    from ocw.context import facts
+    from ocw.text import tokens
+
+    first, second = "set `max_tokens` to 4096 in src/app.py", "see https://example.com/x, `run_id` and commit 1a2b3c4d"
+    facts._line_identifiers(first)  # matched before: its identifiers are not read again
+    kept_before, runs_before, words_before = tokens._KEPT.size, facts._RUNS.size, facts.LINE_WORDS.size
+    facts.read_lines(f"{first}\n{second}", "o200k_base")
+    idents = ["https://example.com/x", "`run_id`", "1a2b3c4d"]
+    bare = ["https://example.com/x", "run_id", "1a2b3c4d"]  # runs are kept by the name without its backticks
+    assert sorted(facts._line_identifiers(second)) == sorted(idents) and second in facts.LINE_MATCHES
+    assert {b: facts._RUNS.get(b) for b in bare} == {b: facts._runs(b) for b in bare}
+    assert facts._RUNS.size - runs_before == sum(len(b) + 1 for b in bare)
+    assert all(tokens.is_kept(i, "o200k_base") for i in idents) and not tokens.is_kept("src/app.py", "o200k_base")
+    assert tokens._KEPT.size - kept_before == sum(len(i) + 1 for i in idents)
+    assert tokens._KEPT[("o200k_base", "1a2b3c4d")] == tokens.count_text("1a2b3c4d", "o200k_base")
+    for line in (first, second):  # every line's words and where they stand, the matched one's too
+        words: dict = {}
+        for m in facts._WORD_RUN.finditer(line):
+            words.setdefault(m.group(), []).append(m.start())
+        assert facts.LINE_WORDS.get(line) == words and len(words) >= 6
+    assert facts.LINE_WORDS.size - words_before == len(first) + 1 + len(second) + 1
