@@ -73,15 +73,22 @@ def send(conn, text: str) -> list:
     """Send `text` (one message, any number of statements) on `conn`; the results of its
     statements in order. The first error the server reports is raised (psycopg's class
     for its SQLSTATE); nothing after it ran."""
-    from psycopg import errors, generators, pq
+    from psycopg import generators
 
     pgconn = conn.pgconn
     with conn.lock:
         pgconn.send_query(text.encode(conn.info.encoding))
         results = conn.wait(generators.execute(pgconn))
+    return _checked(results, conn.info.encoding)
+
+
+def _checked(results: list, encoding: str) -> list:
+    """`results`, unless one is an error: the first is raised as psycopg's class for its SQLSTATE."""
+    from psycopg import errors, pq
+
     for res in results:
         if res.status == pq.ExecStatus.FATAL_ERROR:
-            raise errors.error_from_result(res, encoding=conn.info.encoding)
+            raise errors.error_from_result(res, encoding=encoding)
     return results
 
 
@@ -110,8 +117,6 @@ def run(conn, statements: list[tuple[str, list | None]]) -> list:
     with `send`, the first error is raised and nothing after it ran (the server
     skips the rest of a pipeline up to its sync). Parameters go apart from the text, so
     the server parses no literal (measured: less CPU on both sides than `send`)."""
-    from psycopg import errors, generators, pq
-
     pgconn, encoding = conn.pgconn, conn.info.encoding
     tx = _transformer(conn)
     params = [None if values is None else [param(v, tx, encoding) for v in values] for _, values in statements]
@@ -124,19 +129,18 @@ def run(conn, statements: list[tuple[str, list | None]]) -> list:
                 else:
                     pgconn.send_query_prepared(what.encode(), ps)
             pgconn.pipeline_sync()
-            results = conn.wait(_pipeline(pgconn, len(statements), generators))
+            results = conn.wait(_pipeline(pgconn, len(statements)))
         except BaseException:
             _leave_pipeline(conn)
             raise
         pgconn.exit_pipeline_mode()
-    for res in results:
-        if res.status == pq.ExecStatus.FATAL_ERROR:
-            raise errors.error_from_result(res, encoding=encoding)
-    return results
+    return _checked(results, encoding)
 
 
-def _pipeline(pgconn, count: int, generators):
+def _pipeline(pgconn, count: int):
     """Flush the pipeline, then read its `count` results and its sync (psycopg's C generators)."""
+    from psycopg import generators
+
     yield from generators.send(pgconn)
     results = []
     for _ in range(count):
