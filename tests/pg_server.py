@@ -33,14 +33,12 @@ def pg_url(pg_cluster):
     return pg_cluster.create_database(f"ocw_t{next(_names)}")
 
 
-# What a turn of an ocw before schema p005 asked before notifying: nothing — it notified
-# every time. Tests that write through an older schema (MIGRATIONS cut short) patch it
-# into ocw/store/postgres/append.py, whose HEAD statement asks p005's `ocw_watched`
-# otherwise; it takes the same two parameters and is true for each.
-OLD_WATCHED_SQL = "($1::text IS NOT NULL OR $2::integer IS NOT NULL)"
-# ... and what it sent after its commit: a NOTIFY every listener hears (p007's `ocw_notify`
-# came later), taking the parameters today's statement takes.
-OLD_NOTIFY_SQL = "SELECT pg_notify('ocw_sessions', '') WHERE $1::text IS NOT NULL OR $2::integer IS NOT NULL"
+# What a turn of an ocw before schema p005 did to tell other kernels: NOTIFY every
+# listener, every time (p004 sent it after the commit; here in the transaction, which
+# listeners see alike). Tests that write through an older schema (MIGRATIONS cut short)
+# patch it into ocw/store/postgres/append.py, whose HEAD statement calls p008's
+# `ocw_tell` otherwise; it takes the same two parameters.
+OLD_TELL_SQL = "(SELECT $1::text IS NOT NULL OR $2::integer IS NOT NULL FROM pg_notify('ocw_sessions', ''))"
 
 
 @pytest.fixture

@@ -229,6 +229,53 @@ def test_a_kernel_that_does_not_watch_a_session_is_not_woken_by_its_turns(pg_url
             st.close()
 
 
+def test_a_kernel_not_yet_done_with_a_burst_is_told_of_it_once_and_then_shows_its_last_turn(pg_url):
+    """p008 through the listeners: a kernel's listener says it has heard as soon as it
+    records its watch; once one of another kernel's turns has told it, the next 19 tell
+    it nothing while it has not said it heard (held here just before its `ocw_heard`);
+    once it has, its one re-read shows the last of the 20, and the next turn tells it
+    again."""
+    stores = [ocw.Store(pg_url) for _ in range(2)]
+    try:
+        a = stores[0].create_session(name="pair", model="gpt-4o", context_window=100_000)
+        b = stores[1].open_session("pair")
+        assert all(wait_ready(st.backend._listener) for st in stores)
+        listener = stores[1].backend._listener
+        with psycopg.connect(pg_url, autocommit=True) as conn:  # recorded, then said heard (not NULL: an older ocw's)
+            assert conn.execute("SELECT told FROM session_watchers WHERE pid = %s", [listener.pid]).fetchall() == [
+                (False,)]
+        batches, armed, held, gate = [], threading.Event(), threading.Event(), threading.Event()
+        real_heard, real_answer = listener._heard, listener._answer
+
+        def heard(conn):
+            if armed.is_set():
+                held.set()
+                gate.wait(30)
+            real_heard(conn)
+
+        listener._heard = heard
+        listener._answer = lambda batch: (batches.append([n.payload for n in batch]), real_answer(batch))[1]
+        with psycopg.connect(pg_url, autocommit=True) as conn:  # anything heard before this is answered by now
+            conn.execute("NOTIFY ocw_sessions, 'sentinel 1'")
+        assert wait_for(lambda: any("sentinel 1" in b for b in batches))
+        batches.clear()
+        armed.set()
+        a.append_many([("user", "q0"), ("assistant", "a0")])
+        assert held.wait(15), "the other kernel's listener was not told of the first turn"
+        for i in range(1, 20):
+            a.append_many([("user", f"q{i}"), ("assistant", f"a{i}")])
+        armed.clear()
+        gate.set()
+        assert wait_for(lambda: b.head == a.head), "the other kernel did not catch up"
+        assert batches == [[""]]  # 20 turns, one notification
+        a.append_many([("user", "q20"), ("assistant", "a20")])
+        assert wait_for(lambda: b.head == a.head and len(batches) == 2)
+        assert batches == [[""], [""]]
+    finally:
+        for st in stores:
+            st.close()
+
+
 def test_a_followed_session_is_caught_up_once_then_its_turns_are_heard(pg_url):
     """p005: a turn notifies only if another kernel watches its session, so one committed
     before the watch was recorded was not heard: following a session records the watch
@@ -298,7 +345,7 @@ def test_stop_gives_a_stuck_refresh_2_seconds_then_returns(pg_url):
     still alive. The wait bound is read off the real thread's join (a spy that calls through),
     not from a clock, so load on the machine cannot change the verdict."""
     from ocw.store.postgres.listen import Listener
-    from ocw.store.postgres.migrations import NOTIFY_CHANNEL
+    from ocw.store.postgres.watch_schema import NOTIFY_CHANNEL
 
     entered, release = threading.Event(), threading.Event()
 

@@ -23,7 +23,7 @@ from ocw.store.postgres import migrations as pg_migrations
 from ocw.store.postgres import schema as pg_schema
 from ocw.store.postgres.listen import wait_ready
 from ocw.text.errors import InvalidArgument, SessionNotFound, StoreError
-from pg_server import OLD_NOTIFY_SQL, OLD_WATCHED_SQL
+from pg_server import OLD_TELL_SQL
 from waiting import wait_for
 
 PW = "Te4m-S3cret-pw"  # the marker password: never in any output
@@ -66,7 +66,7 @@ def team(pg_cluster, monkeypatch, tmp_path, capsys):
         lines = lines[1:]  # the role is the server's: made by the first test to run init only
     assert lines == [
         "ocw db init: created schema ocw, owned by ocw_owner",
-        "ocw db init: created ocw's tables (schema version 7) with row-level security",
+        "ocw db init: created ocw's tables (schema version 8) with row-level security",
         f"ocw db init: granted {t.alice} the use of schema ocw (its own sessions, and those shared with it); "
         "its search_path in this database is ocw",
         f"ocw db init: granted {t.bob} the use of schema ocw (its own sessions, and those shared with it); "
@@ -118,10 +118,10 @@ def test_no_role_reads_the_watches_but_each_kernel_records_its_own(team):
         with team.admin() as conn:
             defs = conn.execute("SELECT proname, prosecdef, pg_get_userbyid(proowner) FROM pg_proc p JOIN pg_namespace n"
                                 " ON n.oid = p.pronamespace WHERE n.nspname = 'ocw' AND proname IN"
-                                " ('ocw_watch', 'ocw_unwatch', 'ocw_watched', 'ocw_notify') ORDER BY 1, 2"
-                                ).fetchall()
-        assert defs == [(f, True, "ocw_owner") for f in ("ocw_notify", "ocw_unwatch", "ocw_watch", "ocw_watch",
-                                                          "ocw_watched")]
+                                " ('ocw_watch', 'ocw_unwatch', 'ocw_watched', 'ocw_notify', 'ocw_tell', 'ocw_heard')"
+                                " ORDER BY 1, 2").fetchall()
+        assert defs == [(f, True, "ocw_owner") for f in ("ocw_heard", "ocw_notify", "ocw_tell", "ocw_unwatch",
+                                                          "ocw_watch", "ocw_watch", "ocw_watched")]
         ear.execute("LISTEN ocw_sessions")
         seen_by_bob = b.open_session(s.id)  # bob's kernel opens it: its listener watches it
         assert wait_ready(b.backend._listener)
@@ -253,7 +253,7 @@ def test_init_twice_changes_nothing(team, capsys):
     assert out.splitlines() == [f"ocw db init: granted {team.alice} the use of schema ocw (its own sessions, and "
                                 "those shared with it); its search_path in this database is ocw"]
     assert cli.main(["db", "init", team.admin_url]) == 0
-    assert capsys.readouterr().out == "ocw db init: schema ocw is up to date (version 7); nothing changed\n"
+    assert capsys.readouterr().out == "ocw db init: schema ocw is up to date (version 8); nothing changed\n"
     a = ocw.Store(team.url(team.alice))
     assert [s["name"] for s in a.sessions()] == ["kept"]
     a.close()
@@ -261,7 +261,7 @@ def test_init_twice_changes_nothing(team, capsys):
 
 def test_a_database_of_the_previous_schema_is_upgraded_and_its_sessions_stay_their_owners(pg_cluster, monkeypatch,
                                                                                           tmp_path, capsys):
-    """Schema 1 (one user owned every table) → opened by this ocw: version 7 (now), the
+    """Schema 1 (one user owned every table) → opened by this ocw: version 8 (now), the
     sessions are that user's; then `ocw db init --schema public` hands the tables to
     ocw_owner and a second role granted sees none of them."""
     monkeypatch.setenv("PGPASSFILE", str(tmp_path / "no-pgpass"))
@@ -270,8 +270,7 @@ def test_a_database_of_the_previous_schema_is_upgraded_and_its_sessions_stay_the
         conn.execute(f"ALTER DATABASE {t.db} OWNER TO {t.alice}")
     with monkeypatch.context() as m:  # the previous ocw: schema 1 only
         m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:1])
-        m.setattr(pg_append, "WATCHED_SQL", OLD_WATCHED_SQL)  # that ocw's turn
-        m.setattr(pg_append, "NOTIFY_SQL", OLD_NOTIFY_SQL)
+        m.setattr(pg_append, "TELL_SQL", OLD_TELL_SQL)  # that ocw's turn
         m.setattr(pg_schema, "SCHEMA_VERSION", 1)
         old = ocw.Store(t.url(t.alice))
         s = old.create_session(name="before")
@@ -286,11 +285,11 @@ def test_a_database_of_the_previous_schema_is_upgraded_and_its_sessions_stay_the
     finally:
         new.close()
     with t.sql(t.alice) as conn:
-        assert conn.execute("SELECT value FROM ocw_meta WHERE key = 'schema_version'").fetchone()[0] == "7"
+        assert conn.execute("SELECT value FROM ocw_meta WHERE key = 'schema_version'").fetchone()[0] == "8"
         assert conn.execute("SELECT owner FROM sessions").fetchall() == [(t.alice,)]
     assert cli.main(["db", "init", t.admin_url, "--schema", "public", "--grant", t.alice, "--grant", t.bob]) == 0
     out = capsys.readouterr().out
-    assert "handed 17 of ocw's objects in schema public to ocw_owner" in out, out
+    assert "handed 19 of ocw's objects in schema public to ocw_owner" in out, out
     a, b = ocw.Store(t.url(t.alice)), ocw.Store(t.url(t.bob))
     try:
         assert [x["name"] for x in a.sessions()] == ["before"] and b.sessions() == []
@@ -313,15 +312,14 @@ def test_a_schema_1_database_upgraded_by_init_keeps_its_sessions_their_owners(pg
         conn.execute(f"ALTER DATABASE {t.db} OWNER TO {t.alice}")
     with monkeypatch.context() as m:
         m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:1])
-        m.setattr(pg_append, "WATCHED_SQL", OLD_WATCHED_SQL)  # that ocw's turn
-        m.setattr(pg_append, "NOTIFY_SQL", OLD_NOTIFY_SQL)
+        m.setattr(pg_append, "TELL_SQL", OLD_TELL_SQL)  # that ocw's turn
         m.setattr(pg_schema, "SCHEMA_VERSION", 1)
         old = ocw.Store(t.url(t.alice))
         old.create_session(name="before").append("user", "schema 1")
         old.close()
     assert cli.main(["db", "init", t.admin_url, "--schema", "public", "--grant", t.alice, "--grant", t.bob]) == 0
     out = capsys.readouterr().out
-    assert "upgraded schema public from version 1 to 7; its sessions stay their owner's" in out, out
+    assert "upgraded schema public from version 1 to 8; its sessions stay their owner's" in out, out
     a, b = ocw.Store(t.url(t.alice)), ocw.Store(t.url(t.bob))
     try:
         assert [x["name"] for x in a.sessions()] == ["before"] and b.sessions() == []
@@ -533,7 +531,7 @@ def test_init_by_a_non_superuser_that_may_create_roles(team, capsys):
             capsys.readouterr().err
         out = capsys.readouterr().out.splitlines()
         assert out[:2] == ["ocw db init: created schema ops, owned by ocw_owner",
-                           "ocw db init: created ocw's tables (schema version 7) with row-level security"]
+                           "ocw db init: created ocw's tables (schema version 8) with row-level security"]
         with team.admin() as conn:
             assert conn.execute("SELECT pg_has_role(%s, 'ocw_owner', 'MEMBER')", [dba]).fetchone() == (True,)
     finally:
@@ -550,5 +548,5 @@ def test_grant_on_a_schema_ocw_has_not_made_is_refused(team, capsys):
     assert cli.main(["db", "grant", team.admin_url, team.carol, "--schema", "plain"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("ocw db grant:") and "schema plain of " in err
-    assert "is not ocw's at version 7 (it is at 0)" in err and "run ocw db init first" in err
+    assert "is not ocw's at version 8 (it is at 0)" in err and "run ocw db init first" in err
     assert _state(team) == before  # carol granted nothing

@@ -17,7 +17,7 @@ from ocw.store.postgres.listen import wait_ready
 from ocw.store.postgres.schema import SCHEMA_VERSION
 from ocw.store.postgres.store import PostgresStore
 from test_pg_roles import team  # noqa: F401  (the fixture: alice, bob and carol on a database `ocw db init` made)
-from pg_server import OLD_NOTIFY_SQL, OLD_WATCHED_SQL
+from pg_server import OLD_TELL_SQL
 from test_store_contract import msgs, new_session, summary
 from waiting import wait_for
 
@@ -232,6 +232,117 @@ def test_a_turn_notifies_each_watcher_on_its_own_channel_and_an_older_ones_on_th
             c.close()
 
 
+def _told(url, pid) -> list:
+    return sql(url, "SELECT told FROM session_watchers WHERE pid = %s", [pid])
+
+
+def test_a_watcher_is_told_of_turns_once_until_it_says_it_has_heard(pg, pg_url):
+    """p008: a turn tells a watcher that has heard everything (`told` false): one NOTIFY
+    on its channel, and `told` set; later turns tell it nothing until its `ocw_heard`. A
+    watch an older ocw recorded (`told` NULL: it never says it heard) is told of every
+    turn, on `ocw_sessions`. A turn that fails tells no one and leaves the mark as it was."""
+    new_session(pg, "s1")
+    chan = "ocw_sessions_" + "c" * 16
+    new, old = (psycopg.connect(pg_url, autocommit=True) for _ in range(2))
+    try:
+        new.execute(f"LISTEN {chan}")
+        new.execute("SELECT ocw_watch(ARRAY['s1'], %s)", [chan])
+        new.execute("SELECT ocw_heard()")
+        old.execute("LISTEN ocw_sessions")
+        old.execute("SELECT ocw_watch(ARRAY['s1'])")
+        assert _told(pg_url, new.info.backend_pid) == [(False,)] and _told(pg_url, old.info.backend_pid) == [(None,)]
+        for k in range(3):
+            pg.append_nodes("s1", msgs((f"a{k}", "user", 1)))
+        assert len(_notified(new)) == 1 and len(_notified(old)) == 3
+        assert _told(pg_url, new.info.backend_pid) == [(True,)] and _told(pg_url, old.info.backend_pid) == [(None,)]
+        new.execute("SELECT ocw_heard()")
+        assert _told(pg_url, new.info.backend_pid) == [(False,)]
+        with pytest.raises(StoreError, match="refused the write"):
+            pg.append_nodes("s1", msgs(("a0", "user", 1)))  # a duplicate id: rolled back, its NOTIFYs with it
+        assert _notified(new) == [] and _notified(old) == []
+        assert _told(pg_url, new.info.backend_pid) == [(False,)]
+        pg.append_nodes("s1", msgs(("b", "user", 1)))
+        pg.append_nodes("s1", msgs(("c", "user", 1)))
+        assert len(_notified(new)) == 1 and len(_notified(old)) == 2
+    finally:
+        new.close()
+        old.close()
+
+
+def test_a_watcher_saying_it_heard_waits_for_a_turn_that_found_it_told_already(pg, pg_url):
+    """p008's invariant: a turn that finds a watcher told already sends it nothing, so if
+    that watcher says it heard while the turn holds the session, its `ocw_heard` waits
+    for the turn's commit (the turn locked its row) and the re-read after it sees the
+    turn. The next turn tells it again."""
+    new_session(pg, "s1")
+    chan = "ocw_sessions_" + "d" * 16
+    other = psycopg.connect(pg_url, autocommit=True)  # another kernel's listener
+    seen_after_heard = []
+    try:
+        other.execute(f"LISTEN {chan}")
+        other.execute("SELECT ocw_watch(ARRAY['s1'], %s)", [chan])
+        other.execute("SELECT ocw_heard()")
+        pg.append_nodes("s1", msgs(("a", "user", 1)))
+        assert len(_notified(other)) == 1  # told: not told again until it has heard
+        pid = other.info.backend_pid
+
+        def heard_then_read():
+            other.execute("SELECT ocw_heard()")
+            seen_after_heard.append(other.execute("SELECT head_id FROM sessions WHERE id = 's1'").fetchone()[0])
+
+        listener = threading.Thread(target=heard_then_read)
+
+        def change(row, parent):  # between the turn's two round trips: the session and the watch locked
+            listener.start()
+            assert wait_for(lambda: sql(pg_url, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                                        [pid]) == [("Lock",)])
+            assert not seen_after_heard  # still waiting for this turn
+            return None
+
+        pg.append_nodes("s1", msgs(("b", "user", 1)), change)
+        listener.join(15)
+        assert seen_after_heard == ["b"]  # its re-read came after the turn's commit
+        assert _notified(other) == []  # the turn found it told: nothing sent, nothing missed
+        pg.append_nodes("s1", msgs(("c", "user", 1)))
+        assert len(_notified(other)) == 1  # it has heard: told again
+    finally:
+        other.close()
+
+
+def test_a_watch_recorded_while_a_turn_holds_its_session_beside_a_dead_one_waits_without_a_deadlock(pg, pg_url):
+    """p008: a turn locks every other watch of its session (`ocw_tell`), one of a process
+    that has ended too; `ocw_watch` clears those. It clears them last: clearing first, a
+    kernel recording its watch while a turn held the session would hold the dead watch's
+    row while it waited for the session, and the turn would wait for that row."""
+    new_session(pg, "s1")
+    sql(pg_url, "INSERT INTO session_watchers (session_id, pid, told) VALUES ('s1', 999999, false)")  # died, left it
+    turn = psycopg.connect(pg_url)
+    listener = psycopg.connect(pg_url, autocommit=True)
+    errors = []
+
+    def watch():
+        try:
+            listener.execute("SELECT ocw_watch(ARRAY['s1'], %s)", ["ocw_sessions_" + "e" * 16])
+        except psycopg.Error as e:
+            errors.append(e)
+
+    try:
+        turn.execute("SELECT 1 FROM sessions WHERE id = 's1' FOR UPDATE")  # a turn's first statement
+        recorder = threading.Thread(target=watch)
+        recorder.start()
+        pid = listener.info.backend_pid
+        assert wait_for(lambda: sql(pg_url, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                                    [pid]) == [("Lock",)])
+        turn.execute("SELECT ocw_tell('s1', 0)")  # its next: every other watch locked, the dead one too
+        turn.commit()
+        recorder.join(15)
+        assert errors == []
+        assert sql(pg_url, "SELECT session_id, pid FROM session_watchers") == [("s1", pid)]
+    finally:
+        turn.close()
+        listener.close()
+
+
 def test_a_watch_recorded_while_a_turn_holds_its_session_waits_for_the_turns_commit(pg, pg_url):
     """A turn asks "watched?" under the session's lock, before its commit
     (ocw/store/postgres/append.py). Another kernel recording its watch meanwhile is held
@@ -414,7 +525,7 @@ def test_a_new_database_is_marked_and_migrated_once(pg_url):
     b = PostgresStore(pg_url)  # reopening applies nothing again
     new_session(b)
     b.close()
-    assert len(sql(pg_url, "SELECT version FROM schema_version")) == SCHEMA_VERSION == 7
+    assert len(sql(pg_url, "SELECT version FROM schema_version")) == SCHEMA_VERSION == 8
     assert sql(pg_url, "SELECT id FROM sessions") == [("s1",)]
 
 
@@ -448,6 +559,38 @@ def test_a_schema_5_database_upgrades_to_a_plpgsql_watch_check_that_answers_as_b
         b.close()
 
 
+def test_a_schema_7_database_takes_its_ocws_watches_and_upgrades_to_telling_them_of_every_turn(pg_url, monkeypatch):
+    """A database at schema 7 has what that ocw calls: `ocw_watch(ids, channel)` (p007).
+    Upgraded (p008), a watch that ocw recorded (`told` NULL: it never says it heard) is
+    told of every turn, on its own channel."""
+    from ocw.store.postgres import schema as pg_schema
+
+    chan = "ocw_sessions_" + "f" * 16
+    with monkeypatch.context() as m:
+        m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:7])
+        m.setattr(pg_schema, "SCHEMA_VERSION", 7)
+        m.setattr(pg_append, "TELL_SQL", OLD_TELL_SQL)  # that ocw's turn
+        old = PostgresStore(pg_url)
+        new_session(old)
+        old.close()
+    watcher = psycopg.connect(pg_url, autocommit=True)
+    try:
+        watcher.execute(f"LISTEN {chan}")
+        watcher.execute("SELECT ocw_watch(ARRAY['s1'], %s)", [chan])
+        assert sql(pg_url, "SELECT session_id, channel FROM session_watchers") == [("s1", chan)]
+        b = PostgresStore(pg_url)
+        try:
+            assert sql(pg_url, "SELECT max(version) FROM schema_version") == [(8,)]
+            assert _told(pg_url, watcher.info.backend_pid) == [(None,)]
+            b.append_nodes("s1", msgs(("a", "user", 1)))
+            b.append_nodes("s1", msgs(("b", "user", 1)))
+            assert len(_notified(watcher)) == 2
+        finally:
+            b.close()
+    finally:
+        watcher.close()
+
+
 def test_a_schema_2_database_upgrades_and_its_branch_takes_new_turns(pg_url, monkeypatch):
     """p003 on a database with rows: the keys are rebuilt over them, the branch reads
     as before, and the next append lands under the old HEAD with the new checks."""
@@ -455,8 +598,7 @@ def test_a_schema_2_database_upgrades_and_its_branch_takes_new_turns(pg_url, mon
 
     with monkeypatch.context() as m:
         m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:2])
-        m.setattr(pg_append, "WATCHED_SQL", OLD_WATCHED_SQL)  # that ocw's turn
-        m.setattr(pg_append, "NOTIFY_SQL", OLD_NOTIFY_SQL)
+        m.setattr(pg_append, "TELL_SQL", OLD_TELL_SQL)  # that ocw's turn
         m.setattr(pg_schema, "SCHEMA_VERSION", 2)
         old = PostgresStore(pg_url)
         new_session(old)
@@ -465,7 +607,7 @@ def test_a_schema_2_database_upgrades_and_its_branch_takes_new_turns(pg_url, mon
     assert sql(pg_url, "SELECT value FROM ocw_meta WHERE key = 'schema_version'") == [("2",)]
     b = PostgresStore(pg_url)
     try:
-        assert sql(pg_url, "SELECT version FROM schema_version ORDER BY version") == [(1,), (2,), (3,), (4,), (5,), (6,), (7,)]
+        assert sql(pg_url, "SELECT version FROM schema_version ORDER BY version") == [(1,), (2,), (3,), (4,), (5,), (6,), (7,), (8,)]
         assert [(n.id, n.parent_id, n.depth) for n in b.nodes_since("s1", 0)] == [("a", None, 1), ("b", "a", 2)]
         row, written = b.append_nodes("s1", msgs(("c", "user", 1)))
         assert (row["head_id"], written[0].parent_id, written[0].depth) == ("c", "b", 3)

@@ -8,28 +8,32 @@ round trips, each carrying several statements:
 
 1. `BEGIN; lock; head` — the session row locked FOR UPDATE, then HEAD's node.
    The caller's `change(row, parent)` needs both before anything is written.
-   HEAD's statement also says whether another kernel's listener watches the
-   session (schema p005's `ocw_watched`).
+   HEAD's statement also tells the kernels watching the session that it changed
+   (schema p008's `ocw_tell`: a NOTIFY, sent if and only if this transaction
+   commits, to each watcher that has read all it was told before). The locking
+   statement sets `ocw.notify_after_commit` for this transaction, and the trigger
+   leaves the notification to it (schema p004).
 2. `insert; update; COMMIT` — one multi-row INSERT … RETURNING, the row
-   UPDATE … RETURNING and the COMMIT; then, only if the session is watched,
-   `notify`: a statement after the COMMIT that notifies each kernel watching the
-   session on its listener's own channel (schema p007's `ocw_notify`). The
-   locking statement sets `ocw.notify_after_commit` for this transaction, and
-   the trigger leaves the notification to it (schema p004).
-   Inside the write it would hold PostgreSQL's cluster-wide notify lock through
-   the commit's flush, so no two writers' commits could share one; after it, it
-   is a transaction that writes nothing and waits for no flush. An unwatched
-   session's turn — almost every turn — is one transaction and nothing more.
+   UPDATE … RETURNING and the COMMIT.
 
-Why asking before the commit misses no watcher: a kernel records its watch with
+A turn that tells someone takes PostgreSQL's cluster-wide notify lock at its commit
+and holds it through the flush; at a person's pace that is every turn of a shared
+session, and no commits wait on each other; while two kernels write one session
+flat out it is about one turn in a listener's burst (ocw/store/postgres/listen.py
+`SETTLE`). An unwatched session's turn — almost every turn — notifies no one.
+(Before p008 every turn of a watched session sent its NOTIFY after the commit, a
+transaction of its own. In `ocw.bench.pg`'s 8 writers, two of them on one session,
+300 turns each, the pair's listeners now receive 6–8 notifications where they
+received about 300, and the run's turns/s rose 2–7 %, its p99 fell 10–15 %.)
+
+Why telling before the commit misses no watcher: a kernel records its watch with
 an INSERT whose foreign key to `sessions` takes the session row FOR KEY SHARE,
 which waits for this turn's FOR UPDATE lock — its record commits after this
 turn has, and its re-read of the session, after that, sees this turn's rows. A
 watch recorded before the lock was taken has committed before HEAD's statement
-runs (after the lock, with a snapshot of its own): that statement sees it and
-the turn notifies. A watch already recorded (the INSERT finds its row) was seen
-the same way. (Asked after the commit, as schema p005 first did, the question
-cost a statement and a transaction of its own on every turn.)
+runs (after the lock, with a snapshot of its own): `ocw_tell` finds it. Why a
+watcher told already and not told again still sees the turn: see p008
+(ocw/store/postgres/watch_schema.py).
 
 How a round trip carries its statements: each is PREPAREd, by a statement of its
 own, the first time a connection needs it (a name per statement text, `_call`),
@@ -55,9 +59,8 @@ BEGIN, before anything is decided, and every statement of a message runs with a
 snapshot of its own (READ COMMITTED), so a second writer to the session waits at
 the lock and then reads the row and HEAD this one committed. The server stops a
 round trip at its first error (a message, or a pipeline up to its sync): nothing
-after it runs — not the COMMIT, not the
-NOTIFY — and the transaction is rolled back (`_roll_back`); a COMMIT that fails
-(a deferred check) likewise skips the NOTIFY. The inserted rows get their `seq` in
+after it runs — not the COMMIT — and the transaction is rolled back (`_roll_back`),
+its notifications with it (a COMMIT that fails, a deferred check, likewise sends none). The inserted rows get their `seq` in
 VALUES order (identity values are drawn row by row in that order), and RETURNING
 is matched to them by id, not by position. The depth trigger sees the
 statement's earlier rows (a BEFORE ROW trigger sees the rows its own statement
@@ -79,7 +82,7 @@ from ocw.context.graph import Node
 from ocw.store.chain import chain_rows, content_text
 from ocw.store.postgres import message
 from ocw.store.postgres.conn import lock_ms
-from ocw.store.postgres.migrations import NOTIFY_AFTER
+from ocw.store.postgres.watch_schema import NOTIFY_AFTER
 from ocw.text.errors import StoreError
 
 NODE_COLUMNS = ("id, session_id, parent_id, role, name, content, tokens, encoding, depth, cum_tokens, epoch,"
@@ -90,22 +93,21 @@ HEAD_COLUMNS = ("h.id, h.seq, h.parent_id, h.role, h.name, coalesce(c.tokens, h.
 
 
 def lock_sql(columns) -> str:
-    """The session row ($1), locked; and this transaction's promise to notify after its
-    commit (schema p004) — set by the statement that locks, so it costs no statement
+    """The session row ($1), locked; and this transaction's promise to tell the session's
+    watchers itself (schema p004; `TELL_SQL`) — set by the statement that locks, so it costs no statement
     of its own; its value, the last column, is not read."""
     return (f"SELECT {', '.join(columns)}, set_config('{NOTIFY_AFTER}', 'on', true)"
             " FROM sessions WHERE id = $1 FOR UPDATE")
 
 
-# Whether another kernel's listener watches the session $1 ($2: this kernel's own, schema p005).
-WATCHED_SQL = "ocw_watched($1::text, $2::integer)"
-# Sent after the commit, only if watched: a NOTIFY on each channel of the session's other watchers (p007).
-NOTIFY_SQL = "SELECT ocw_notify($1::text, $2::integer)"
+# Tell the kernels watching the session $1 ($2: this kernel's own listener, not told) that
+# it changed: a NOTIFY at commit to each that has heard all it was told before (schema p008).
+TELL_SQL = "ocw_tell($1::text, $2::integer)"
 
 
 def head_sql() -> str:
-    """Whether the session $1 is watched (`WATCHED_SQL`), then HEAD's node with the counts
-    of the row's epoch (NULLs: no HEAD yet). Sent right after
+    """The session $1's watchers told (`TELL_SQL`; whether any was, not read), then HEAD's
+    node with the counts of the row's epoch (NULLs: no HEAD yet). Sent right after
     the lock, in the same message: it runs once the lock is held, with a snapshot
     of its own (READ COMMITTED), so it reads the HEAD the previous writer committed
     and every watch recorded before the lock (see the module doc).
@@ -114,7 +116,7 @@ def head_sql() -> str:
     HEAD is joined by its id alone — the primary key — because the schema holds it to
     be a node of that session (p003); a join on (session_id, id) let a plan made while
     `nodes` was small read the whole session to find it."""
-    return (f"SELECT {WATCHED_SQL}, {HEAD_COLUMNS} FROM sessions s LEFT JOIN nodes h ON h.id = s.head_id"
+    return (f"SELECT {TELL_SQL}, {HEAD_COLUMNS} FROM sessions s LEFT JOIN nodes h ON h.id = s.head_id"
             " LEFT JOIN node_counts c ON c.node_id = h.id AND c.epoch = s.count_epoch WHERE s.id = $1")
 
 
@@ -209,8 +211,8 @@ def append(store, conn, sid: str, nodes: list[dict],
     the last, with `change(row, parent)`'s columns, on `conn` (an autocommit
     connection from the pool). Two round trips; see the module doc. `store` is the
     PostgresStore: its row and node readers, its writable columns and its pool's `plain`
-    flag are used as they are; `watcher` the server process of its own listener (its
-    watch does not call for a NOTIFY).
+    flag are used as they are; `watcher` the server process of its own listener (it is
+    not told of its own kernel's turn).
     A prepared statement the server does not have (26000), or has already (42P05), fails
     the turn before anything is written (the error stopped the transaction, which was
     rolled back), and the turn runs again: the first time the connection's statements
@@ -250,7 +252,7 @@ def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list
         if not r:
             raise StoreError(f"session {sid} vanished from {store.describe()}")
         row = _session(r[0][:-1])
-        watched, *h = message.rows(conn, at_head)[0]
+        _told, *h = message.rows(conn, at_head)[0]
         parent = _node(h) if h[0] is not None else None
         written, fields = chain_rows(row, parent, nodes, change)
         # The row's metadata is what this UPDATE writes, or what the lock read: not read back
@@ -263,10 +265,7 @@ def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list
             calls.insert(0, _call(conn, insert_sql(len(nodes)), [v for w, n in zip(written, nodes) for v in (
                 w.id, sid, w.parent_id, w.role, w.name, content_text(n), w.tokens,
                 n.get("encoding"), w.depth, w.cum, w.epoch, None, None)], plain))
-        if watched:
-            calls.append(_call(conn, NOTIFY_SQL, [sid, watcher], plain))
-        # Round trip 2: the inserts, the update, COMMIT, then (watched) the NOTIFY — its
-        # own transaction, after the commit, never reached if anything before it failed.
+        # Round trip 2: the inserts, the update, COMMIT (and with it any notification).
         results = _send(conn, calls, plain)
         got = {nid: (seq, created_at) for nid, seq, created_at in message.rows(conn, results[0])} if nodes else {}
         back = dict(zip(returned, message.rows(conn, results[1 if nodes else 0])[0]))

@@ -5,6 +5,7 @@ ocw/store/postgres/migrations.py), with no payload: the channel is the whole dat
 and any role that may CONNECT may LISTEN, so it says only "a session changed". A
 turn's write notifies only the kernels that watch its session (schema p005), each on
 a channel of its own (p007: `channel`, a random name, LISTENed beside `ocw_sessions`),
+and each once until it says it has heard (p008: `ocw_heard`, before each re-read),
 so the thread records each session the kernel opens (`follow`) as watched by its
 connection on its channel — after its LISTENs, and followed by one
 `callback(sid, None, None)`, since a turn committed before the record was seen may
@@ -29,7 +30,7 @@ from typing import Callable
 
 from ocw.store.postgres import url as pg_url
 from ocw.store.postgres.conn import CONNECT_TIMEOUT, driver, one_line
-from ocw.store.postgres.migrations import NOTIFY_CHANNEL
+from ocw.store.postgres.watch_schema import NOTIFY_CHANNEL
 
 log = logging.getLogger("ocw")
 POLL = 0.1  # seconds between checks of the stop flag and of sessions newly followed
@@ -58,6 +59,7 @@ class Listener:
         self._lock = threading.Lock()
         self._followed: set[str] = set()
         self._pending: set[str] = set()  # followed, not yet recorded as watched on this connection
+        self._watching = False  # some watch recorded on this connection: it says when it has heard
 
     def follow(self, sid: str) -> None:
         """Watch session `sid` from now on: recorded within POLL, then caught up once
@@ -107,6 +109,7 @@ class Listener:
                                      application_name="ocw-listen") as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}; LISTEN {self.channel}")
                     self.pid = conn.info.backend_pid
+                    self._watching = False  # no watch recorded on this connection yet
                     with self._lock:  # a new connection: every followed session is watched again
                         self._pending = set(self._followed)
                     # After a reconnect the "sync all" below catches every session up.
@@ -121,8 +124,12 @@ class Listener:
                         if not batch:
                             continue
                         # The rest of the burst, answered together: it waits in the socket
-                        # meanwhile and is read at once, not woken for one by one.
+                        # meanwhile and is read at once, not woken for one by one. Turns
+                        # meanwhile told us nothing (p008): we had not heard. Heard now,
+                        # before the re-read, so any turn that this re-read misses tells us.
                         self._stop.wait(SETTLE)
+                        if self._watching:
+                            self._heard(conn)
                         batch += conn.notifies(timeout=0)
                         self._answer(batch)
                     self._unwatch(conn)
@@ -149,11 +156,21 @@ class Listener:
         if sids:
             seen = [sid for (sid,) in conn.execute("SELECT id FROM sessions WHERE id = ANY(%s)", [sids])]
             conn.execute("SELECT ocw_watch(%s, %s)", [seen, self.channel])
+            self._watching = True
+            self._heard(conn)  # a watch is told of turns once it says it has heard (p008); re-read next
         for sid in sids if catch_up else ():
             self._call(sid, None)
         with self._lock:  # ready: every session followed so far watched and caught up
             if not self._pending:
                 self.ready.set()
+
+    @staticmethod
+    def _heard(conn) -> None:
+        """Say that every watch of this connection has heard (`ocw_heard`, schema p008): a
+        watch told of a turn is not told again until then. Said before the re-read it
+        precedes, and it waits for any turn in flight that found us told already, so the
+        re-read sees every turn that did not tell us (ocw/store/postgres/watch_schema.py)."""
+        conn.execute("SELECT ocw_heard()")
 
     @staticmethod
     def _unwatch(conn) -> None:

@@ -15,9 +15,10 @@ break them, and tests/store/test_pg_store.py tries):
   down (a trigger): a compaction, once committed, stays counted.
 - Every change of a session row sends `NOTIFY ocw_sessions` at commit (a
   trigger), with no payload, so other kernels' listeners sync their open sessions
-  through the row policies (ocw/store/postgres/listen.py) — or, for a write that
-  promised it (p004), right after its commit, in the same round trip, and only
-  when another kernel watches that session (p005).
+  through the row policies (ocw/store/postgres/listen.py) — except a turn's write,
+  which promised to tell the kernels watching its session itself (p004): since p008
+  each of them once until it has read what it was told (ocw/store/postgres/watch_schema.py,
+  p005–p008).
 - Row-level security (p002): a role sees and changes only its own sessions, and
   those shared with it, with their nodes and recounts (see `p002_row_security`).
 
@@ -29,7 +30,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-NOTIFY_CHANNEL = "ocw_sessions"
+from ocw.store.postgres.watch_schema import (NOTIFY_AFTER, NOTIFY_CHANNEL, p005_session_watchers,
+                                             p006_watched_in_plpgsql, p007_private_channels,
+                                             p008_told_until_heard)
 
 
 def p001_initial(cur) -> None:
@@ -298,11 +301,6 @@ def p003_checks_by_id(cur) -> None:
                 " EXECUTE FUNCTION ocw_sessions_head()")
 
 
-# The transaction-local setting by which a write promises to notify right after its
-# commit (ocw/store/postgres/append.py); the trigger then leaves it to the writer.
-NOTIFY_AFTER = "ocw.notify_after_commit"
-
-
 def p004_notify_after_commit(cur) -> None:
     """A turn's write may send its NOTIFY after its commit instead of inside it (issue 28).
 
@@ -330,140 +328,6 @@ def p004_notify_after_commit(cur) -> None:
         END $$""")
 
 
-def p005_session_watchers(cur) -> None:
-    """A turn notifies only when another kernel watches its session (issue 28).
-
-    Every NOTIFY wakes every server process LISTENing in the database, whatever the
-    channel (PostgreSQL signals them all; each then reads the queue), and every kernel
-    then re-reads its open sessions. With 8 writers on 2 cores that cost a large part of
-    the CPU a turn takes, and almost always for nothing: a session is mostly open in
-    one kernel, the writer's own. Now each kernel's listening connection records the
-    sessions it has open in `session_watchers` (session, its server process), and a
-    turn's NOTIFY (p004's, after the commit) is sent only if some other process
-    watches the session. Other writes — any other statement or client — notify as
-    before (the trigger).
-    Why nothing is missed: a kernel LISTENs first, records its watch (committed), and
-    then re-reads the session once. A writer whose check ran before that record was
-    visible committed its data before the check, so that re-read sees it; a writer
-    whose check runs after it notifies. (A turn now asks in its HEAD statement, under the
-    session's lock, before its commit: the watch's foreign key takes the row FOR KEY
-    SHARE, so a watch recorded meanwhile commits after the turn — ocw/store/postgres/append.py.)
-    A watch of a process that has ended is never
-    trusted to be alive: `ocw_watch` clears those of processes no longer running, and
-    one left over only costs a NOTIFY nobody needed.
-    Why nothing leaks that p002 closed: no role is granted the table; it is read and
-    written only through these SECURITY DEFINER functions, which return nothing about
-    another role's sessions but "watched or not" for a session id the caller names
-    (and wrote to). The functions run with a fixed search_path (this schema).
-    """
-    cur.execute("SELECT quote_ident(current_schema())")
-    schema = cur.fetchone()[0]
-    cur.execute("""
-        CREATE TABLE session_watchers (
-            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-            pid integer NOT NULL,
-            PRIMARY KEY (session_id, pid)
-        )""")
-    cur.execute(f"""
-        CREATE FUNCTION ocw_watch(ids text[]) RETURNS void LANGUAGE plpgsql
-        SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
-        DECLARE sid text;
-        BEGIN
-            DELETE FROM session_watchers w WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.pid);
-            FOREACH sid IN ARRAY ids LOOP
-                BEGIN
-                    INSERT INTO session_watchers (session_id, pid) VALUES (sid, pg_backend_pid())
-                        ON CONFLICT DO NOTHING;
-                EXCEPTION WHEN foreign_key_violation THEN
-                    NULL;  -- deleted meanwhile: nothing to watch
-                END;
-            END LOOP;
-        END $$""")
-    cur.execute(f"""
-        CREATE FUNCTION ocw_unwatch() RETURNS void LANGUAGE sql
-        SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
-            DELETE FROM session_watchers WHERE pid = pg_backend_pid()
-        $$""")
-    cur.execute(f"""
-        CREATE FUNCTION ocw_watched(sid text, own integer) RETURNS boolean LANGUAGE sql STABLE
-        SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
-            SELECT EXISTS (SELECT 1 FROM session_watchers WHERE session_id = sid AND pid <> own)
-        $$""")
-
-
-def p006_watched_in_plpgsql(cur) -> None:
-    """`ocw_watched`, which every turn's NOTIFY asks, is PL/pgSQL (issue 28).
-
-    p005 wrote it in SQL. A SQL function that cannot be inlined — a SECURITY DEFINER
-    one never is — has its body parsed and planned again for each statement that calls
-    it, and a turn's NOTIFY is a statement of its own: measured with
-    pg_stat_user_functions, 21 µs a call on an idle server and 73 µs inside a turn
-    (1 writer, 1,000 turns), the dearest single step of a turn's write after the
-    INSERT. PL/pgSQL keeps its plan for the connection's life: 4.6 µs (a turn's
-    throughput moved within the noise of `ocw.bench.pg`, a few per cent). The same
-    answer from the same table, with the same owner, SECURITY DEFINER and fixed
-    search_path (CREATE OR REPLACE keeps the owner and the grants)."""
-    cur.execute("SELECT quote_ident(current_schema())")
-    schema = cur.fetchone()[0]
-    cur.execute(f"""
-        CREATE OR REPLACE FUNCTION ocw_watched(sid text, own integer) RETURNS boolean LANGUAGE plpgsql STABLE
-        SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
-        BEGIN
-            RETURN EXISTS (SELECT 1 FROM session_watchers WHERE session_id = sid AND pid <> own);
-        END $$""")
-
-
-def p007_private_channels(cur) -> None:
-    """A turn wakes only the kernels that watch its session, each on a channel of its own (issue 28).
-
-    Before this a watched session's turn sent `NOTIFY ocw_sessions`, which every
-    kernel's listener hears: each of them woke and re-read all of its open sessions
-    (the notification names none — see p002), so two kernels writing one session made
-    every other kernel in the database read too, several times a second. Now each
-    listening connection also LISTENs on a channel of its own, a random name it
-    records with its watches (`ocw_watch(ids, channel)`), and a turn's post-commit
-    statement is `ocw_notify(session, own listener)`: one NOTIFY per channel of the
-    session's other watchers. A watch recorded by an older ocw (no channel) is
-    notified on `ocw_sessions` as before, and every listener still LISTENs there, so a
-    kernel that opened the database before this migration keeps hearing and being
-    heard. Changes other than turns still notify `ocw_sessions` (the trigger).
-    Why nothing leaks: the table stays readable only through these functions; a
-    channel name is random and known only to its listener and to them. Anyone may
-    call `ocw_notify` for a session id — as anyone may NOTIFY `ocw_sessions` — which
-    costs its watchers a re-read and tells the caller nothing. A channel is a plain
-    lower-case name of at most 63 characters (the CHECK), so no watcher can make
-    another writer's `pg_notify` fail.
-    """
-    cur.execute("SELECT quote_ident(current_schema())")
-    schema = cur.fetchone()[0]
-    cur.execute("ALTER TABLE session_watchers ADD COLUMN channel text CHECK (channel ~ '^[a-z0-9_]{1,63}$')")
-    cur.execute(f"""
-        CREATE FUNCTION ocw_watch(ids text[], listen_on text) RETURNS void LANGUAGE plpgsql
-        SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
-        DECLARE sid text;
-        BEGIN
-            DELETE FROM session_watchers w WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.pid);
-            FOREACH sid IN ARRAY ids LOOP
-                BEGIN
-                    INSERT INTO session_watchers (session_id, pid, channel) VALUES (sid, pg_backend_pid(), listen_on)
-                        ON CONFLICT (session_id, pid) DO UPDATE SET channel = excluded.channel;
-                EXCEPTION WHEN foreign_key_violation THEN
-                    NULL;  -- deleted meanwhile: nothing to watch
-                END;
-            END LOOP;
-        END $$""")
-    cur.execute(f"""
-        CREATE FUNCTION ocw_notify(sid text, own integer) RETURNS void LANGUAGE plpgsql
-        SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
-        DECLARE ch text;
-        BEGIN
-            FOR ch IN SELECT DISTINCT coalesce(channel, '{NOTIFY_CHANNEL}') FROM session_watchers
-                      WHERE session_id = sid AND pid <> own LOOP
-                PERFORM pg_notify(ch, '');
-            END LOOP;
-        END $$""")
-
-
 MIGRATIONS: list[Callable] = [
     p001_initial,
     p002_row_security,
@@ -472,8 +336,10 @@ MIGRATIONS: list[Callable] = [
     p005_session_watchers,
     p006_watched_in_plpgsql,
     p007_private_channels,
+    p008_told_until_heard,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 # The ocw release that first wrote each schema version of the PostgreSQL store.
-OCW_VERSION_OF_SCHEMA = {1: "0.2.0", 2: "0.2.0", 3: "0.2.0", 4: "0.2.0", 5: "0.2.0", 6: "0.2.0", 7: "0.2.0"}
+OCW_VERSION_OF_SCHEMA = {1: "0.2.0", 2: "0.2.0", 3: "0.2.0", 4: "0.2.0", 5: "0.2.0", 6: "0.2.0", 7: "0.2.0",
+                         8: "0.2.0"}
