@@ -67,7 +67,8 @@ def _id_times(n: int) -> int:
 
 def node_id(salt: str, i: int, t0: int) -> str:
     """The id the builder gives message i: "n_", 16 hex digits of ((t0 + i) ms << 20 |
-    20 bits of md5(salt + i)) — ocw/store/ids.py's shape (the SQL below computes the same)."""
+    20 bits of md5(salt + i)) — ocw/store/ids.py's shape before session 18 (the SQL below
+    computes the same in 64 bits), which sorts by time among today's 20-digit ids."""
     rand = int(hashlib.md5(f"{salt}{i}".encode()).hexdigest()[:5], 16)
     return f"n_{((t0 + i) << 20) | rand:016x}"
 
