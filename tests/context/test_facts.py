@@ -577,3 +577,49 @@ def test_reading_lines_ahead_leaves_each_line_and_identifier_in_its_memo_at_its_
             words.setdefault(m.group(), []).append(m.start())
         assert facts.LINE_WORDS.get(line) == words and len(words) >= 6
     assert facts.LINE_WORDS.size - words_before == len(first) + 1 + len(second) + 1
+
+
+def test_present_in_reads_each_line_once_and_each_identifiers_runs_once_at_their_weights():
+    """`present_in`'s memos: each line of the text is an entry of its own (its words and
+    where they stand, weighing the line's length + 1) and is handed back the next time,
+    the same object, not read again; an identifier's runs are kept by its name without
+    backticks (length + 1) and read back the next time, not made again."""
+    from ocw.context import facts
+
+    text = "call `max_tokens` here\nand max_tokens there, beside maxtokens"
+    lines = text.split("\n")
+    assert facts.present_in(["`max_tokens`"], text) == {"`max_tokens`"}
+    assert [line in facts.LINE_WORDS for line in lines] == [True, True] and text not in facts.LINE_WORDS
+    assert facts.LINE_WORDS.size == sum(len(line) + 1 for line in lines)
+    words, runs = [facts.LINE_WORDS[line] for line in lines], facts._RUNS["max_tokens"]
+    assert words[1] == {"and": [0], "max_tokens": [4], "there": [15], "beside": [22], "maxtokens": [29]}
+    assert runs == (frozenset({"max_tokens"}), "max_tokens", 0) and facts._RUNS.size == len("max_tokens") + 1
+    assert facts.present_in(["`max_tokens`", "maxtok"], text) == {"`max_tokens`"}
+    assert all(facts.LINE_WORDS[line] is w for line, w in zip(lines, words)) and facts._RUNS["max_tokens"] is runs
+
+
+def test_an_identifiers_runs_are_its_word_runs_and_the_longest_with_where_it_starts():
+    """`_runs`: the word runs, and the longest (not the last in order, nor the greatest
+    by text) with its offset in the identifier; none for one with no word character."""
+    from ocw.context import facts
+
+    assert facts._runs("ab.cdef.z") == (frozenset({"ab", "cdef", "z"}), "cdef", 3)
+    assert facts._runs("zz-abc") == (frozenset({"zz", "abc"}), "abc", 3)
+    assert facts._runs("---") == (frozenset(), "", 0)
+
+
+def test_a_lines_identifiers_are_kept_at_its_length_plus_one():
+    from ocw.context import facts
+
+    line = "bump `retry_limit` to 7 in cfg/app.toml"
+    assert sorted(facts._line_identifiers(line)) == ["`retry_limit`", "cfg/app.toml"]
+    assert facts.LINE_MATCHES._sizes[line] == len(line) + 1 and facts.LINE_MATCHES.size == len(line) + 1
+
+
+def test_reading_a_line_ahead_keeps_an_identifiers_runs_by_its_whole_name_without_backticks():
+    """Only the backticks are stripped from the name the runs are kept by: an identifier
+    that begins and ends with other characters (X here) keeps them."""
+    from ocw.context import facts
+
+    facts.read_lines("set `XML_MAX` to 4, not `MAX_X`")
+    assert {"XML_MAX", "MAX_X"} <= set(facts._RUNS) and facts._RUNS["XML_MAX"] == facts._runs("XML_MAX")

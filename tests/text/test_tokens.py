@@ -613,3 +613,31 @@ def test_a_message_with_a_long_name_and_no_body_counts_whole_inside_a_counting_s
     with counting_once():
         assert count_message("user", [], "cl100k_base", name) == outside
     assert outside == FRAME_TOKENS + count_text(f"user:{name}\n", "cl100k_base")
+
+
+def test_count_kept_counts_a_long_text_in_its_own_encoding_and_keeps_a_short_one_at_its_length_plus_one():
+    """`count_kept`: a text of KEPT_MAX_CHARS (4096) characters or more is counted, not kept,
+    in the encoding asked for (not the default's); a shorter one is kept, weighing its
+    length + 1."""
+    long = ("déjà vu — ünïcode tokens differ by encoding; " * 100)[:4096]
+    assert tokens.count_text(long, "o200k_base") != tokens.count_text(long, "cl100k_base")
+    assert tokens.count_kept(long, "o200k_base") == tokens.count_text(long, "o200k_base")
+    assert not tokens.is_kept(long, "o200k_base") and tokens._KEPT.size == 0
+    short = long[:4095]
+    assert tokens.count_kept(short, "o200k_base") == tokens.count_text(short, "o200k_base")
+    assert tokens.is_kept(short, "o200k_base") and tokens._KEPT.size == 4096
+
+
+def test_counting_by_lines_keeps_each_line_under_4096_characters_at_its_length_plus_one():
+    """`count_by_lines(keep=True)`: each line not kept yet is counted alone and kept if it
+    is shorter than KEPT_MAX_CHARS (4096), weighing its length + 1; one of 4096 is counted
+    and not kept. The total is the text's count either way."""
+    lines = ["a" * 4095 + "\n", "b" * 4096 + "\n", "short line"]
+    text = "".join(lines)
+    assert tokens.line_pieces(text, "o200k_base") == lines
+    assert tokens.count_by_lines(text, "o200k_base", keep=True) == tokens.count_text(text, "o200k_base")
+    assert [tokens.is_kept(p, "o200k_base") for p in lines] == [False, False, True]
+    lines = ["a" * 4094 + "\n", "b" * 4095 + "\n"]
+    tokens.count_by_lines("".join(lines), "o200k_base", keep=True)
+    assert [tokens.is_kept(p, "o200k_base") for p in lines] == [True, False]
+    assert tokens._KEPT.size == len("short line") + 1 + 4095 + 1
