@@ -269,6 +269,33 @@ def test_a_watcher_is_told_of_turns_once_until_it_says_it_has_heard(pg, pg_url):
         old.close()
 
 
+def _head_read_after(pg, pg_url, listener, statement: str) -> str:
+    """Append "b" to s1; between its two round trips (the session locked, its HEAD statement
+    run) `listener` runs `statement` on a thread of its own, which must wait on a lock
+    (pg_stat_activity) and not have returned yet; then it reads s1's HEAD. Returns what it
+    read, once the turn has committed."""
+    seen = []
+
+    def run_then_read():
+        listener.execute(statement)
+        seen.append(listener.execute("SELECT head_id FROM sessions WHERE id = 's1'").fetchone()[0])
+
+    thread = threading.Thread(target=run_then_read)
+    pid = listener.info.backend_pid
+
+    def change(row, parent):
+        thread.start()
+        assert wait_for(lambda: sql(pg_url, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                                    [pid]) == [("Lock",)])
+        assert not seen  # still waiting for this turn
+        return None
+
+    pg.append_nodes("s1", msgs(("b", "user", 1)), change)
+    thread.join(15)
+    assert len(seen) == 1, "the statement never returned"
+    return seen[0]
+
+
 def test_a_watcher_saying_it_heard_waits_for_a_turn_that_found_it_told_already(pg, pg_url):
     """p008's invariant: a turn that finds a watcher told already sends it nothing, so if
     that watcher says it heard while the turn holds the session, its `ocw_heard` waits
@@ -277,31 +304,13 @@ def test_a_watcher_saying_it_heard_waits_for_a_turn_that_found_it_told_already(p
     new_session(pg, "s1")
     chan = "ocw_sessions_" + "d" * 16
     other = psycopg.connect(pg_url, autocommit=True)  # another kernel's listener
-    seen_after_heard = []
     try:
         other.execute(f"LISTEN {chan}")
         other.execute("SELECT ocw_watch(ARRAY['s1'], %s)", [chan])
         other.execute("SELECT ocw_heard()")
         pg.append_nodes("s1", msgs(("a", "user", 1)))
         assert len(_notified(other)) == 1  # told: not told again until it has heard
-        pid = other.info.backend_pid
-
-        def heard_then_read():
-            other.execute("SELECT ocw_heard()")
-            seen_after_heard.append(other.execute("SELECT head_id FROM sessions WHERE id = 's1'").fetchone()[0])
-
-        listener = threading.Thread(target=heard_then_read)
-
-        def change(row, parent):  # between the turn's two round trips: the session and the watch locked
-            listener.start()
-            assert wait_for(lambda: sql(pg_url, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
-                                        [pid]) == [("Lock",)])
-            assert not seen_after_heard  # still waiting for this turn
-            return None
-
-        pg.append_nodes("s1", msgs(("b", "user", 1)), change)
-        listener.join(15)
-        assert seen_after_heard == ["b"]  # its re-read came after the turn's commit
+        assert _head_read_after(pg, pg_url, other, "SELECT ocw_heard()") == "b"  # after the turn's commit
         assert _notified(other) == []  # the turn found it told: nothing sent, nothing missed
         pg.append_nodes("s1", msgs(("c", "user", 1)))
         assert len(_notified(other)) == 1  # it has heard: told again
@@ -344,7 +353,7 @@ def test_a_watch_recorded_while_a_turn_holds_its_session_beside_a_dead_one_waits
 
 
 def test_a_watch_recorded_while_a_turn_holds_its_session_waits_for_the_turns_commit(pg, pg_url):
-    """A turn asks "watched?" under the session's lock, before its commit
+    """A turn tells its session's watchers under the session's lock, before its commit
     (ocw/store/postgres/append.py). Another kernel recording its watch meanwhile is held
     until that commit (its foreign key takes the row FOR KEY SHARE, which waits for FOR
     UPDATE), so its re-read after recording sees the turn — which, having found no
@@ -353,27 +362,9 @@ def test_a_watch_recorded_while_a_turn_holds_its_session_waits_for_the_turns_com
     pg.append_nodes("s1", msgs(("a", "user", 1)))
     ear = psycopg.connect(pg_url, autocommit=True)
     other = psycopg.connect(pg_url, autocommit=True)  # another kernel's listener
-    seen_after_watch = []
     try:
         ear.execute("LISTEN ocw_sessions")
-        pid = other.info.backend_pid
-
-        def watch_then_read():
-            other.execute("SELECT ocw_watch(ARRAY['s1'])")
-            seen_after_watch.append(other.execute("SELECT head_id FROM sessions WHERE id = 's1'").fetchone()[0])
-
-        watcher = threading.Thread(target=watch_then_read)
-
-        def change(row, parent):  # runs between the turn's two messages: its lock held, "unwatched" read
-            watcher.start()
-            assert wait_for(lambda: sql(pg_url, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
-                                        [pid]) == [("Lock",)])
-            assert not seen_after_watch  # still waiting for this turn
-            return None
-
-        pg.append_nodes("s1", msgs(("b", "user", 1)), change)
-        watcher.join(15)
-        assert seen_after_watch == ["b"]  # its re-read came after the turn's commit
+        assert _head_read_after(pg, pg_url, other, "SELECT ocw_watch(ARRAY['s1'])") == "b"  # after the commit
         assert _notified(ear) == []  # the turn saw no watcher: nothing sent, nothing missed
         pg.append_nodes("s1", msgs(("c", "user", 1)))
         assert len(_notified(ear)) == 1  # the next turn sees the watch
