@@ -59,7 +59,6 @@ class Listener:
         self._lock = threading.Lock()
         self._followed: set[str] = set()
         self._pending: set[str] = set()  # followed, not yet recorded as watched on this connection
-        self._watching = False  # some watch recorded on this connection: it says when it has heard
 
     def follow(self, sid: str) -> None:
         """Watch session `sid` from now on: recorded within POLL, then caught up once
@@ -109,7 +108,6 @@ class Listener:
                                      application_name="ocw-listen") as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}; LISTEN {self.channel}")
                     self.pid = conn.info.backend_pid
-                    self._watching = False  # no watch recorded on this connection yet
                     with self._lock:  # a new connection: every followed session is watched again
                         self._pending = set(self._followed)
                     # After a reconnect the "sync all" below catches every session up.
@@ -128,7 +126,7 @@ class Listener:
                         # meanwhile told us nothing (p008): we had not heard. Heard now,
                         # before the re-read, so any turn that this re-read misses tells us.
                         self._stop.wait(SETTLE)
-                        if self._watching:
+                        if self._followed:  # (a listener that watches nothing has nothing to say)
                             self._heard(conn)
                         batch += conn.notifies(timeout=0)
                         self._answer(batch)
@@ -156,7 +154,6 @@ class Listener:
         if sids:
             seen = [sid for (sid,) in conn.execute("SELECT id FROM sessions WHERE id = ANY(%s)", [sids])]
             conn.execute("SELECT ocw_watch(%s, %s)", [seen, self.channel])
-            self._watching = True
             self._heard(conn)  # a watch is told of turns once it says it has heard (p008); re-read next
         for sid in sids if catch_up else ():
             self._call(sid, None)
