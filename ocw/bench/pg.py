@@ -183,10 +183,12 @@ def turn_on_the_wire(url: str) -> dict:
     store = ocw.Store(url)
     try:
         s = store.create_session(name="wire", model="gpt-4o", context_window=1_000_000)
-        s.append_many([("user", "warm"), ("assistant", "up")], usage=10)
         # The listener's first read of the session (after recording its watch, schema p005)
-        # runs on its own thread: done before the count, or it would take a connection of its own.
+        # runs on its own thread: done before the count, or it would take a connection of its
+        # own; and its catch-up call, which drops the store's guess, before the turns.
         wait_ready(store.backend._listener)
+        s.append_many([("user", "warm"), ("assistant", "up")], usage=10)  # the row read first
+        s.append_many([("user", "warm"), ("assistant", "up")], usage=11)  # on the row it wrote
         with wire.traced(store.backend._pool) as write:
             s.append_many([("user", "q"), ("assistant", "a")], usage=20)
             s.occupancy()
@@ -194,9 +196,13 @@ def turn_on_the_wire(url: str) -> dict:
             s.sync()
             s.append_many([("user", "q2"), ("assistant", "a2")], usage=30)
             s.occupancy()
+        store.backend._guesses.drop()  # as after another kernel's turn, or a compaction
+        with wire.traced(store.backend._pool) as read_first:
+            s.append_many([("user", "q3"), ("assistant", "a3")], usage=40)
+            s.occupancy()
     finally:
         store.close()
-    return {"write": write, "whole": whole}
+    return {"write": write, "whole": whole, "read_first": read_first}
 
 
 def _sessions(writers: int, shared: bool = True) -> str:
@@ -279,9 +285,11 @@ def main(argv: list[str] | None = None) -> int:
         url = cluster.create_database("bench_wire") if cluster else None
         if url is not None:
             wire = turn_on_the_wire(url)
-            w, whole = wire["write"], wire["whole"]
-            print(f"postgresql turn: {w['round_trips']} round trips, {w['commits']} commit (floor: 5 round trips, "
-                  f"1 commit); with the sync read a %%chat turn does first: {whole['round_trips']} round trips, "
+            w, whole, first = wire["write"], wire["whole"], wire["read_first"]
+            trips = lambda n: f"{n} round trip{'' if n == 1 else 's'}"  # noqa: E731
+            print(f"postgresql turn: {trips(w['round_trips'])}, {w['commits']} commit (floor: 5 round trips, "
+                  f"1 commit); after another kernel's write: {trips(first['round_trips'])}, {first['commits']} "
+                  f"commit; with the sync read a %%chat turn does first: {whole['round_trips']} round trips, "
                   f"{whole['transactions']} transactions ({whole['transactions'] - 1} of them a read)")
     finally:
         if cluster is not None:

@@ -11,6 +11,10 @@ node; the caller's `change(row, parent)` may add session columns to that same wr
 DuckDB (ocw/store/duckdb/store.py) and PostgreSQL (ocw/store/postgres/append.py) each
 read the row and HEAD their own way, in their own transaction, and call this with
 what they read: pure, no I/O, so both stores number a chain alike by construction.
+One exception: PostgreSQL's turn on a guess (ocw/store/postgres/guess.py) numbers its
+chain in SQL, under HEAD as the server reads it after the lock, by this same rule —
+tests/store/test_pg_guess.py holds the two equal case by case (no HEAD, HEAD of the
+row's count epoch, of an older one, recounted).
 """
 from __future__ import annotations
 

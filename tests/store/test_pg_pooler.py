@@ -13,6 +13,8 @@ import pytest
 
 import ocw
 from ocw.store.postgres import append as pg_append
+from ocw.store.postgres import guess as pg_guess
+from ocw.store.postgres import statements as pg_statements
 from ocw.store.postgres.listen import wait_ready
 from ocw.text.errors import StoreBusy
 from test_store_contract import msgs
@@ -94,7 +96,9 @@ def test_a_direct_connection_keeps_preparing(pg_url):
         assert pool.plain is False
         conns = [c for c, _ in pool._idle]  # (the listener's reads may have used a second one)
         names = {n for c in conns for (n,) in c.execute("SELECT name FROM pg_prepared_statements")}
-        assert len({n for n in names if n.startswith("ocw_")}) == 4  # lock, HEAD, INSERT, UPDATE (no one watches: no NOTIFY)
+        # The first turn's lock, HEAD, INSERT and UPDATE; the turns on a guess after it: their
+        # lock, INSERT and UPDATE (no one watches: no NOTIFY).
+        assert len({n for n in names if n.startswith("ocw_")}) == 7
         assert conns and all(c.prepare_threshold == 5 for c in conns)  # psycopg's own preparing left on
     finally:
         store.close()
@@ -115,14 +119,18 @@ def test_a_statement_there_that_this_connection_never_prepared_makes_the_pool_pl
     statements and is written once."""
     b = _pg(pg_url)
     try:
-        b.append_nodes("s1", msgs(("q0", "user", 1)))
+        b.append_nodes("s1", msgs(("q0", "user", 1)))  # the row read first
+        b.append_nodes("s1", msgs(("q0b", "user", 1)))  # on the guess: its statements prepared too
         with b._pool.connection() as conn:
-            pg_append._PREPARED.pop(conn)  # as if another client had prepared them on this server connection
+            pg_statements.PREPARED.pop(conn)  # as if another client had prepared them on this server connection
         row, written = b.append_nodes("s1", msgs(("q1", "user", 1)))
-        assert b._pool.plain is True and [n.id for n in written] == ["q1"] and row["rev"] == 2
-        assert [n.id for n in b.nodes_since("s1", 0)] == ["q0", "q1"]
+        assert b._pool.plain is True and [n.id for n in written] == ["q1"] and row["rev"] == 3
+        assert [n.id for n in b.nodes_since("s1", 0)] == ["q0", "q0b", "q1"]
         b.append_nodes("s1", msgs(("q2", "user", 1)))  # plain from now on
-        assert [n.id for n in b.nodes_since("s1", 0)] == ["q0", "q1", "q2"]
+        b._guesses.drop()
+        b.append_nodes("s1", msgs(("q3", "user", 1)))  # plain, the row read first
+        assert [(n.id, n.depth) for n in b.nodes_since("s1", 0)] == [
+            ("q0", 1), ("q0b", 2), ("q1", 3), ("q2", 4), ("q3", 5)]
     finally:
         b.close()
 
@@ -132,26 +140,29 @@ def test_statements_lost_twice_in_one_turn_make_the_pool_plain_and_once_do_not(p
     within one turn (each transaction on another server connection): plain. Either way
     the turn is written once."""
     b = _pg(pg_url)
-    real = pg_append._append
     losses = []
 
-    def losing(store, conn, *args):
-        if losses and losses[0] > 0 and not args[-1]:  # a prepared attempt: the server has lost them
-            losses[0] -= 1  # (as a pooler does: prepared on one server connection, run on another)
-            conn.execute("DEALLOCATE ALL")
-            pg_append._PREPARED[conn] = set(pg_append._NAMES.values())
-        return real(store, conn, *args)
+    def losing(real, plain_at):
+        def run(store, conn, *args):
+            if losses and losses[0] > 0 and not args[plain_at]:  # a prepared attempt: the server has lost them
+                losses[0] -= 1  # (as a pooler does: prepared on one server connection, run on another)
+                conn.execute("DEALLOCATE ALL")
+                pg_statements.PREPARED[conn] = set(pg_statements.NAMES.values())
+            return real(store, conn, *args)
+        return run
 
-    monkeypatch.setattr(pg_append, "_append", losing)
+    monkeypatch.setattr(pg_append, "_append", losing(pg_append._append, -1))  # (…, plain)
+    monkeypatch.setattr(pg_guess, "append", losing(pg_guess.append, -2))  # (…, plain, guess)
     try:
-        b.append_nodes("s1", msgs(("q0", "user", 1)))
+        b.append_nodes("s1", msgs(("q0", "user", 1)))  # the row read first
+        b.append_nodes("s1", msgs(("q0b", "user", 1)))  # on the guess: both turns' statements prepared
         losses[:] = [1]
         b.append_nodes("s1", msgs(("q1", "user", 1)))
         assert b._pool.plain is False and losses == [0]
         losses[:] = [2]
         b.append_nodes("s1", msgs(("q2", "user", 1)))
         assert b._pool.plain is True and losses == [0]
-        assert [n.id for n in b.nodes_since("s1", 0)] == ["q0", "q1", "q2"]
+        assert [n.id for n in b.nodes_since("s1", 0)] == ["q0", "q0b", "q1", "q2"]
     finally:
         b.close()
 
@@ -160,6 +171,6 @@ def test_a_plain_statement_puts_each_value_where_its_number_stands():
     """$1 … $n as %s in the order they stand (an UPDATE names its $1 last), % doubled, a
     lone $ left as it is; asked again, the same answer (remembered)."""
     sql = "UPDATE t SET a = $2, b = $3 || '%' || '$' WHERE id = $1"
-    text, order = pg_append._plain(sql)
+    text, order = pg_statements.plain_text(sql)
     assert text == "UPDATE t SET a = %s, b = %s || '%%' || '$' WHERE id = %s" and order == [2, 3, 1]
-    assert pg_append._plain(sql) is pg_append._plain(sql) == (text, order)
+    assert pg_statements.plain_text(sql) is pg_statements.plain_text(sql) == (text, order)

@@ -18,7 +18,7 @@ import pytest
 
 import ocw
 from ocw.notebook import cli
-from ocw.store.postgres import append as pg_append
+from ocw.store.postgres import statements as pg_statements
 from ocw.store.postgres import migrations as pg_migrations
 from ocw.store.postgres import schema as pg_schema
 from ocw.store.postgres.listen import wait_ready
@@ -270,7 +270,7 @@ def test_a_database_of_the_previous_schema_is_upgraded_and_its_sessions_stay_the
         conn.execute(f"ALTER DATABASE {t.db} OWNER TO {t.alice}")
     with monkeypatch.context() as m:  # the previous ocw: schema 1 only
         m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:1])
-        m.setattr(pg_append, "TELL_SQL", OLD_TELL_SQL)  # that ocw's turn
+        m.setattr(pg_statements, "TELL_SQL", OLD_TELL_SQL)  # that ocw's turn
         m.setattr(pg_schema, "SCHEMA_VERSION", 1)
         old = ocw.Store(t.url(t.alice))
         s = old.create_session(name="before")
@@ -312,7 +312,7 @@ def test_a_schema_1_database_upgraded_by_init_keeps_its_sessions_their_owners(pg
         conn.execute(f"ALTER DATABASE {t.db} OWNER TO {t.alice}")
     with monkeypatch.context() as m:
         m.setattr(pg_schema, "MIGRATIONS", pg_migrations.MIGRATIONS[:1])
-        m.setattr(pg_append, "TELL_SQL", OLD_TELL_SQL)  # that ocw's turn
+        m.setattr(pg_statements, "TELL_SQL", OLD_TELL_SQL)  # that ocw's turn
         m.setattr(pg_schema, "SCHEMA_VERSION", 1)
         old = ocw.Store(t.url(t.alice))
         old.create_session(name="before").append("user", "schema 1")

@@ -27,23 +27,32 @@ def _turn(s, i: int) -> None:
     s.occupancy()
 
 
-def test_a_turn_is_one_commit_and_two_round_trips(pg_url):
+def test_a_turn_is_one_commit_and_one_round_trip_on_the_row_it_wrote_last(pg_url):
+    """The first turn of a store reads the row under the lock first (2 round trips); each
+    turn after its own is sent whole on the row it wrote (ocw/store/postgres/guess.py)."""
     st = ocw.Store(pg_url)
     try:
         s = st.create_session(name="rt", model="gpt-4o", context_window=100_000)
         assert wait_ready(st.backend._listener)  # its first read of the session done: it takes a connection
-        _turn(s, 0)  # the pool has its connection now
         pool = st.backend._pool
-        for i in range(1, 4):
+        _turn(s, 0)  # the row read first; the connection prepares those statements
+        _turn(s, 1)  # on the guess: it prepares its own
+        for i in range(2, 5):
             with wire.traced(pool) as seen:
                 _turn(s, 10 + i)
-            assert seen == {"round_trips": 2, "transactions": 1, "commits": 1}
-            assert seen["round_trips"] <= 5
+            assert seen == {"round_trips": 1, "transactions": 1, "commits": 1}
             # The server agrees: the two messages and the session row (HEAD, usage) one transaction wrote.
             assert len(_writers_of(pg_url, s.id, s.branch()[-2:])) == 1
+            row = st.backend.session_row(s.id)
+            assert row["metadata"]["context_window"]["used"] == 1000 + 10 + i  # the usage sample went in with it
+        st.backend._guesses.drop()  # as after a compaction: the next turn reads the row first
+        with wire.traced(pool) as seen:
+            _turn(s, 20)
+        assert seen == {"round_trips": 2, "transactions": 1, "commits": 1}
+        assert len(_writers_of(pg_url, s.id, s.branch()[-2:])) == 1
         row = st.backend.session_row(s.id)
-        assert row["metadata"]["context_window"]["used"] == 1013  # the usage sample went in with the append
-        assert len(s.branch()) == 8 and row["head_id"] == s.branch()[-1]
+        assert row["metadata"]["context_window"]["used"] == 1020
+        assert len(s.branch()) == 12 and row["head_id"] == s.branch()[-1]
     finally:
         st.close()
 
@@ -111,6 +120,7 @@ def test_a_second_writer_waits_for_the_first_and_chains_under_its_head(pg_url):
                     time.sleep(0.01)
             return None
 
+        a._guesses.drop()  # the turn that reads the row first: its `change` runs between its round trips
         a.append_nodes("s1", msgs(("mine", "user", 3)), change)
         started[0].join(10)
         assert [(n.id, n.parent_id, n.depth, n.cum) for n in a.nodes_since("s1", 0)] == [
@@ -199,13 +209,16 @@ def test_each_statement_is_prepared_once_per_connection(pg_url):
         with a._pool.connection() as conn:
             seen = _ours(conn)
         assert a._pool.connects == 1
-        assert [sum(part in s for s in seen) for part in ("FOR UPDATE", "JOIN nodes h", "INSERT INTO nodes",
-                                                          "UPDATE sessions", "pg_notify")] == [1, 1, 1, 1, 0]
-        assert len(seen) == 4
+        # The first turn read the row first (lock, HEAD, INSERT, UPDATE); the three after it were
+        # sent on the row it wrote (the lock with the guess's check, the chain's INSERT, the UPDATE).
+        assert [sum(part in s for s in seen) for part in ("FOR UPDATE", "updated_at = $3", "JOIN nodes h",
+                                                          "INSERT INTO nodes", "UPDATE sessions", "pg_notify")
+                ] == [2, 1, 2, 2, 2, 0]
+        assert len(seen) == 7
         a.append_nodes("s1", msgs(("one", "user", 1)))  # one row: an INSERT of its own
         a.append_nodes("s1", msgs(("two", "user", 1)), lambda row, parent: {"system_prompt": "s"})  # other columns
         with a._pool.connection() as conn:
-            assert len(_ours(conn)) == 6
+            assert len(_ours(conn)) == 9
         assert [n.id for n in a.nodes_since("s1", 0)][-3:] == ["a3", "one", "two"]
     finally:
         a.close()
@@ -218,16 +231,17 @@ def test_a_connection_that_lost_its_statements_prepares_them_again(pg_url):
 
     a = _pg(pg_url)
     try:
-        a.append_nodes("s1", msgs(("q0", "user", 1), ("a0", "assistant", 1)))
+        a.append_nodes("s1", msgs(("q0", "user", 1), ("a0", "assistant", 1)))  # the row read first
+        a.append_nodes("s1", msgs(("q1", "user", 1), ("a1", "assistant", 1)))  # on the guess
         with a._pool.connection() as conn:
             conn.execute("DEALLOCATE ALL")
             assert _ours(conn) == []
-        row, written = a.append_nodes("s1", msgs(("q1", "user", 1), ("a1", "assistant", 1)))
-        assert [n.id for n in written] == ["q1", "a1"] and row["head_id"] == "a1" and row["rev"] == 2
+        row, written = a.append_nodes("s1", msgs(("q2", "user", 1), ("a2", "assistant", 1)))
+        assert [n.id for n in written] == ["q2", "a2"] and row["head_id"] == "a2" and row["rev"] == 3
         assert [(n.id, n.parent_id) for n in a.nodes_since("s1", 0)] == [
-            ("q0", None), ("a0", "q0"), ("q1", "a0"), ("a1", "q1")]
+            ("q0", None), ("a0", "q0"), ("q1", "a0"), ("a1", "q1"), ("q2", "a1"), ("a2", "q2")]
         with a._pool.connection() as conn:
-            assert len(_ours(conn)) == 4
+            assert len(_ours(conn)) == 3  # the turn on a guess: its lock, INSERT and UPDATE
         assert a._pool.connects == 1
     finally:
         a.close()

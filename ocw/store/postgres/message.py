@@ -1,6 +1,6 @@
 """Several statements in one round trip, sent with libpq and read with psycopg's loaders.
 
-A turn's write is two round trips, each carrying several statements
+A turn's write is one round trip, or two, each carrying several statements
 (ocw/store/postgres/append.py). `run` sends prepared statements with their
 parameters in one pipeline of the extended protocol; `send` sends one message of
 the simple query protocol whose text `compose` wrote the values into (for a

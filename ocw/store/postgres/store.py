@@ -25,10 +25,11 @@ from typing import Callable, Iterator
 
 from ocw.store.postgres import schema as pg_schema
 from ocw.store.postgres import url as pg_url
-from ocw.store.postgres.append import row_sets
+from ocw.store.postgres.statements import row_sets
 from ocw.store.holder import BUSY_HINT
 from ocw.text.errors import InvalidArgument, StoreBusy, StoreError
 from ocw.context.graph import SUMMARY_NAME, Node
+from ocw.store.postgres.guess import Guesses
 from ocw.store.postgres.shares import Sharing
 from ocw.store.postgres.conn import DEFAULT_LOCK_TIMEOUT, Pool, driver, lock_holders, one_line, store_error
 
@@ -75,6 +76,7 @@ class PostgresStore(Sharing):
         self._where = pg_url.display(self.path)
         self._pool = Pool(self.path, self._where, options.get("lock_timeout", DEFAULT_LOCK_TIMEOUT))
         self._listener = None
+        self._guesses = Guesses()  # what its next turn on each session expects (ocw/store/postgres/guess.py)
         with self._errors("open"), self._pool.connection() as conn:
             self._where = self._pool.where = self.describe()
             pg_schema.migrate(conn, self._where)
@@ -107,6 +109,7 @@ class PostgresStore(Sharing):
         def on_notify(sid, rev, pid):
             if pid is not None and pid in self._pool.pids:
                 return  # our own commit: the writer has adopted its row already
+            self._guesses.drop(sid)  # another kernel wrote (sid None: some session, or anything)
             callback(sid, rev)
 
         if self._listener is None:
@@ -167,7 +170,9 @@ class PostgresStore(Sharing):
 
     @contextmanager
     def _tx(self) -> Iterator:
-        """One transaction: all or nothing, whatever raises inside (a `change` too)."""
+        """One transaction: all or nothing, whatever raises inside (a `change` too). It may
+        write a session row otherwise than a turn: the next turn reads it (no guess)."""
+        self._guesses.drop()
         with self._errors(), self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             yield cur
 
@@ -237,6 +242,9 @@ class PostgresStore(Sharing):
         with self._read() as cur:
             cur.execute("SELECT rev FROM sessions WHERE id = %s", [sid])
             r = cur.fetchone()
+        guess = self._guesses.get(sid)
+        if guess is not None and (r is None or r[0] != guess.row["rev"]):
+            self._guesses.drop(sid)  # written by another kernel since this store's last turn
         return r[0] if r else None
 
     def list_sessions(self) -> list[dict]:
@@ -313,7 +321,7 @@ class PostgresStore(Sharing):
                      change: Callable[[dict, Node | None], dict | None] | None = None) -> tuple[dict, list[Node]]:
         """Append `nodes` as a chain under HEAD as this transaction reads it (after the
         session's lock), move HEAD to the last; `change(row, parent)` adds columns.
-        One transaction in two round trips (ocw/store/postgres/append.py)."""
+        One transaction in one round trip, or two (ocw/store/postgres/append.py)."""
         from ocw.store.postgres import append
 
         with self._errors(), self._pool.connection() as conn:
