@@ -171,15 +171,38 @@ def test_two_kernels_writing_one_session_flat_out_keep_one_chain(two):
 
 
 # -- when the store learns the row moved ------------------------------------------------------
-def test_a_sync_that_reads_another_rev_drops_the_guess_and_the_turn_reads_the_row_first(two):
+def test_a_read_of_the_row_another_kernel_wrote_drops_the_guess_and_the_turn_reads_it_first(two):
     a, b = two
     a.append_nodes("s1", msgs(("a0", "user", 1)))
     a.append_nodes("s1", msgs(("a1", "user", 1)))
-    assert a.rev("s1") == 2 and a._guesses.get("s1") is not None  # its own rev: kept
+    assert a.session_row("s1")["rev"] == 2 and a._guesses.get("s1") is not None  # as it left it: kept
     b.append_nodes("s1", msgs(("b0", "user", 1)))
-    assert a.rev("s1") == 3 and a._guesses.get("s1") is None
+    assert a.session_row("s1")["rev"] == 3 and a._guesses.get("s1") is None
     (row, _), trips = _turn(a, "s1", msgs(("a2", "user", 1)), _prompt("A2"))
     assert trips == 2 and row["system_prompt"] == "A2"  # decided on the row as it is
+
+
+def test_a_kernels_sync_before_its_turn_keeps_the_usage_sample_after_another_kernels_turn(pg_url):
+    """What a `%%chat` turn does: sync, then append with the provider's usage. Another
+    kernel's turn before the sync: this turn's request saw it, and its sample is stored."""
+    import ocw
+
+    k1, k2 = ocw.Store(pg_url), ocw.Store(pg_url)
+    try:
+        s1 = k1.create_session(name="shared", model="gpt-4o", context_window=100_000)
+        s2 = k2.open_session("shared")
+        s1.append_many([("user", "q0"), ("assistant", "a0")], usage=1000)
+        s1.append_many([("user", "q1"), ("assistant", "a1")], usage=1010)  # k1 holds a guess now
+        s2.sync()
+        s2.append_many([("user", "q2"), ("assistant", "a2")], usage=1020)
+        s1.sync()
+        s1.append_many([("user", "q3"), ("assistant", "a3")], usage=1030)
+        row = k1.backend.session_row(s1.id)
+        assert row["metadata"]["context_window"]["used"] == 1030 and row["head_id"] == s1.branch()[-1]
+        assert len(s1.branch()) == 8
+    finally:
+        k1.close()
+        k2.close()
 
 
 def test_another_kernels_write_heard_drops_the_guess(two):

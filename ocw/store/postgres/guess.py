@@ -34,7 +34,8 @@ the guard trigger sees the new HEAD already inserted.
 
 A guess is dropped whenever this store learns the row moved otherwise — its own
 other writes (`_tx`: a compaction, a rename), another kernel's write heard
-(listen.py), a sync that read another rev — so a turn after those reads the row
+(listen.py), a read of the row at another state (a `%%chat` turn's sync) — so a turn
+after those reads the row
 first (two round trips) and its `change` is decided on the row as it is.
 """
 from __future__ import annotations
@@ -81,6 +82,12 @@ class Guesses:
         guess = Guess(as_read(row, meta_text), parent)
         with self._lock:
             self._by_sid[sid] = guess
+
+    def check(self, sid: str, row: dict | None) -> None:
+        """`row` was read just now: drop the guess of `sid` unless the row is at its state."""
+        g = self._by_sid.get(sid)
+        if g is not None and (row is None or (row["rev"], row["updated_at"]) != (g.row["rev"], g.row["updated_at"])):
+            self.drop(sid)
 
     def drop(self, sid: str | None = None) -> None:
         """Forget the guess of `sid` (None: of every session): its row moved otherwise."""

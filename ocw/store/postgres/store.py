@@ -226,8 +226,12 @@ class PostgresStore(Sharing):
             return _session(cur.fetchone())
 
     def session_row(self, sid: str) -> dict | None:
+        """The row as it is; a row another kernel wrote since this store's last turn (a
+        `%%chat` turn's sync reads it first) drops that turn's guess (guess.py)."""
         with self._read() as cur:
-            return self._row(cur, sid)
+            row = self._row(cur, sid)
+        self._guesses.check(sid, row)
+        return row
 
     def find_session(self, id_or_name: str) -> str | None:
         with self._read() as cur:
@@ -242,9 +246,6 @@ class PostgresStore(Sharing):
         with self._read() as cur:
             cur.execute("SELECT rev FROM sessions WHERE id = %s", [sid])
             r = cur.fetchone()
-        guess = self._guesses.get(sid)
-        if guess is not None and (r is None or r[0] != guess.row["rev"]):
-            self._guesses.drop(sid)  # written by another kernel since this store's last turn
         return r[0] if r else None
 
     def list_sessions(self) -> list[dict]:
