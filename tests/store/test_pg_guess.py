@@ -235,6 +235,16 @@ def test_a_failed_turn_on_a_guess_writes_nothing_and_the_next_one_lands(two):
     assert trips == 1 and [(n.parent_id, n.depth) for n in written] == [("a0", 2)]
 
 
+def test_a_session_deleted_after_the_guess_is_one_line_and_nothing_is_written(two):
+    a, b = two
+    a.append_nodes("s1", msgs(("a0", "user", 1)))
+    assert a._guesses.get("s1") is not None
+    assert b.delete_session("s1") == 1
+    with pytest.raises(StoreError, match=r"^session s1 vanished from "):
+        _guessed(a, "s1", msgs(("a1", "user", 1)))
+    assert a.node_count("s1") == 0 and a.session_row("s1") is None
+
+
 # -- the pure pieces -------------------------------------------------------------------------
 def test_the_update_on_a_guess_guards_every_column_but_head_and_needs_no_state_without_one():
     cols = ("id", "rev")
