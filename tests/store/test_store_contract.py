@@ -363,7 +363,8 @@ def test_metadata_round_trips(backend):
 def test_concurrent_appends_to_one_session_form_one_chain(backend, reopen):
     """Two stores (two kernels' connections) append 30 turns each to one session at
     once: every append lands under the HEAD its transaction read — one chain, no
-    node lost, none twice."""
+    node lost, none twice. (On PostgreSQL each store's turns after its first are sent
+    on the row it wrote last, which the other keeps moving: ocw/store/postgres/guess.py.)"""
     new_session(backend)
     other = reopen()
     errors = []

@@ -70,7 +70,6 @@ from ocw.store.chain import chain_rows, content_text
 from ocw.store.postgres import guess as on_guess
 from ocw.store.postgres import message
 from ocw.store.postgres import statements as st
-from ocw.store.postgres.conn import lock_ms
 from ocw.store.postgres.watch_schema import NOTIFY_AFTER
 from ocw.text.errors import StoreError
 
@@ -81,8 +80,8 @@ HEAD_COLUMNS = ("h.id, h.seq, h.parent_id, h.role, h.name, coalesce(c.tokens, h.
 
 def lock_sql(columns) -> str:
     """The session row ($1), locked; and this transaction's promise to tell the session's
-    watchers itself (schema p004; statements.py `TELL_SQL`) — set by the statement that locks, so it costs no statement
-    of its own; its value, the last column, is not read."""
+    watchers itself (schema p004; statements.py `TELL_SQL`) — set by the statement that
+    locks, so it costs no statement of its own; its value, the last column, is not read."""
     return (f"SELECT {', '.join(columns)}, set_config('{NOTIFY_AFTER}', 'on', true)"
             " FROM sessions WHERE id = $1 FOR UPDATE")
 
@@ -146,10 +145,8 @@ def _append(store, conn, sid, nodes, change, watcher, plain) -> tuple[dict, list
     SESSION_COLUMNS, _node, _session = store.SESSION_COLUMNS, store.node_of, store.row_of
     try:
         # Round trip 1: BEGIN, the locked row and HEAD's node (one message, three results).
-        # Behind a pooler a connection's own SET may be on another server connection: the
-        # lock wait's bound goes with the transaction itself.
-        begin = f"BEGIN; SET LOCAL lock_timeout = {lock_ms(store._pool.lock_timeout)}" if plain else "BEGIN"
-        *_, locked, at_head = st.send(conn, [(begin, None), st.call(conn, lock_sql(SESSION_COLUMNS), [sid], plain),
+        *_, locked, at_head = st.send(conn, [(st.begin(store._pool.lock_timeout, plain), None),
+                                             st.call(conn, lock_sql(SESSION_COLUMNS), [sid], plain),
                                              st.call(conn, head_sql(), [sid, watcher], plain)], plain)
         r = message.rows(conn, locked)
         if not r:

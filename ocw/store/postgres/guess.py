@@ -49,7 +49,6 @@ from ocw.context.graph import Node
 from ocw.store.chain import content_text
 from ocw.store.postgres import message
 from ocw.store.postgres import statements as st
-from ocw.store.postgres.conn import lock_ms
 from ocw.store.postgres.watch_schema import NOTIFY_AFTER
 from ocw.text.errors import StoreError
 
@@ -142,23 +141,26 @@ def guessed_update_sql(columns, fields: dict, writable, state: list, watcher: in
     `state` (rev, updated_at), returning last the `TELL_SQL` for this kernel's listener
     `watcher`; the values of $2 … in order."""
     sets, args = st.row_sets(fields, writable, lambda k: f"${k + 1}")
-    text = _guessed_update_text(tuple(columns), tuple(sets), len(args) + 2, st.TELL_SQL)
-    return text, [*args, *state, watcher] if "CASE WHEN" in text else [*args, watcher]
+    text, guarded = _guessed_update_text(tuple(columns), tuple(sets), len(args) + 2, st.TELL_SQL)
+    return text, [*args, *state, watcher] if guarded else [*args, watcher]
 
 
 @functools.lru_cache(maxsize=32)
-def _guessed_update_text(columns: tuple, sets: tuple, k: int, tell_sql: str) -> str:
-    """The statement of `guessed_update_sql` for these SET items, its state at $k, $k+1 (if
-    any column is guarded) and its listener after."""
-    items = []
+def _guessed_update_text(columns: tuple, sets: tuple, k: int, tell_sql: str) -> tuple[str, bool]:
+    """The statement of `guessed_update_sql` for these SET items, with its state at $k, $k+1
+    and its listener after if any column is guarded (else its listener at $k); and whether
+    one is."""
+    items, guarded = [], False
     for item in sets:
         col, value = item.split(" = ", 1)
-        guarded = col not in ("rev", "updated_at", "head_id")
-        items.append(f"{col} = CASE WHEN {GUESSED.format(k, k + 1)} THEN {value} ELSE {col} END" if guarded else item)
-    tell = k + 2 if any(" CASE WHEN " in i for i in items) else k
+        if col in ("rev", "updated_at", "head_id"):
+            items.append(item)
+        else:
+            items.append(f"{col} = CASE WHEN {GUESSED.format(k, k + 1)} THEN {value} ELSE {col} END")
+            guarded = True
+    tell = k + 2 if guarded else k
     return (f"UPDATE sessions SET {', '.join(items)} WHERE id = $1 RETURNING {', '.join(columns)},"
-            f" {tell_sql.replace('$2', f'${tell}')}")
-
+            f" {tell_sql.replace('$2', f'${tell}')}"), guarded
 
 
 @functools.lru_cache(maxsize=8)
@@ -168,9 +170,8 @@ def _as_text(columns: tuple) -> tuple:
     return tuple("metadata::text" if c == "metadata" else c for c in columns)
 
 
-
 def append(store, conn, sid, nodes, change, watcher, plain, guess: Guess) -> tuple[dict, list[Node]]:
-    """The turn in one round trip (ocw/store/postgres/guess.py): BEGIN, the lock, the
+    """The turn in one round trip (the module doc): BEGIN, the lock, the
     chain's INSERT under HEAD as read after the lock, the row's UPDATE — `change`, computed
     on `guess`, written only if the row is still at that state — and COMMIT."""
     SESSION_COLUMNS, _session = store.SESSION_COLUMNS, store.row_of
@@ -185,11 +186,11 @@ def append(store, conn, sid, nodes, change, watcher, plain, guess: Guess) -> tup
             cum += int(n["tokens"])
             chain += [k, n["id"], nodes[k - 2]["id"] if k > 1 else None, n["role"], n.get("name"), content_text(n),
                       n.get("encoding"), int(n["tokens"]), cum]
-        begin = f"BEGIN; SET LOCAL lock_timeout = {lock_ms(store._pool.lock_timeout)}" if plain else "BEGIN"
-        results = st.send(conn, [(begin, None), st.call(conn, guess_lock_sql(), [sid, *state], plain),
-                               st.call(conn, chain_insert_sql(len(nodes)), [*chain, sid], plain),
-                               st.call(conn, upd, [sid, *values], plain),
-                               ("COMMIT", None)], plain)  # read from the end: a plain BEGIN is two statements
+        results = st.send(conn, [(st.begin(store._pool.lock_timeout, plain), None),
+                                 st.call(conn, guess_lock_sql(), [sid, *state], plain),
+                                 st.call(conn, chain_insert_sql(len(nodes)), [*chain, sid], plain),
+                                 st.call(conn, upd, [sid, *values], plain),
+                                 ("COMMIT", None)], plain)  # read from the end: a plain BEGIN is two statements
         locked = message.rows(conn, results[-4])
         if not locked:
             raise StoreError(f"session {sid} vanished from {store.describe()}")

@@ -34,6 +34,7 @@ import weakref
 from typing import Callable
 
 from ocw.store.postgres import message
+from ocw.store.postgres.conn import lock_ms
 
 NODE_COLUMNS = ("id, session_id, parent_id, role, name, content, tokens, encoding, depth, cum_tokens, epoch,"
                 " cover_count, supersedes")
@@ -104,6 +105,12 @@ def call(conn, sql: str, args: list, plain: bool) -> tuple[str, list]:
         message.send(conn, f"PREPARE {name} AS {sql}")
         done.add(name)
     return name, args
+
+
+def begin(lock_timeout: float, plain: bool) -> str:
+    """A turn's BEGIN. Behind a pooler (`plain`) a connection's own SET may be on another
+    server connection: the lock wait's bound goes with the transaction itself."""
+    return f"BEGIN; SET LOCAL lock_timeout = {lock_ms(lock_timeout)}" if plain else "BEGIN"
 
 
 def send(conn, statements: list[tuple[str, list | None]], plain: bool) -> list:
