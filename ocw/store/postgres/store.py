@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 
 from ocw.store.postgres import schema as pg_schema
 from ocw.store.postgres import url as pg_url
-from ocw.store.postgres.statements import row_sets
+from ocw.store.postgres.statements import NODE_COLUMNS, row_sets
 from ocw.store.holder import BUSY_HINT
 from ocw.text.errors import InvalidArgument, StoreBusy, StoreError
 from ocw.context.graph import SUMMARY_NAME, Node
@@ -42,8 +42,7 @@ NODE_SELECT = ("SELECT n.id, n.seq, n.parent_id, n.role, n.name, coalesce(c.toke
                " coalesce(c.depth, n.depth), coalesce(c.cum_tokens, n.cum_tokens), coalesce(c.epoch, n.epoch),"
                " n.cover_count, n.supersedes, n.created_at"
                " FROM nodes n LEFT JOIN node_counts c ON c.node_id = n.id AND c.epoch = %s")
-NODE_INSERT = ("INSERT INTO nodes (id, session_id, parent_id, role, name, content, tokens, encoding, depth,"
-               " cum_tokens, epoch, cover_count, supersedes) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+NODE_INSERT = (f"INSERT INTO nodes ({NODE_COLUMNS}) VALUES ({', '.join(['%s'] * len(NODE_COLUMNS.split(',')))})"
                " RETURNING seq, created_at")
 
 
